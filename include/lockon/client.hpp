@@ -1,0 +1,91 @@
+// lockon/client.hpp — a thread-safe handle to one Redis server.
+//
+// A Client owns a bounded pool of connections, the script cache and, once a
+// lock waits, the process's subscriber connection for that server. It is a
+// cheap, copyable handle: copies share the same pool. Locks keep the client
+// they were made from alive.
+//
+// hiredis stays behind this header; replies come back as `lockon::Reply`.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockon/options.hpp"
+
+namespace lockon {
+
+namespace detail {
+class ClientImpl;
+}
+
+/// A Redis reply as a value. Error replies never reach the caller as a Reply:
+/// they are thrown as ReplyError (or a subclass).
+class Reply {
+ public:
+  enum class Type { nil, integer, string, status, array };
+
+  Reply() = default;
+  static Reply nil() { return Reply(); }
+  static Reply integer(long long v);
+  static Reply string(std::string s);
+  static Reply status(std::string s);
+  static Reply array(std::vector<Reply> elements);
+
+  Type type() const noexcept { return type_; }
+  bool is_nil() const noexcept { return type_ == Type::nil; }
+  /// Precondition: type() == integer (else throws ProtocolError).
+  long long as_integer() const;
+  /// Precondition: type() is string or status (else throws ProtocolError).
+  const std::string& as_string() const;
+  /// Precondition: type() == array (else throws ProtocolError).
+  const std::vector<Reply>& elements() const;
+
+ private:
+  Type type_ = Type::nil;
+  long long integer_ = 0;
+  std::string string_;
+  std::vector<Reply> elements_;
+};
+
+/// Connection to one Redis server through a bounded pool.
+///
+/// Thread safety: every member may be called from any number of threads.
+class Client {
+ public:
+  /// Does not connect; the first command (or `ping()`) does. Throws
+  /// ConfigError if the options are invalid (port range, pool size 0, ...).
+  explicit Client(ConnectionOptions options, PoolOptions pool = {});
+  /// Shorthand for Client(ConnectionOptions::from_url(url), pool).
+  explicit Client(std::string_view url, PoolOptions pool = {});
+
+  /// Sends one command and waits for its reply. Blocks up to the pool wait
+  /// plus the socket timeout. Throws IoError subclasses, ReplyError
+  /// subclasses, PoolTimeoutError. A connection broken by an IoError is
+  /// reconnected on its next use.
+  Reply command(std::initializer_list<std::string_view> args) const;
+  Reply command(const std::vector<std::string>& args) const;
+
+  /// Sends several commands in one round trip; replies in order. An error
+  /// reply for any command throws after all replies were read.
+  std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) const;
+
+  /// PING the server; connects if needed. Throws like command().
+  void ping() const;
+
+  const ConnectionOptions& options() const noexcept;
+  /// "host:port" of the server (no credentials).
+  std::string endpoint() const;
+
+  /// For lockon's own layers (lock primitives, subscriber, watchdog).
+  const std::shared_ptr<detail::ClientImpl>& impl() const noexcept { return impl_; }
+
+ private:
+  std::shared_ptr<detail::ClientImpl> impl_;
+};
+
+}  // namespace lockon

@@ -1,0 +1,31 @@
+// The shared state behind a lockon::Client handle.
+#pragma once
+
+#include <string>
+
+#include "hiredis_handles.hpp"
+#include "lockon/client.hpp"
+#include "pool.hpp"
+
+namespace lockon::detail {
+
+class ClientImpl {
+ public:
+  ClientImpl(ConnectionOptions options, PoolOptions pool);
+
+  Pool& pool() noexcept { return pool_; }
+  const ConnectionOptions& options() const noexcept { return pool_.options(); }
+  const std::string& endpoint() const noexcept { return endpoint_; }
+
+ private:
+  std::string endpoint_;
+  Pool pool_;
+};
+
+/// Converts a hiredis reply to a value; error replies are thrown (mapped).
+Reply to_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation);
+
+/// Checks options that every connection needs (port range, db, timeouts).
+void validate(const ConnectionOptions& options);
+
+}  // namespace lockon::detail

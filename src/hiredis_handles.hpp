@@ -1,0 +1,23 @@
+// Owning handles for hiredis objects. Private: hiredis never leaks into
+// lockon's public headers.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <memory>
+
+namespace lockon::detail {
+
+struct ContextDeleter {
+  void operator()(redisContext* context) const noexcept { redisFree(context); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
+
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+inline bool is_error_reply(const redisReply& reply) noexcept { return reply.type == REDIS_REPLY_ERROR; }
+
+}  // namespace lockon::detail

@@ -1,0 +1,226 @@
+// URL and duration parsing for lockon/options.hpp.
+//
+// Every error message describes the offending part without echoing the
+// password: messages are built from the parts we already validated, never
+// from the raw URL.
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lockon/errors.hpp"
+#include "lockon/options.hpp"
+
+namespace lockon {
+namespace {
+
+[[noreturn]] void url_error(std::string_view what) {
+  throw ConfigError("invalid Redis URL: " + std::string(what));
+}
+
+std::optional<long long> parse_integer(std::string_view text) {
+  long long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decoding for user and password. The part's name (not its value)
+// goes into the error so a malformed password is never printed.
+std::string percent_decode(std::string_view text, std::string_view part_name) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (i + 2 >= text.size()) url_error("truncated %-escape in the " + std::string(part_name));
+    const int hi = hex_value(text[i + 1]);
+    const int lo = hex_value(text[i + 2]);
+    if (hi < 0 || lo < 0) url_error("bad %-escape in the " + std::string(part_name));
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+int parse_db(std::string_view text) {
+  const auto db = parse_integer(text);
+  if (!db || *db < 0 || *db > std::numeric_limits<int>::max())
+    url_error("database index '" + std::string(text) + "' is not a non-negative integer");
+  return static_cast<int>(*db);
+}
+
+bool parse_bool(std::string_view key, std::string_view value) {
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off") return false;
+  url_error("query parameter '" + std::string(key) + "' expects true/false, got '" + std::string(value) + "'");
+}
+
+void apply_query(std::string_view query, ConnectionOptions& options) {
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const auto eq = pair.find('=');
+    if (eq == std::string_view::npos) url_error("query parameter '" + std::string(pair) + "' has no value");
+    const std::string_view key = pair.substr(0, eq);
+    const std::string_view value = pair.substr(eq + 1);
+    try {
+      if (key == "connect_timeout") {
+        options.connect_timeout = parse_duration(value);
+      } else if (key == "socket_timeout") {
+        options.socket_timeout = parse_duration(value);
+      } else if (key == "db") {
+        options.db = parse_db(value);
+      } else if (key == "keepalive") {
+        options.keepalive = parse_bool(key, value);
+      } else {
+        url_error("unknown query parameter '" + std::string(key) +
+                  "' (known: connect_timeout, socket_timeout, db, keepalive)");
+      }
+    } catch (const ConfigError& e) {
+      if (std::string_view(e.what()).starts_with("invalid Redis URL")) throw;
+      url_error("query parameter '" + std::string(key) + "': " + e.what());
+    }
+  }
+}
+
+// Splits "host[:port]" where host may be "[v6]".
+void parse_host_port(std::string_view hostport, ConnectionOptions& options) {
+  std::string_view host;
+  std::string_view port;
+  if (hostport.starts_with('[')) {
+    const auto close = hostport.find(']');
+    if (close == std::string_view::npos) url_error("unterminated '[' in IPv6 host");
+    host = hostport.substr(1, close - 1);
+    const std::string_view rest = hostport.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') url_error("unexpected text after IPv6 host");
+      port = rest.substr(1);
+      if (port.empty()) url_error("empty port after ':'");
+    }
+    if (host.empty()) url_error("empty IPv6 host");
+  } else {
+    const auto colon = hostport.rfind(':');
+    if (colon != std::string_view::npos) {
+      if (hostport.find(':') != colon) url_error("IPv6 hosts must be written in brackets, e.g. [::1]");
+      host = hostport.substr(0, colon);
+      port = hostport.substr(colon + 1);
+      if (port.empty()) url_error("empty port after ':'");
+    } else {
+      host = hostport;
+    }
+  }
+  if (host.empty()) url_error("missing host");
+  for (char c : host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_' || c == ':' || c == '%';
+    if (!ok) url_error("host contains an invalid character");
+  }
+  options.host = std::string(host);
+  if (!port.empty()) {
+    const auto value = parse_integer(port);
+    if (!value || *value < 1 || *value > 65535)
+      url_error("port '" + std::string(port) + "' is not in 1..65535");
+    options.port = static_cast<int>(*value);
+  }
+}
+
+}  // namespace
+
+std::string ConnectionOptions::endpoint() const {
+  if (!unix_path.empty()) return "unix:" + unix_path;
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
+  ConnectionOptions options;
+  if (url.empty()) url_error("empty URL");
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos)
+    url_error("missing scheme (expected redis://host[:port][/db] or unix:///path)");
+  const std::string_view scheme = url.substr(0, scheme_end);
+  std::string_view rest = url.substr(scheme_end + 3);
+
+  std::string_view query;
+  if (const auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+
+  if (scheme == "unix") {
+    if (rest.empty() || rest[0] != '/') url_error("unix socket path must be absolute (unix:///path/to.sock)");
+    options.unix_path = std::string(rest);
+    options.host.clear();
+    apply_query(query, options);
+    return options;
+  }
+  if (scheme == "rediss") url_error("TLS (rediss://) is not supported by this build");
+  if (scheme != "redis") url_error("unsupported scheme '" + std::string(scheme) + "' (expected redis or unix)");
+
+  // Credentials end at the LAST '@' before the path: passwords may contain '@'.
+  const auto slash = rest.find('/', rest.rfind('@') == std::string_view::npos ? 0 : rest.rfind('@'));
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    if (colon == std::string_view::npos) {
+      // "redis://secret@host" is how many clients spell a password-only URL.
+      options.password = percent_decode(userinfo, "password");
+    } else {
+      options.user = percent_decode(userinfo.substr(0, colon), "user name");
+      options.password = percent_decode(userinfo.substr(colon + 1), "password");
+    }
+    if (!options.user.empty() && options.password.empty())
+      url_error("user name given without a password");
+  }
+  parse_host_port(authority, options);
+  if (!path.empty()) options.db = parse_db(path);
+  apply_query(query, options);
+  return options;
+}
+
+std::chrono::milliseconds parse_duration(std::string_view text) {
+  const std::string shown(text);
+  if (text.empty()) throw ConfigError("invalid duration: empty");
+  std::size_t unit_at = 0;
+  while (unit_at < text.size() &&
+         ((text[unit_at] >= '0' && text[unit_at] <= '9') || text[unit_at] == '.'))
+    ++unit_at;
+  const std::string_view number = text.substr(0, unit_at);
+  const std::string_view unit = text.substr(unit_at);
+  if (number.empty() || number.find('.') != number.rfind('.'))
+    throw ConfigError("invalid duration '" + shown + "' (expected e.g. 500ms, 10s, 2m)");
+  double value = 0;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc() || end != number.data() + number.size())
+    throw ConfigError("invalid duration '" + shown + "'");
+  double factor = 0;
+  if (unit.empty() || unit == "ms") factor = 1;
+  else if (unit == "s") factor = 1000;
+  else if (unit == "m" || unit == "min") factor = 60'000;
+  else if (unit == "h") factor = 3'600'000;
+  else if (unit == "us") factor = 0.001;
+  else throw ConfigError("invalid duration '" + shown + "': unknown unit (use ms, s, m or h)");
+  const double ms = value * factor;
+  if (!std::isfinite(ms) || ms > 1e15) throw ConfigError("invalid duration '" + shown + "': too large");
+  return std::chrono::milliseconds(static_cast<long long>(std::llround(ms)));
+}
+
+}  // namespace lockon
