@@ -63,6 +63,12 @@ void validate(const ConnectionOptions& options) {
 ClientImpl::ClientImpl(ConnectionOptions options, PoolOptions pool)
     : endpoint_(options.endpoint()), pool_((validate(options), std::move(options)), pool) {}
 
+Subscriber& ClientImpl::subscriber() {
+  std::lock_guard lock(subscriber_mutex_);
+  if (!subscriber_) subscriber_ = std::make_unique<Subscriber>(pool_.options());
+  return *subscriber_;
+}
+
 Reply to_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
   switch (reply.type) {
     case REDIS_REPLY_ERROR:

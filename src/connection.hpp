@@ -43,6 +43,8 @@ class Connection {
   void mark_broken() noexcept { broken_ = true; }
   bool connected() const noexcept { return context_ != nullptr && !broken_; }
   int fd() const noexcept;
+  /// The raw context, for the subscriber's non-request/reply use.
+  redisContext* raw() const noexcept { return context_.get(); }
   const ConnectionOptions& options() const noexcept { return options_; }
   const std::string& endpoint() const noexcept { return endpoint_; }
 
@@ -54,6 +56,7 @@ class Connection {
   std::string endpoint_;
   ContextPtr context_;
   bool broken_ = false;
+  std::string scratch_;  // reused RESP formatting buffer
   std::chrono::milliseconds current_timeout_{-1};
 };
 

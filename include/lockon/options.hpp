@@ -19,11 +19,11 @@ struct ConnectionOptions {
   /// TCP port, 1..65535.
   int port = 6379;
   /// Unix socket path; when non-empty, host and port are ignored.
-  std::string unix_path;
+  std::string unix_path{};
   /// ACL user name. Empty with a password: `AUTH password` (the default user).
-  std::string user;
+  std::string user{};
   /// Password; empty means no AUTH is sent.
-  std::string password;
+  std::string password{};
   /// Database index selected after connecting (SELECT is skipped for 0).
   int db = 0;
   /// Bound on establishing the connection. 0 means the OS default (blocking).

@@ -1,0 +1,105 @@
+// lockon_benchmarks [--redis-url=URL] [google benchmark flags]
+//
+// Starts a throwaway redis-server (more on demand, for Redlock) unless
+// --redis-url is given, runs the cases, then prints each registered ratio
+// of a subject against its baseline measured in this same run (medians of
+// the repetitions), with the target it must meet.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+
+namespace lockon::bench {
+void set_external_url(std::string url);
+void stop_servers();
+}  // namespace lockon::bench
+
+namespace {
+
+// Keeps every run's figures so ratios can be computed after the console
+// output, which it forwards unchanged.
+class CollectingReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.aggregate_name == "median" || (run.aggregate_name.empty() && run.run_type == Run::RT_Iteration)) {
+        Figures& f = figures_[run.run_name.str()];
+        if (run.aggregate_name == "median" || !f.from_median) {
+          f.from_median = run.aggregate_name == "median";
+          f.real_time_ns = run.GetAdjustedRealTime() * to_ns(run.time_unit);
+          const auto items = run.counters.find("items_per_second");
+          f.items_per_second = items != run.counters.end() ? items->second.value : 0.0;
+        }
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  struct Figures {
+    bool from_median = false;
+    double real_time_ns = 0;
+    double items_per_second = 0;
+  };
+
+  const Figures* find(const std::string& prefix) const {
+    for (const auto& [name, figures] : figures_)
+      if (name == prefix || name.rfind(prefix + "/", 0) == 0) return &figures;
+    return nullptr;
+  }
+
+ private:
+  static double to_ns(benchmark::TimeUnit unit) {
+    switch (unit) {
+      case benchmark::kNanosecond: return 1;
+      case benchmark::kMicrosecond: return 1e3;
+      case benchmark::kMillisecond: return 1e6;
+      case benchmark::kSecond: return 1e9;
+    }
+    return 1;
+  }
+  std::map<std::string, Figures> figures_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--redis-url=", 12) == 0) lockon::bench::set_external_url(argv[i] + 12);
+    else args.push_back(argv[i]);
+  }
+  int count = static_cast<int>(args.size());
+  benchmark::Initialize(&count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
+  CollectingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+
+  int failures = 0;
+  bool printed_header = false;
+  for (const auto& spec : lockon::bench::ratios()) {
+    const auto* subject = reporter.find(spec.subject);
+    const auto* baseline = reporter.find(spec.baseline);
+    if (subject == nullptr || baseline == nullptr) continue;  // filtered out
+    if (!printed_header) {
+      std::printf("\nRatios against baselines measured in this run (medians):\n");
+      printed_header = true;
+    }
+    const bool higher_is_better = spec.metric == "items_per_second";
+    const double ratio = higher_is_better ? subject->items_per_second / baseline->items_per_second
+                                          : subject->real_time_ns / baseline->real_time_ns;
+    const bool ok = higher_is_better ? ratio >= spec.target : ratio <= spec.target;
+    failures += ok ? 0 : 1;
+    std::printf("  %-58s %6.3fx  (target %s %.2fx) %s\n", spec.label.c_str(), ratio, higher_is_better ? ">=" : "<=",
+                spec.target, ok ? "ok" : "MISSED");
+  }
+  if (printed_header) std::printf("  %d ratio(s) missed their target\n", failures);
+  benchmark::Shutdown();
+  lockon::bench::stop_servers();
+  return 0;
+}

@@ -1,0 +1,61 @@
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "bench_support.hpp"
+#include "support/redis_server.hpp"
+
+namespace lockon::bench {
+namespace {
+
+struct Servers {
+  std::mutex mutex;
+  std::string external_url;
+  std::vector<std::unique_ptr<test::RedisServer>> started;
+};
+
+Servers& servers() {
+  static Servers instance;
+  return instance;
+}
+
+std::vector<RatioSpec>& ratio_registry() {
+  static std::vector<RatioSpec> specs;
+  return specs;
+}
+
+}  // namespace
+
+void set_external_url(std::string url) { servers().external_url = std::move(url); }
+
+void stop_servers() {
+  std::lock_guard lock(servers().mutex);
+  servers().started.clear();
+}
+
+const std::string& server_url() {
+  static const std::string url = server_urls(1).front();
+  return url;
+}
+
+std::vector<std::string> server_urls(std::size_t n) {
+  Servers& s = servers();
+  std::lock_guard lock(s.mutex);
+  if (!s.external_url.empty()) {
+    if (n != 1) throw std::runtime_error("this benchmark needs " + std::to_string(n) + " servers; run without --redis-url");
+    return {s.external_url};
+  }
+  while (s.started.size() < n) s.started.push_back(std::make_unique<test::RedisServer>());
+  std::vector<std::string> urls;
+  for (std::size_t i = 0; i < n; ++i) urls.push_back(s.started[i]->url());
+  return urls;
+}
+
+bool register_ratio(RatioSpec spec) {
+  ratio_registry().push_back(std::move(spec));
+  return true;
+}
+
+const std::vector<RatioSpec>& ratios() { return ratio_registry(); }
+
+}  // namespace lockon::bench

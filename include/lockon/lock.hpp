@@ -1,0 +1,206 @@
+// lockon/lock.hpp — distributed locks with a lease, renewal, fencing and a
+// lease-loss signal.
+//
+// `lockon::Lock` is the single-instance Redis lock: `SET key token NX PX ttl`,
+// released by a Lua compare-and-delete, wire-compatible with redis-py's
+// `Lock` and node-redlock on the same key. `lockon::Redlock`
+// (lockon/redlock.hpp) has the same surface over N masters; both derive from
+// `lockon::DistributedLock`, the interface `RedisLocker` and the CLI use.
+//
+// Both satisfy the standard *TimedLockable* requirements, so
+// `std::unique_lock`, `std::scoped_lock`, `std::lock` and
+// `try_lock_for/until` work as with `std::timed_mutex`.
+//
+// Thread use: one thread at a time per lock object (like a `std::unique_lock`);
+// moving the object to, or using it from, another thread in turn is fine.
+// Different objects — even for the same key — may be used concurrently.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <type_traits>
+
+#include "lockon/client.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon {
+
+/// Why a held lease was declared lost.
+enum class LossReason {
+  taken,        // the key vanished or holds another token (expired, deleted, stolen)
+  unreachable,  // renewals failed with I/O errors until the lease could have lapsed
+  max_hold,     // the configured maximum hold time ended renewal and the lease ran out
+};
+
+/// Passed to LockOptions::on_lost.
+struct LossEvent {
+  std::string name;        // the lock key
+  LossReason reason;
+  std::string detail;      // human-readable cause (never contains the token)
+};
+
+/// Options of one lock. Plain aggregate with documented defaults.
+struct LockOptions {
+  /// Lease length. Must be > 0 and ≤ 2^47 ms, unless `no_expiry` is set.
+  std::chrono::milliseconds ttl{30'000};
+  /// Explicit opt-in to a key without expiry (survives a crashed holder!).
+  /// Then `ttl` is ignored and extend/reacquire/renewal are unavailable.
+  bool no_expiry = false;
+  /// A process-wide watchdog thread renews the lease every ttl/3 while held.
+  bool auto_renew = true;
+  /// With auto_renew: stop renewing this long after acquisition (0 = never
+  /// stop). The lease then runs out and the lock is reported lost.
+  std::chrono::milliseconds max_hold{0};
+  /// Produce a strictly increasing 64-bit fence per acquisition (fence()).
+  bool fencing = false;
+  /// Caller-supplied token; empty means 128 random bits (OpenSSL RAND_bytes)
+  /// in hex, fresh for each acquisition. Must not be empty if set.
+  std::optional<std::string> token{};
+  /// Safety net while waiting: the longest sleep between two attempts when
+  /// no notification arrives (subscriber down, holder crashed). Must be > 0.
+  std::chrono::milliseconds wait_poll_interval{250};
+  /// Called once, from lockon's watchdog thread, when a held lease is lost.
+  /// Keep it short; it must not call into the same lock object.
+  std::function<void(const LossEvent&)> on_lost{};
+};
+
+/// The common surface of Lock and Redlock (TimedLockable).
+class DistributedLock {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  virtual ~DistributedLock();
+  DistributedLock(const DistributedLock&) = delete;
+  DistributedLock& operator=(const DistributedLock&) = delete;
+
+  /// Blocks until acquired. Throws LockError if this object already holds
+  /// the lock, IoError/ReplyError on infrastructure failure.
+  void lock();
+
+  /// One attempt, never waits. Returns false if someone else holds it.
+  /// Throws as lock().
+  bool try_lock();
+
+  /// Waits at most `timeout` (never oversleeps it by more than one round
+  /// trip). Returns false on timeout. Throws as lock().
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+    if (timeout <= timeout.zero()) return acquire_until(Clock::time_point::min());
+    return acquire_until(Clock::now() + std::chrono::ceil<Clock::duration>(timeout));
+  }
+
+  /// Waits until `deadline` of any clock. Returns false if it passed.
+  template <class C, class D>
+  bool try_lock_until(const std::chrono::time_point<C, D>& deadline) {
+    if constexpr (std::is_same_v<C, Clock>) {
+      return acquire_until(deadline <= C::now() ? Clock::time_point::min()
+                                                : std::chrono::time_point_cast<Clock::duration>(deadline));
+    } else {
+      return try_lock_for(deadline - C::now());
+    }
+  }
+
+  /// Releases if held; never throws. Renewal stops before the release
+  /// script runs. A failure (lease already lost, server unreachable — the
+  /// key then expires by its TTL) is recorded in last_unlock_error(); a lost
+  /// lease is also signalled through lost()/on_lost. No-op when not held.
+  void unlock() noexcept;
+
+  /// Releases, reporting failure: LockError if not held by this object,
+  /// LockNotOwned if the key expired or holds another token (the local state
+  /// is cleared either way), IoError if the server could not be reached.
+  virtual void release() = 0;
+
+  /// Adds `additional` to the remaining TTL (or replaces the TTL with it when
+  /// `replace_ttl`). Throws LockError when not held or for a no-expiry lock,
+  /// LockNotOwned when no longer owned, ConfigError for additional ≤ 0.
+  virtual void extend(std::chrono::milliseconds additional, bool replace_ttl = false) = 0;
+
+  /// Resets the TTL to the lock's ttl. Throws like extend().
+  virtual void reacquire() = 0;
+
+  /// Asks Redis whether the key holds this object's token (one round trip).
+  virtual bool owned() = 0;
+  /// Asks Redis whether anyone holds the key.
+  virtual bool locked() = 0;
+  /// The key's remaining TTL; nullopt if the key does not exist;
+  /// milliseconds::max() if it has no expiry.
+  virtual std::optional<std::chrono::milliseconds> remaining_ttl() = 0;
+
+  /// True between a successful acquisition and unlock()/release() (local
+  /// state, no round trip). Stays true after a loss until unlock.
+  bool held() const noexcept;
+  /// True once the current (or last) lease was declared lost.
+  bool lost() const noexcept;
+  /// Requested-stop when the current lease is lost; a fresh token per
+  /// acquisition. Poll it or register a std::stop_callback.
+  std::stop_token lost_token() const noexcept;
+  /// The fence of the current acquisition (LockOptions::fencing), else 0.
+  std::uint64_t fence() const noexcept;
+  /// The lock key.
+  const std::string& name() const noexcept;
+  const LockOptions& options() const noexcept;
+  /// The error recorded by the last unlock() that failed, else null.
+  std::exception_ptr last_unlock_error() const noexcept;
+
+ protected:
+  struct State;
+  DistributedLock(std::string name, LockOptions options);
+  /// Single attempt when deadline == time_point::min(), forever when max().
+  virtual bool acquire_until(Clock::time_point deadline) = 0;
+  State& state() const noexcept { return *state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+/// A lock on one Redis server.
+class Lock final : public DistributedLock {
+ public:
+  /// Validates without I/O: throws ConfigError for an empty name, a ttl ≤ 0
+  /// or over Redis' limit (unless no_expiry), an empty custom token, a
+  /// non-positive wait_poll_interval.
+  Lock(Client client, std::string name, LockOptions options = {});
+  ~Lock() override;
+
+  void release() override;
+  void extend(std::chrono::milliseconds additional, bool replace_ttl = false) override;
+  void reacquire() override;
+  bool owned() override;
+  bool locked() override;
+  std::optional<std::chrono::milliseconds> remaining_ttl() override;
+
+ protected:
+  bool acquire_until(Clock::time_point deadline) override;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// RAII: acquires in the constructor (blocking up to `timeout`), releases in
+/// the destructor (noexcept). Throws AcquireTimeout if not acquired in time
+/// (redis-py's "Unable to acquire lock within the time specified").
+template <class L>
+class LockGuard {
+ public:
+  explicit LockGuard(L& lock) : lock_(lock) { lock_.lock(); }
+  LockGuard(L& lock, std::chrono::milliseconds timeout) : lock_(lock) {
+    if (!lock_.try_lock_for(timeout))
+      throw AcquireTimeout("unable to acquire lock '" + lock_.name() + "' within the time specified", lock_.name());
+  }
+  ~LockGuard() { lock_.unlock(); }
+  LockGuard(const LockGuard&) = delete;
+  LockGuard& operator=(const LockGuard&) = delete;
+
+ private:
+  L& lock_;
+};
+
+}  // namespace lockon

@@ -1,0 +1,524 @@
+// lockon::Redlock — the quorum lock over N independent masters. The node
+// layer (fan-out, scripts, events) is in redlock_nodes.*; this file is the
+// algorithm. Choices are documented in lockon/redlock.hpp and docs/redlock.md.
+#include "lockon/redlock.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "lease.hpp"
+#include "lock_scripts.hpp"
+#include "lockon/errors.hpp"
+#include "redlock_nodes.hpp"
+#include "token.hpp"
+#include "watchdog.hpp"
+
+namespace lockon {
+
+using detail::NodeReply;
+using detail::RedlockNodes;
+using Clock = DistributedLock::Clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::chrono::microseconds micros(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d);
+}
+
+milliseconds ceil_ms(Clock::duration d) { return std::chrono::ceil<milliseconds>(d); }
+
+/// Tally of one fan-out, with a per-node summary for error messages.
+struct Tally {
+  std::size_t ok = 0;
+  std::size_t refused = 0;
+  std::size_t failed = 0;
+  std::string ok_nodes;
+  std::string failed_nodes;
+
+  void add(const RedlockNodes& nodes, std::size_t node, NodeOutcome outcome, const std::string& detail) {
+    switch (outcome) {
+      case NodeOutcome::ok:
+        ++ok;
+        ok_nodes += (ok_nodes.empty() ? "" : ", ") + nodes.endpoint(node);
+        break;
+      case NodeOutcome::refused:
+        ++refused;
+        break;
+      case NodeOutcome::failed:
+        ++failed;
+        failed_nodes += (failed_nodes.empty() ? "" : "; ") + nodes.endpoint(node) + " (" + detail + ")";
+        break;
+    }
+  }
+  std::string summary(const RedlockNodes& nodes) const {
+    return std::to_string(ok) + " of " + std::to_string(nodes.size()) + " nodes (a majority is " +
+           std::to_string(nodes.quorum()) + "); ok: " + (ok_nodes.empty() ? "none" : ok_nodes) +
+           "; refused: " + std::to_string(refused) + "; failed: " + (failed_nodes.empty() ? "none" : failed_nodes);
+  }
+};
+
+/// Classifies each node's reply with `classify` (→ outcome + detail),
+/// reports it and tallies it.
+template <class Classify>
+Tally settle(const RedlockNodes& nodes, std::vector<NodeReply>& replies, NodeOperation operation,
+             std::string_view token, Classify&& classify) {
+  Tally tally;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    NodeOutcome outcome = NodeOutcome::failed;
+    std::string detail;
+    if (replies[i].answered()) {
+      std::tie(outcome, detail) = classify(i, *replies[i].reply);
+    } else {
+      detail = detail::redact(replies[i].error_text(), token);
+    }
+    tally.add(nodes, i, outcome, detail);
+    nodes.report(i, operation, outcome, std::move(detail), replies[i].elapsed, token);
+  }
+  return tally;
+}
+
+using Verdict = std::pair<NodeOutcome, std::string>;
+
+Verdict unexpected(const redisReply&) { return {NodeOutcome::failed, "unexpected reply"}; }
+
+}  // namespace
+
+/// What the lock object and its watchdog renewal share. Immutable except the
+/// validity deadline (atomic) and the update sequence (mutex).
+struct RedlockShared {
+  std::shared_ptr<const RedlockNodes> nodes;
+  std::string name;
+  std::string fence_key;
+  milliseconds ttl;
+  double drift_factor;
+  std::mutex update;                     // serialises extend/renew bookkeeping
+  std::atomic<Clock::rep> deadline{Clock::time_point::min().time_since_epoch().count()};
+
+  Clock::time_point validity_deadline() const noexcept {
+    return Clock::time_point(Clock::duration(deadline.load(std::memory_order_acquire)));
+  }
+  void set_deadline(Clock::time_point t) noexcept {
+    deadline.store(t.time_since_epoch().count(), std::memory_order_release);
+  }
+
+  enum class ExtendMode { add, set, grow };
+  enum class ExtendResult { extended, taken, late, unreachable };
+  struct Extension {
+    ExtendResult result;
+    std::string detail;
+  };
+
+  /// The quorum extension shared by extend(), reacquire() and renewals.
+  Extension extend(const std::string& token, ExtendMode mode, milliseconds amount) {
+    std::lock_guard guard(update);
+    const auto start = Clock::now();
+    const auto old_deadline = validity_deadline();
+    Clock::time_point new_deadline;
+    milliseconds missing_px{};
+    if (mode == ExtendMode::add) {
+      new_deadline = old_deadline + amount - (detail::drift_allowance(amount, drift_factor) - milliseconds(2));
+      // A re-created key must outlive the new deadline in the node's clock.
+      const auto span = std::max(new_deadline - start, Clock::duration::zero());
+      missing_px = ceil_ms(span) + ceil_ms(detail::drift_allowance(ceil_ms(span), 2 * drift_factor));
+    } else {
+      new_deadline = start + amount - detail::drift_allowance(amount, drift_factor);
+      missing_px = amount;
+    }
+    const std::string ms = std::to_string(amount.count());
+    const std::string px = std::to_string(std::max<long long>(missing_px.count(), 1));
+    const std::string_view mode_text = mode == ExtendMode::add ? "add" : mode == ExtendMode::set ? "set" : "grow";
+    const std::array<std::string_view, 1> keys{name};
+    const std::array<std::string_view, 4> args{token, ms, mode_text, px};
+    auto replies = nodes->script(detail::redlock_scripts::extend(), keys, args, "redlock extend");
+    const Tally tally = settle(*nodes, replies, NodeOperation::extend, token, [](std::size_t, const redisReply& r) {
+      if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
+      if (r.integer == 1) return Verdict{NodeOutcome::ok, "extended"};
+      if (r.integer == 2) return Verdict{NodeOutcome::ok, "key was missing; re-created with our token"};
+      return Verdict{NodeOutcome::refused, "held by another owner"};
+    });
+    const auto end = Clock::now();
+    if (tally.ok >= nodes->quorum()) {
+      if (mode == ExtendMode::grow) new_deadline = std::max(new_deadline, old_deadline);
+      if (end >= old_deadline || end >= new_deadline)
+        return {ExtendResult::late, "the extension was confirmed only after the validity had ended; " + tally.summary(*nodes)};
+      set_deadline(new_deadline);
+      return {ExtendResult::extended, {}};
+    }
+    if (tally.refused > nodes->size() - nodes->quorum())
+      return {ExtendResult::taken, "another owner holds the key on " + std::to_string(tally.refused) + " of " +
+                                       std::to_string(nodes->size()) + " nodes"};
+    return {ExtendResult::unreachable, "extended on " + tally.summary(*nodes)};
+  }
+
+  /// Deletes `token` on every node; returns the tally (ok = deleted).
+  Tally release(const std::string& token) {
+    const std::array<std::string_view, 1> keys{name};
+    const std::array<std::string_view, 1> args{token};
+    auto replies = nodes->script(detail::redlock_scripts::release(), keys, args, "redlock release");
+    return settle(*nodes, replies, NodeOperation::release, token, [](std::size_t, const redisReply& r) {
+      if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
+      if (r.integer == 1) return Verdict{NodeOutcome::ok, "released"};
+      if (r.integer == 0) return Verdict{NodeOutcome::refused, "not held (the key expired or was never set)"};
+      return Verdict{NodeOutcome::refused, "held by another owner"};
+    });
+  }
+};
+
+class Redlock::Impl {
+ public:
+  Impl(std::vector<Client> clients, State& state, RedlockOptions options) : state_(state), options_(std::move(options)) {
+    const LockOptions& lock = state.options;
+    if (lock.no_expiry)
+      throw ConfigError("redlock '" + state.name + "': no_expiry is not supported (the algorithm needs expiring keys)");
+    if (!(options_.drift_factor >= 0.0 && options_.drift_factor < 0.5))
+      throw ConfigError("redlock '" + state.name + "': drift_factor must be in [0, 0.5)");
+    if (options_.per_node_timeout.count() < 0)
+      throw ConfigError("redlock '" + state.name + "': per_node_timeout must not be negative");
+    if (options_.retry_delay_min.count() < 0 || options_.retry_delay_max < options_.retry_delay_min ||
+        options_.retry_delay_max.count() <= 0)
+      throw ConfigError("redlock '" + state.name + "': retry delays must satisfy 0 <= min <= max, max > 0");
+    const milliseconds timeout = options_.per_node_timeout.count() > 0 ? options_.per_node_timeout
+                                                                       : detail::auto_per_node_timeout(lock.ttl);
+    shared_ = std::make_shared<RedlockShared>();
+    shared_->nodes = std::make_shared<const RedlockNodes>(std::move(clients), state.name, timeout, options_.on_node_event);
+    shared_->name = state.name;
+    shared_->fence_key = detail::companion_key(state.name, "fence");
+    shared_->ttl = lock.ttl;
+    shared_->drift_factor = options_.drift_factor;
+    ttl_text_ = std::to_string(lock.ttl.count());
+    probe();
+  }
+
+  const RedlockNodes& nodes() const noexcept { return *shared_->nodes; }
+  const RedlockOptions& options() const noexcept { return options_; }
+  Clock::time_point validity_deadline() const noexcept {
+    return state_.held ? shared_->validity_deadline() : Clock::time_point::min();
+  }
+
+  bool acquire_until(Clock::time_point deadline) {
+    if (state_.held)
+      throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
+    while (true) {
+      const std::string token = state_.options.token ? *state_.options.token : detail::random_hex();
+      Attempt attempt = try_once(token);
+      if (attempt.failure == Failure::none) return on_acquired(token, attempt);
+      if (attempt.failure != Failure::busy) throw QuorumError(attempt.why, state_.name);
+      const auto now = Clock::now();
+      if (deadline == Clock::time_point::min() || now >= deadline) return false;
+      const auto pause = std::min<Clock::duration>(jitter(), deadline - now);
+      std::this_thread::sleep_for(pause);
+    }
+  }
+
+  void release() {
+    if (!state_.held) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
+    stop_renewal();
+    state_.held = false;
+    const Tally tally = shared_->release(state_.token);
+    shared_->set_deadline(Clock::time_point::min());
+    if (tally.ok >= nodes().quorum()) return;
+    if (tally.refused > nodes().size() - nodes().quorum()) {
+      state_.lease->declare_lost(LossReason::taken, "release: the key expired or is held by another owner on a majority");
+      throw LockNotOwned("cannot release lock '" + state_.name + "': it is no longer owned by a majority (" +
+                             tally.summary(nodes()) + ")",
+                         state_.name);
+    }
+    throw QuorumError("release of lock '" + state_.name + "' confirmed on " + tally.summary(nodes()) +
+                          "; the keys expire by their TTL",
+                      state_.name);
+  }
+
+  void extend(milliseconds additional, bool replace_ttl) {
+    if (additional.count() <= 0) throw ConfigError("extend lock '" + state_.name + "': additional time must be positive");
+    extend_as(replace_ttl ? RedlockShared::ExtendMode::set : RedlockShared::ExtendMode::add, additional, "extend");
+  }
+
+  void reacquire() { extend_as(RedlockShared::ExtendMode::set, state_.options.ttl, "reacquire"); }
+
+  bool owned() {
+    if (!state_.held) return false;
+    const std::array<std::string_view, 2> args{"GET", state_.name};
+    auto replies = nodes().command(args, "redlock GET");
+    const std::string& token = state_.token;
+    const Tally tally = settle(nodes(), replies, NodeOperation::check, token, [&](std::size_t, const redisReply& r) {
+      if (r.type == REDIS_REPLY_STRING && std::string_view(r.str, r.len) == token) return Verdict{NodeOutcome::ok, "owned"};
+      if (r.type == REDIS_REPLY_NIL || r.type == REDIS_REPLY_STRING) return Verdict{NodeOutcome::refused, "not owned"};
+      return unexpected(r);
+    });
+    return decide(tally, "owned");
+  }
+
+  bool locked() {
+    const std::array<std::string_view, 2> args{"EXISTS", state_.name};
+    auto replies = nodes().command(args, "redlock EXISTS");
+    const Tally tally = settle(nodes(), replies, NodeOperation::check, {}, [](std::size_t, const redisReply& r) {
+      if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
+      return r.integer == 1 ? Verdict{NodeOutcome::ok, "key exists"} : Verdict{NodeOutcome::refused, "no key"};
+    });
+    return decide(tally, "locked");
+  }
+
+  std::optional<milliseconds> remaining_ttl() {
+    const std::array<std::string_view, 2> args{"PTTL", state_.name};
+    auto replies = nodes().command(args, "redlock PTTL");
+    std::vector<long long> ttls;
+    const Tally tally = settle(nodes(), replies, NodeOperation::check, {}, [&](std::size_t, const redisReply& r) {
+      if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
+      if (r.integer == -2) return Verdict{NodeOutcome::refused, "no key"};
+      ttls.push_back(r.integer == -1 ? std::numeric_limits<long long>::max() : r.integer);
+      return Verdict{NodeOutcome::ok, "pttl " + std::to_string(r.integer)};
+    });
+    if (!decide(tally, "remaining_ttl")) return std::nullopt;
+    // The Q-th largest: the time until fewer than Q nodes keep the key.
+    std::sort(ttls.begin(), ttls.end(), std::greater<>());
+    const long long ttl = ttls[nodes().quorum() - 1];
+    if (ttl == std::numeric_limits<long long>::max()) return milliseconds::max();
+    return milliseconds(ttl);
+  }
+
+  void stop_renewal() noexcept {
+    if (!renewal_) return;
+    detail::Watchdog::stop(*renewal_);
+    renewal_.reset();
+  }
+
+ private:
+  enum class Failure { none, busy, unreachable, too_slow };
+  struct Attempt {
+    Failure failure = Failure::none;
+    std::uint64_t fence = 0;
+    Clock::time_point deadline;
+    std::string why;
+  };
+
+  void probe() {
+    const std::array<std::string_view, 1> args{"PING"};
+    auto replies = nodes().command(args, "redlock PING", std::max(nodes().per_node_timeout(), milliseconds(100)));
+    const Tally tally = settle(nodes(), replies, NodeOperation::probe, {}, [](std::size_t, const redisReply& r) {
+      if (r.type == REDIS_REPLY_STATUS) return Verdict{NodeOutcome::ok, "reachable"};
+      return unexpected(r);
+    });
+    if (tally.ok >= nodes().quorum()) return;
+    throw QuorumError("redlock '" + state_.name + "': only " + std::to_string(tally.ok) + " of " +
+                          std::to_string(nodes().size()) + " nodes are reachable, a majority of " +
+                          std::to_string(nodes().quorum()) + " is required; reachable: " +
+                          (tally.ok_nodes.empty() ? "none" : tally.ok_nodes) + "; unreachable: " + tally.failed_nodes,
+                      state_.name);
+  }
+
+  /// One attempt: SET NX on all nodes, fence write-back, validity check.
+  /// Cleans up after itself when it fails.
+  Attempt try_once(const std::string& token) {
+    Attempt attempt;
+    const bool fencing = state_.options.fencing;
+    const auto start = Clock::now();
+    const std::array<std::string_view, 2> keys{state_.name, shared_->fence_key};
+    std::vector<NodeReply> replies;
+    if (fencing) {
+      const std::array<std::string_view, 2> args{token, ttl_text_};
+      replies = nodes().script(detail::redlock_scripts::acquire_fenced(), keys, args, "redlock acquire");
+    } else {
+      const std::array<std::string_view, 6> args{"SET", state_.name, token, "NX", "PX", ttl_text_};
+      replies = nodes().command(args, "redlock acquire");
+    }
+    std::uint64_t highest = 0;
+    const Tally granted = settle(nodes(), replies, NodeOperation::acquire, token, [&](std::size_t, const redisReply& r) {
+      if (!fencing) {
+        if (r.type == REDIS_REPLY_STATUS) return Verdict{NodeOutcome::ok, "acquired"};
+        if (r.type == REDIS_REPLY_NIL) return Verdict{NodeOutcome::refused, "held by another owner"};
+        return unexpected(r);
+      }
+      if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 || r.element[0]->type != REDIS_REPLY_INTEGER ||
+          r.element[1]->type != REDIS_REPLY_STRING)
+        return unexpected(r);
+      const auto counter = detail::parse_counter(std::string_view(r.element[1]->str, r.element[1]->len));
+      if (!counter) return Verdict{NodeOutcome::failed, "the fence counter " + shared_->fence_key + " is not a number"};
+      // Every answering node's counter counts, granted or not: more nodes
+      // read means more chances to see the latest fence.
+      highest = std::max(highest, *counter);
+      if (r.element[0]->integer == 1) return Verdict{NodeOutcome::ok, "acquired"};
+      return Verdict{NodeOutcome::refused, "held by another owner"};
+    });
+    const std::size_t q = nodes().quorum();
+    if (granted.ok < q) {
+      // Nodes that failed may still have executed the SET: clean up unless
+      // every node plainly refused.
+      if (granted.ok > 0 || granted.failed > 0) shared_->release(token);
+      attempt.failure = granted.ok + granted.refused < q ? Failure::unreachable : Failure::busy;
+      attempt.why = "could not acquire lock '" + state_.name + "' on a majority: acquired on " + granted.summary(nodes());
+      return attempt;
+    }
+    if (fencing) {
+      if (highest == std::numeric_limits<std::uint64_t>::max()) {
+        shared_->release(token);
+        throw LockError("lock '" + state_.name + "': the fence counter is exhausted", state_.name);
+      }
+      attempt.fence = highest + 1;
+      const std::string fence_text = std::to_string(attempt.fence);
+      const std::array<std::string_view, 2> args{token, fence_text};
+      auto acks = nodes().script(detail::redlock_scripts::write_fence(), keys, args, "redlock fence");
+      const Tally written = settle(nodes(), acks, NodeOperation::fence, token, [](std::size_t, const redisReply& r) {
+        if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
+        if (r.integer == 1) return Verdict{NodeOutcome::ok, "fence recorded"};
+        return Verdict{NodeOutcome::refused, "fence recorded, but the key no longer holds our token"};
+      });
+      if (written.ok < q) {
+        shared_->release(token);
+        attempt.failure = Failure::unreachable;
+        attempt.why = "lock '" + state_.name + "': the fence was acknowledged by " + written.summary(nodes());
+        return attempt;
+      }
+    }
+    attempt.deadline = start + state_.options.ttl - detail::drift_allowance(state_.options.ttl, options_.drift_factor);
+    const auto now = Clock::now();
+    if (now >= attempt.deadline) {
+      shared_->release(token);
+      attempt.failure = Failure::too_slow;
+      attempt.why = "lock '" + state_.name + "': a majority was won only after " +
+                    std::to_string(micros(now - start).count() / 1000) + " ms, past the validity of the " +
+                    std::to_string(state_.options.ttl.count()) + " ms lease (per-node timeout " +
+                    std::to_string(nodes().per_node_timeout().count()) + " ms); released everywhere";
+      return attempt;
+    }
+    return attempt;
+  }
+
+  bool on_acquired(const std::string& token, const Attempt& attempt) {
+    state_.held = true;
+    state_.token = token;
+    state_.fence = attempt.fence;
+    state_.begin_lease();
+    shared_->set_deadline(attempt.deadline);
+    if (state_.options.auto_renew) {
+      auto entry = std::make_shared<detail::RenewalEntry>();
+      entry->name = state_.name;
+      entry->ttl = state_.options.ttl;
+      entry->signal = state_.lease;
+      entry->renew = [shared = shared_, token, signal = state_.lease]() noexcept {
+        return renew(*shared, token, *signal);
+      };
+      const auto now = Clock::now();
+      entry->next_due = now + std::max(state_.options.ttl / 3, milliseconds(1));
+      entry->lease_expires = attempt.deadline;
+      if (state_.options.max_hold.count() > 0) entry->hold_deadline = now + state_.options.max_hold;
+      renewal_ = entry;
+      detail::Watchdog::instance().add(std::move(entry));
+    }
+    return true;
+  }
+
+  /// The watchdog's renewal: grow every node's TTL back to ttl.
+  static detail::RenewResult renew(RedlockShared& shared, const std::string& token, detail::LeaseSignal& signal) noexcept {
+    using R = RedlockShared::ExtendResult;
+    try {
+      const auto outcome = shared.extend(token, RedlockShared::ExtendMode::grow, shared.ttl);
+      switch (outcome.result) {
+        case R::extended:
+          return detail::RenewResult::renewed;
+        case R::taken:
+          signal.declare_lost(LossReason::taken, "renewal: " + outcome.detail);
+          return detail::RenewResult::not_owned;
+        case R::late:
+          signal.declare_lost(LossReason::unreachable, "renewal: " + outcome.detail);
+          return detail::RenewResult::not_owned;
+        case R::unreachable:
+          if (Clock::now() < shared.validity_deadline()) return detail::RenewResult::io_error;
+          signal.declare_lost(LossReason::unreachable, "renewal could not reach a majority before the validity ended; " +
+                                                           outcome.detail);
+          return detail::RenewResult::not_owned;
+      }
+    } catch (...) {
+    }
+    return detail::RenewResult::io_error;
+  }
+
+  void extend_as(RedlockShared::ExtendMode mode, milliseconds amount, const char* what) {
+    if (!state_.held) throw LockError(std::string("cannot ") + what + " an unlocked lock '" + state_.name + "'", state_.name);
+    using R = RedlockShared::ExtendResult;
+    const auto outcome = shared_->extend(state_.token, mode, amount);
+    switch (outcome.result) {
+      case R::extended:
+        return;
+      case R::taken:
+      case R::late:
+        state_.lease->declare_lost(outcome.result == R::taken ? LossReason::taken : LossReason::unreachable,
+                                   std::string(what) + ": " + outcome.detail);
+        throw LockNotOwned(std::string("cannot ") + what + " lock '" + state_.name + "': " + outcome.detail, state_.name);
+      case R::unreachable:
+        throw QuorumError(std::string("cannot ") + what + " lock '" + state_.name + "': " + outcome.detail, state_.name);
+    }
+  }
+
+  /// A majority said yes → true; more than N − Q said no → false; else the
+  /// question cannot be answered.
+  bool decide(const Tally& tally, const char* what) const {
+    if (tally.ok >= nodes().quorum()) return true;
+    if (tally.refused > nodes().size() - nodes().quorum()) return false;
+    throw QuorumError(std::string(what) + "('" + state_.name + "'): too few nodes answered: " + tally.summary(nodes()),
+                      state_.name);
+  }
+
+  Clock::duration jitter() {
+    thread_local std::mt19937_64 engine{std::random_device{}()};
+    std::uniform_int_distribution<long long> pick(std::chrono::microseconds(options_.retry_delay_min).count(),
+                                                  std::chrono::microseconds(options_.retry_delay_max).count());
+    return std::chrono::microseconds(pick(engine));
+  }
+
+  State& state_;
+  RedlockOptions options_;
+  std::shared_ptr<RedlockShared> shared_;
+  std::string ttl_text_;
+  std::shared_ptr<detail::RenewalEntry> renewal_;
+};
+
+namespace {
+std::vector<Client> clients_from(const std::vector<std::string>& urls) {
+  std::vector<Client> clients;
+  clients.reserve(urls.size());
+  for (const auto& url : urls) clients.emplace_back(url);
+  return clients;
+}
+}  // namespace
+
+Redlock::Redlock(std::vector<Client> nodes, std::string name, LockOptions options, RedlockOptions redlock)
+    : DistributedLock(std::move(name), std::move(options)),
+      impl_(std::make_unique<Impl>(std::move(nodes), state(), std::move(redlock))) {}
+
+Redlock::Redlock(const std::vector<std::string>& urls, std::string name, LockOptions options, RedlockOptions redlock)
+    : Redlock(clients_from(urls), std::move(name), std::move(options), std::move(redlock)) {}
+
+Redlock::~Redlock() {
+  unlock();
+  impl_->stop_renewal();
+}
+
+bool Redlock::acquire_until(Clock::time_point deadline) { return impl_->acquire_until(deadline); }
+void Redlock::release() { impl_->release(); }
+void Redlock::extend(milliseconds additional, bool replace_ttl) { impl_->extend(additional, replace_ttl); }
+void Redlock::reacquire() { impl_->reacquire(); }
+bool Redlock::owned() { return impl_->owned(); }
+bool Redlock::locked() { return impl_->locked(); }
+std::optional<milliseconds> Redlock::remaining_ttl() { return impl_->remaining_ttl(); }
+
+Clock::time_point Redlock::validity_deadline() const noexcept { return impl_->validity_deadline(); }
+milliseconds Redlock::validity() const noexcept {
+  const auto deadline = impl_->validity_deadline();
+  const auto now = Clock::now();
+  if (deadline <= now) return milliseconds(0);
+  return std::chrono::floor<milliseconds>(deadline - now);
+}
+std::size_t Redlock::node_count() const noexcept { return impl_->nodes().size(); }
+std::size_t Redlock::quorum() const noexcept { return impl_->nodes().quorum(); }
+milliseconds Redlock::per_node_timeout() const noexcept { return impl_->nodes().per_node_timeout(); }
+std::vector<std::string> Redlock::endpoints() const { return impl_->nodes().endpoints(); }
+const RedlockOptions& Redlock::redlock_options() const noexcept { return impl_->options(); }
+
+}  // namespace lockon

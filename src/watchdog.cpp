@@ -1,0 +1,186 @@
+#include "watchdog.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include "client_impl.hpp"
+#include "lock_scripts.hpp"
+#include "script.hpp"
+
+namespace lockon::detail {
+namespace {
+
+using Clock = RenewalEntry::Clock;
+
+// After a failed renewal, try again soon rather than waiting a full interval:
+// the lease is running out.
+constexpr std::chrono::milliseconds kRetryAfterIoError{50};
+
+std::chrono::milliseconds renew_interval(const RenewalEntry& entry) {
+  return std::max(entry.ttl / 3, std::chrono::milliseconds(1));
+}
+
+// Applies a renewal outcome to an entry whose mutex the caller holds.
+void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at) {
+  const auto now = Clock::now();
+  switch (result) {
+    case RenewResult::renewed:
+      entry.lease_expires = sent_at + entry.ttl;
+      entry.next_due = now + renew_interval(entry);
+      return;
+    case RenewResult::not_owned:
+      entry.active = false;
+      entry.signal->declare_lost(LossReason::taken, "renewal found the key gone or held by another owner");
+      return;
+    case RenewResult::io_error:
+      if (now + kRetryAfterIoError >= entry.lease_expires) {
+        entry.active = false;
+        entry.signal->declare_lost(LossReason::unreachable, "renewals failed until the lease could have lapsed");
+      } else {
+        entry.next_due = now + kRetryAfterIoError;
+      }
+      return;
+  }
+}
+
+// Renews the single-instance entries of one server in one pipeline. Caller
+// holds every entry's mutex.
+void renew_pipelined(ClientImpl& client, const std::vector<RenewalEntry*>& entries) {
+  const auto sent_at = Clock::now();
+  std::vector<RenewResult> results(entries.size(), RenewResult::io_error);
+  try {
+    auto connection = client.pool().borrow();
+    connection->ensure_connected();
+    std::vector<std::string> ttls;
+    ttls.reserve(entries.size());
+    for (RenewalEntry* entry : entries) {
+      ttls.push_back(std::to_string(entry->ttl.count()));
+      const std::array<std::string_view, 1> keys{entry->name};
+      const std::array<std::string_view, 3> args{entry->token, ttls.back(), "1"};
+      append_evalsha(*connection, scripts::renew(), keys, args);
+    }
+    std::vector<ReplyPtr> replies;
+    replies.reserve(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) replies.push_back(connection->read_reply("renew lease"));
+    // NOSCRIPT (after a restart or SCRIPT FLUSH) is redone with EVAL once all
+    // pipelined replies are consumed.
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::array<std::string_view, 1> keys{entries[i]->name};
+      const std::array<std::string_view, 3> args{entries[i]->token, ttls[i], "1"};
+      ReplyPtr reply = resolve_noscript(*connection, scripts::renew(), keys, args, std::move(replies[i]), "renew lease");
+      if (reply->type == REDIS_REPLY_INTEGER) results[i] = reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
+    }
+  } catch (...) {
+    // Connection-level failure: every entry of this batch keeps io_error.
+  }
+  for (std::size_t i = 0; i < entries.size(); ++i) settle(*entries[i], results[i], sent_at);
+}
+
+}  // namespace
+
+Watchdog& Watchdog::instance() {
+  static Watchdog watchdog;
+  return watchdog;
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::add(std::shared_ptr<RenewalEntry> entry) {
+  bool wake = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (entries_.size() >= compact_at_) {
+      std::erase_if(entries_, [](const std::shared_ptr<RenewalEntry>& e) {
+        std::unique_lock entry_lock(e->mutex, std::try_to_lock);
+        return entry_lock.owns_lock() && !e->active;
+      });
+      compact_at_ = std::max<std::size_t>(256, 2 * entries_.size());
+    }
+    wake = entry->next_due < planned_wake_;
+    entries_.push_back(std::move(entry));
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+  if (wake) changed_.notify_all();
+}
+
+void Watchdog::stop(RenewalEntry& entry) noexcept {
+  std::lock_guard lock(entry.mutex);
+  entry.active = false;
+}
+
+void Watchdog::run() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    // Drop stopped entries, find the earliest due time.
+    auto next_wake = Clock::time_point::max();
+    std::vector<std::shared_ptr<RenewalEntry>> due;
+    const auto now = Clock::now();
+    std::erase_if(entries_, [&](const std::shared_ptr<RenewalEntry>& entry) {
+      std::unique_lock entry_lock(entry->mutex, std::try_to_lock);
+      if (!entry_lock.owns_lock()) return false;  // being stopped right now
+      if (!entry->active) return true;
+      const auto when = std::min(entry->next_due, entry->hold_deadline);
+      if (when <= now) due.push_back(entry);
+      else next_wake = std::min(next_wake, when);
+      return false;
+    });
+    if (due.empty()) {
+      planned_wake_ = next_wake;
+      if (next_wake == Clock::time_point::max()) changed_.wait(lock);
+      else changed_.wait_until(lock, next_wake);
+      continue;
+    }
+    planned_wake_ = Clock::time_point::min();  // busy: add() need not wake us
+    lock.unlock();
+    renew_due(due);
+    lock.lock();
+  }
+}
+
+void Watchdog::renew_due(std::vector<std::shared_ptr<RenewalEntry>>& due) {
+  // Lock every due entry for the whole renewal: stop() waits on it.
+  std::vector<std::unique_lock<std::mutex>> held;
+  std::map<ClientImpl*, std::vector<RenewalEntry*>> batches;
+  std::vector<RenewalEntry*> singles;
+  held.reserve(due.size());
+  const auto now = Clock::now();
+  for (auto& entry : due) {
+    std::unique_lock entry_lock(entry->mutex);
+    if (!entry->active) continue;
+    if (now >= entry->hold_deadline) {
+      // max_hold reached: no more renewals; report the loss once the lease
+      // has run out.
+      if (now >= entry->lease_expires) {
+        entry->active = false;
+        entry->signal->declare_lost(LossReason::max_hold, "maximum hold time reached; renewal stopped");
+      } else {
+        entry->next_due = entry->lease_expires;
+        entry->hold_deadline = entry->lease_expires;
+      }
+      continue;
+    }
+    if (entry->client) batches[entry->client.get()].push_back(entry.get());
+    else singles.push_back(entry.get());
+    held.push_back(std::move(entry_lock));
+  }
+  for (auto& [client, entries] : batches) renew_pipelined(*client, entries);
+  for (RenewalEntry* entry : singles) {
+    const auto sent_at = Clock::now();
+    RenewResult result = RenewResult::io_error;
+    try {
+      result = entry->renew();
+    } catch (...) {
+    }
+    settle(*entry, result, sent_at);
+  }
+}
+
+}  // namespace lockon::detail

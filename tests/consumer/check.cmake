@@ -1,0 +1,78 @@
+# check.cmake — installs lockon into a scratch prefix, builds tests/consumer
+# against it with find_package(lockon), and runs the result.
+#
+#   cmake -DLOCKON_SOURCE_DIR=... -DLOCKON_BINARY_DIR=... -DWORK_DIR=...
+#         [-DBUILD_TYPE=Debug] -P check.cmake
+#
+# Any failing step stops with FATAL_ERROR and that step's full output.
+cmake_minimum_required(VERSION 3.25)
+
+foreach(required LOCKON_SOURCE_DIR LOCKON_BINARY_DIR WORK_DIR)
+  if(NOT DEFINED ${required} OR "${${required}}" STREQUAL "")
+    message(FATAL_ERROR "check.cmake: -D${required}=... is required")
+  endif()
+endforeach()
+
+if(NOT EXISTS "${LOCKON_BINARY_DIR}/CMakeCache.txt")
+  message(FATAL_ERROR "check.cmake: ${LOCKON_BINARY_DIR} is not a configured lockon build tree")
+endif()
+
+# Build the consumer the way lockon itself was built: same compiler and
+# generator, and (for a sanitizer build) the sanitizer runtime, without which
+# an instrumented static liblockon.a cannot link.
+load_cache("${LOCKON_BINARY_DIR}" READ_WITH_PREFIX LOCKON_BUILD_
+  CMAKE_CXX_COMPILER CMAKE_GENERATOR CMAKE_MAKE_PROGRAM LOCKON_SANITIZE)
+
+set(prefix "${WORK_DIR}/prefix")
+set(consumer_build "${WORK_DIR}/build")
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+function(run_step name)
+  execute_process(COMMAND ${ARGN}
+    RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE errors
+    TIMEOUT 300)
+  if(NOT result EQUAL 0)
+    string(REPLACE ";" " " command_line "${ARGN}")
+    message(FATAL_ERROR "consumer check: ${name} failed (${result})\n"
+      "command: ${command_line}\n--- stdout ---\n${output}\n--- stderr ---\n${errors}")
+  endif()
+  set(step_output "${output}" PARENT_SCOPE)
+endfunction()
+
+set(config_args)
+if(NOT "${BUILD_TYPE}" STREQUAL "")
+  set(config_args --config "${BUILD_TYPE}")
+endif()
+
+run_step("install" "${CMAKE_COMMAND}" --install "${LOCKON_BINARY_DIR}" --prefix "${prefix}" ${config_args})
+
+set(configure_args
+  -S "${LOCKON_SOURCE_DIR}/tests/consumer" -B "${consumer_build}"
+  "-DCMAKE_PREFIX_PATH=${prefix}")
+if(NOT "${BUILD_TYPE}" STREQUAL "")
+  list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
+endif()
+if(LOCKON_BUILD_CMAKE_GENERATOR)
+  list(APPEND configure_args -G "${LOCKON_BUILD_CMAKE_GENERATOR}")
+endif()
+if(LOCKON_BUILD_CMAKE_MAKE_PROGRAM)
+  list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${LOCKON_BUILD_CMAKE_MAKE_PROGRAM}")
+endif()
+if(LOCKON_BUILD_CMAKE_CXX_COMPILER)
+  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${LOCKON_BUILD_CMAKE_CXX_COMPILER}")
+endif()
+if(LOCKON_BUILD_LOCKON_SANITIZE)
+  list(APPEND configure_args "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
+endif()
+run_step("configure" "${CMAKE_COMMAND}" ${configure_args})
+run_step("build" "${CMAKE_COMMAND}" --build "${consumer_build}" ${config_args} --parallel 2)
+
+# Single-config generators put the program at the top of the build tree,
+# multi-config ones in a per-configuration folder.
+set(consumer "${consumer_build}/consumer")
+if(NOT EXISTS "${consumer}" AND NOT "${BUILD_TYPE}" STREQUAL "")
+  set(consumer "${consumer_build}/${BUILD_TYPE}/consumer")
+endif()
+run_step("run" "${consumer}")
+message(STATUS "consumer check passed: ${step_output}")

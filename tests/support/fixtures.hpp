@@ -1,0 +1,60 @@
+// support/fixtures.hpp — GoogleTest glue for tests that need a real server.
+//
+//   #include "support/fixtures.hpp"
+//
+//   class LockTest : public lockon::test::RedisTest {};
+//   TEST_F(LockTest, Something) {
+//     lockon::Client client(server().url());
+//     const std::string name = key("lock");  // unique to this test
+//     ...
+//     EXPECT_TRUE(server().command({"EXISTS", name}).integer == 0);
+//   }
+//
+// Under ctest every test runs in its own process, so shared_server() starts
+// one server per test (~10-30 ms); run directly, the whole binary shares one.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/process.hpp"
+#include "support/redis_server.hpp"
+
+namespace lockon::test {
+
+/// The process's shared server, started on first use. Throws (so the calling
+/// test fails) if it cannot be started. Call from any thread.
+RedisServer& shared_server();
+
+/// A key no other test (and no other call) uses:
+/// "lockon-test:<Suite>.<Test>:<n>:<tag>".
+std::string unique_key(std::string_view tag);
+
+/// Base fixture for tests against shared_server(). A derived SetUp() must call
+/// RedisTest::SetUp() first.
+class RedisTest : public ::testing::Test {
+ protected:
+  /// Makes sure the shared server runs and is not paused (a previous test in
+  /// the same process may have killed or paused it).
+  void SetUp() override;
+
+  static RedisServer& server() { return shared_server(); }
+  /// FLUSHALL on the shared server.
+  static void flush();
+  static std::string key(std::string_view tag) { return unique_key(tag); }
+};
+
+#ifdef LOCKON_TEST_WORKER
+/// argv to run a registered worker command: {LOCKON_TEST_WORKER, command, args...}.
+inline std::vector<std::string> worker_argv(const std::string& command,
+                                            const std::vector<std::string>& args = {}) {
+  std::vector<std::string> argv{LOCKON_TEST_WORKER, command};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+#endif
+
+}  // namespace lockon::test
