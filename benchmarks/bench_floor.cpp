@@ -94,12 +94,15 @@ LOCKON_CYCLE_BENCH(BM_ClientLayerCycle);
 LOCKON_CYCLE_BENCH(BM_LockCycle);
 LOCKON_CYCLE_BENCH(BM_LockCycleFenced);
 
-const bool registered = lockon::bench::register_ratio(
-                            {"client layer cycle / raw floor (cycles/s)", "BM_ClientLayerCycle", "BM_RawFloor",
-                             "items_per_second", 0.95}) &&
-                        lockon::bench::register_ratio({"Lock cycle / raw floor (cycles/s)", "BM_LockCycle",
-                                                       "BM_RawFloor", "items_per_second", 0.95}) &&
-                        lockon::bench::register_ratio({"Lock cycle with fencing / raw floor (cycles/s)",
-                                                       "BM_LockCycleFenced", "BM_RawFloor", "items_per_second", 0.90});
+const bool registered = [] {
+  using lockon::bench::register_ratio;
+  register_ratio({.label = "client layer cycle / raw floor (cycles/s)", .subject = "BM_ClientLayerCycle",
+                  .baseline = "BM_RawFloor", .metric = "items_per_second", .target = 0.95});
+  register_ratio({.label = "Lock cycle / raw floor (cycles/s)", .subject = "BM_LockCycle", .baseline = "BM_RawFloor",
+                  .metric = "items_per_second", .target = 0.95});
+  register_ratio({.label = "Lock cycle with fencing / raw floor (cycles/s)", .subject = "BM_LockCycleFenced",
+                  .baseline = "BM_RawFloor", .metric = "items_per_second", .target = 0.90});
+  return true;
+}();
 
 }  // namespace

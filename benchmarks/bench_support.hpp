@@ -15,14 +15,22 @@ const std::string& server_url();
 /// --redis-url only n == 1 is available). Throws std::runtime_error otherwise.
 std::vector<std::string> server_urls(std::size_t n);
 
-/// A ratio printed after the run: median items/s (or time) of `subject`
-/// divided by that of `baseline`, with the target it must meet.
+/// A check printed after the run: the median `metric` of `subject` divided
+/// by that of `baseline` (or the value itself when `baseline` is empty),
+/// against the target it must meet.
 struct RatioSpec {
-  std::string label;
-  std::string subject;   // benchmark name prefix (without aggregates suffix)
-  std::string baseline;
-  std::string metric;    // "items_per_second" (higher is better) or "real_time" (lower is better)
-  double target;         // the ratio must be >= target (items/s) or <= target (time)
+  std::string label{};
+  std::string subject{};   // benchmark name prefix (without aggregate suffix)
+  std::string baseline{};  // empty: compare the subject's value itself
+  /// "items_per_second", "real_time" (ns) or any user counter's name.
+  std::string metric{};
+  double target = 1.0;
+  /// true: value must be >= target; false: value must be <= target.
+  bool higher_is_better = true;
+  /// Optional metric of the baseline when it differs from `metric`.
+  std::string baseline_metric{};
+  /// Multiplies the baseline's value first (e.g. "p50 <= 4 x cycle time").
+  double baseline_scale = 1.0;
 };
 
 /// Registers a ratio to report (call at static-initialization time).

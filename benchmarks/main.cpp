@@ -32,9 +32,8 @@ class CollectingReporter : public benchmark::ConsoleReporter {
         Figures& f = figures_[run.run_name.str()];
         if (run.aggregate_name == "median" || !f.from_median) {
           f.from_median = run.aggregate_name == "median";
-          f.real_time_ns = run.GetAdjustedRealTime() * to_ns(run.time_unit);
-          const auto items = run.counters.find("items_per_second");
-          f.items_per_second = items != run.counters.end() ? items->second.value : 0.0;
+          f.values["real_time"] = run.GetAdjustedRealTime() * to_ns(run.time_unit);
+          for (const auto& [name, counter] : run.counters) f.values[name] = counter.value;
         }
       }
     }
@@ -43,8 +42,11 @@ class CollectingReporter : public benchmark::ConsoleReporter {
 
   struct Figures {
     bool from_median = false;
-    double real_time_ns = 0;
-    double items_per_second = 0;
+    std::map<std::string, double> values;
+    double get(const std::string& metric) const {
+      const auto it = values.find(metric);
+      return it == values.end() ? 0.0 : it->second;
+    }
   };
 
   const Figures* find(const std::string& prefix) const {
@@ -84,21 +86,21 @@ int main(int argc, char** argv) {
   bool printed_header = false;
   for (const auto& spec : lockon::bench::ratios()) {
     const auto* subject = reporter.find(spec.subject);
-    const auto* baseline = reporter.find(spec.baseline);
-    if (subject == nullptr || baseline == nullptr) continue;  // filtered out
+    const auto* baseline = spec.baseline.empty() ? nullptr : reporter.find(spec.baseline);
+    if (subject == nullptr || (!spec.baseline.empty() && baseline == nullptr)) continue;  // filtered out
     if (!printed_header) {
-      std::printf("\nRatios against baselines measured in this run (medians):\n");
+      std::printf("\nChecks against baselines measured in this run (medians of repetitions):\n");
       printed_header = true;
     }
-    const bool higher_is_better = spec.metric == "items_per_second";
-    const double ratio = higher_is_better ? subject->items_per_second / baseline->items_per_second
-                                          : subject->real_time_ns / baseline->real_time_ns;
-    const bool ok = higher_is_better ? ratio >= spec.target : ratio <= spec.target;
+    const double value = subject->get(spec.metric);
+    const std::string& baseline_metric = spec.baseline_metric.empty() ? spec.metric : spec.baseline_metric;
+    const double measured = baseline ? value / (baseline->get(baseline_metric) * spec.baseline_scale) : value;
+    const bool ok = spec.higher_is_better ? measured >= spec.target : measured <= spec.target;
     failures += ok ? 0 : 1;
-    std::printf("  %-58s %6.3fx  (target %s %.2fx) %s\n", spec.label.c_str(), ratio, higher_is_better ? ">=" : "<=",
-                spec.target, ok ? "ok" : "MISSED");
+    std::printf("  %-64s %10.3f%s (target %s %.2f%s) %s\n", spec.label.c_str(), measured, baseline ? "x" : " ",
+                spec.higher_is_better ? ">=" : "<=", spec.target, baseline ? "x" : "", ok ? "ok" : "MISSED");
   }
-  if (printed_header) std::printf("  %d ratio(s) missed their target\n", failures);
+  if (printed_header) std::printf("  %d check(s) missed their target\n", failures);
   benchmark::Shutdown();
   lockon::bench::stop_servers();
   return 0;

@@ -5,6 +5,7 @@
 // the lock's wake channel *before* queueing itself, so a release between its
 // failed attempt and its sleep is never missed; the release wakes exactly
 // the waiter at the head of the FIFO queue.
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -23,19 +24,27 @@ namespace lockon {
 using detail::ReplyPtr;
 using Clock = DistributedLock::Clock;
 
+namespace {
+
+// steady_clock counts nanoseconds (about ±292 years), less than a 2^47 ms
+// ttl, a max_hold or a poll interval may span: saturate rather than wrap into
+// the past (which made waits and renewals spin and ended max_hold at once).
+Clock::time_point add_saturating(Clock::time_point from, std::chrono::milliseconds delta) {
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - from);
+  return delta >= room ? Clock::time_point::max() : from + delta;
+}
+
+}  // namespace
+
 class Lock::Impl {
  public:
   Impl(Client client, State& state)
       : client_(std::move(client)),
         state_(state),
         queue_key_(detail::companion_key(state.name, "q")),
-        deadlines_key_(detail::companion_key(state.name, "qt")),
         fence_key_(detail::companion_key(state.name, "fence")),
-        channel_(detail::wake_channel(state.name)),
-        ttl_text_(state.options.no_expiry ? "0" : std::to_string(state.options.ttl.count())),
-        // A waiter refreshes its queue entry at least every poll interval;
-        // its entry outlives a few missed refreshes, not a crash for long.
-        queue_lease_text_(std::to_string(3 * state.options.wait_poll_interval.count() + 200)) {}
+        handover_fence_key_(detail::companion_key(state.name, "hf")),
+        ttl_text_(state.options.no_expiry ? "0" : std::to_string(state.options.ttl.count())) {}
 
   struct Attempt {
     bool acquired = false;
@@ -48,7 +57,7 @@ class Lock::Impl {
     if (state_.held)
       throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
     token_ = state_.options.token ? *state_.options.token : detail::random_hex();
-    Attempt first = state_.options.fencing ? fast_fenced_attempt() : fast_attempt();
+    const Attempt first = state_.options.fencing ? fast_fenced_attempt() : fast_attempt();
     if (first.acquired) return on_acquired(first);
     if (deadline == Clock::time_point::min() || Clock::now() >= deadline) return false;
     return wait_for_turn(deadline);
@@ -58,8 +67,8 @@ class Lock::Impl {
     if (!state_.held) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
     stop_renewal();
     state_.held = false;
-    const std::array<std::string_view, 3> keys{state_.name, queue_key_, deadlines_key_};
-    const std::array<std::string_view, 3> args{state_.token, channel_, queue_lease_text_};
+    const std::array<std::string_view, 4> keys{state_.name, queue_key_, fence_key_, handover_fence_key_};
+    const std::array<std::string_view, 1> args{state_.token};
     const ReplyPtr reply = run(detail::scripts::release(), keys, args, "release lock");
     if (reply->type != REDIS_REPLY_INTEGER || reply->integer != 1) {
       state_.lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
@@ -164,13 +173,13 @@ class Lock::Impl {
     return result;
   }
 
-  Attempt attempt(std::string_view waiter_id) {
-    const std::array<std::string_view, 4> keys{state_.name, queue_key_, deadlines_key_, fence_key_};
-    const std::array<std::string_view, 5> args{token_, ttl_text_, waiter_id, queue_lease_text_,
-                                               state_.options.fencing ? "1" : "0"};
+  // One scripted attempt of a queued waiter (see scripts::wait_attempt).
+  Attempt wait_attempt(std::string_view entry, bool enqueue) {
+    const std::array<std::string_view, 4> keys{state_.name, queue_key_, fence_key_, handover_fence_key_};
+    const std::array<std::string_view, 3> args{entry, enqueue ? "1" : "0", kQueueTtl};
     Attempt result;
     result.sent_at = Clock::now();
-    const ReplyPtr reply = run(detail::scripts::acquire(), keys, args, "acquire lock");
+    const ReplyPtr reply = run(detail::scripts::wait_attempt(), keys, args, "acquire lock");
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER)
       throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
@@ -180,38 +189,66 @@ class Lock::Impl {
     return result;
   }
 
+  // Queues behind the current holder and sleeps until a release hands us
+  // the lock (no round trip then), the holder's lease runs out, or the poll
+  // interval passes (safety net if a message was missed).
   bool wait_for_turn(Clock::time_point deadline) {
+    auto& subscriber = client_.impl()->subscriber();
     const std::string waiter_id = detail::random_hex(8);
+    const std::string entry = detail::process_id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
+                              (state_.options.fencing ? "1" : "0") + "|" + token_;
     const auto poll = state_.options.wait_poll_interval;
-    auto watch = client_.impl()->subscriber().watch(channel_, waiter_id);
-    watch.wait_subscribed(std::min(deadline, Clock::now() + poll));
+    auto watch = subscriber.watch(waiter_id);
+    // Subscribed before queueing: a hand-over can't precede our ability to
+    // hear about it. Bounded, so a dead subscriber only costs polling.
+    watch.wait_subscribed(std::min(deadline, add_saturating(Clock::now(), poll)));
     try {
+      Attempt last = wait_attempt(entry, true);
       while (true) {
-        const Attempt next = attempt(waiter_id);
-        if (next.acquired) return on_acquired(next);
+        if (last.acquired) return on_acquired(last);
         const auto now = Clock::now();
-        if (now >= deadline) {
-          cancel_wait(waiter_id);
-          return false;
+        if (now >= deadline) return give_up(entry, watch);
+        auto wake_at = std::min(deadline, add_saturating(now, poll));
+        // A holder that crashed releases nothing: look again when its lease ends.
+        if (last.pttl >= 0) wake_at = std::min(wake_at, last.sent_at + std::chrono::milliseconds(last.pttl + 1));
+        if (watch.slot().wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
+          // The release set the key to our token before publishing.
+          Attempt handed;
+          handed.acquired = true;
+          handed.fence = watch.slot().fence;
+          handed.sent_at = last.sent_at;
+          return on_acquired(handed);
         }
-        auto wake_at = std::min(deadline, now + poll);
-        // A holder that crashes publishes nothing: retry when its lease ends.
-        if (next.pttl >= 0) wake_at = std::min(wake_at, next.sent_at + std::chrono::milliseconds(next.pttl + 1));
-        watch.slot().wait_until(wake_at);
+        last = wait_attempt(entry, false);
       }
     } catch (...) {
-      cancel_wait(waiter_id);
+      cancel_wait(entry);
       throw;
     }
   }
 
-  void cancel_wait(std::string_view waiter_id) noexcept {
+  // Deadline passed. If a hand-over raced with it, take the lock after all
+  // rather than bouncing it: we own it already.
+  bool give_up(const std::string& entry, detail::Subscriber::Watch& watch) {
+    if (watch.slot().wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
+      Attempt handed;
+      handed.acquired = true;
+      handed.fence = watch.slot().fence;
+      handed.sent_at = Clock::now() - state_.options.wait_poll_interval;
+      return on_acquired(handed);
+    }
+    cancel_wait(entry);
+    return false;
+  }
+
+  void cancel_wait(const std::string& entry) noexcept {
     try {
-      const std::array<std::string_view, 3> keys{state_.name, queue_key_, deadlines_key_};
-      const std::array<std::string_view, 3> args{waiter_id, channel_, queue_lease_text_};
+      const std::array<std::string_view, 4> keys{state_.name, queue_key_, fence_key_, handover_fence_key_};
+      const std::array<std::string_view, 1> args{entry};
       run(detail::scripts::cancel_wait(), keys, args, "cancel wait");
     } catch (...) {
-      // Best effort: the queue entry expires on its own within its lease.
+      // Best effort: a stale entry is skipped once our process stops
+      // listening, and the queue key expires on its own.
     }
   }
 
@@ -228,9 +265,9 @@ class Lock::Impl {
       entry->client = client_.impl();
       entry->token = token_;
       const auto now = Clock::now();
-      entry->next_due = now + std::max(state_.options.ttl / 3, std::chrono::milliseconds(1));
-      entry->lease_expires = attempt.sent_at + state_.options.ttl;
-      if (state_.options.max_hold.count() > 0) entry->hold_deadline = now + state_.options.max_hold;
+      entry->next_due = add_saturating(now, std::max(state_.options.ttl / 3, std::chrono::milliseconds(1)));
+      entry->lease_expires = add_saturating(attempt.sent_at, state_.options.ttl);
+      if (state_.options.max_hold.count() > 0) entry->hold_deadline = add_saturating(now, state_.options.max_hold);
       renewal_ = entry;
       detail::Watchdog::instance().add(std::move(entry));
     }
@@ -267,12 +304,13 @@ class Lock::Impl {
 
   Client client_;
   State& state_;
+  // Queue keys outlive any wait; emptied lists vanish by themselves.
+  static constexpr std::string_view kQueueTtl = "600000";
+
   const std::string queue_key_;
-  const std::string deadlines_key_;
   const std::string fence_key_;
-  const std::string channel_;
+  const std::string handover_fence_key_;
   const std::string ttl_text_;
-  const std::string queue_lease_text_;
   std::string token_;
   std::shared_ptr<detail::RenewalEntry> renewal_;
 };

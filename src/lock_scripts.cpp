@@ -19,88 +19,87 @@ std::string companion_key(std::string_view key, std::string_view suffix) {
   return out;
 }
 
-std::string wake_channel(std::string_view key) {
+std::string wake_channel(std::string_view process_id) {
   std::string out("lockon:wake:");
-  out.append(key);
+  out.append(process_id);
   return out;
 }
 
 namespace scripts {
 namespace {
 
-// Lua shared by release and cancel_wait: gives the lock to the first waiter
-// whose queue entry is still alive (popping dead ones), as a short
-// reservation only that waiter's acquire can turn into a lease; newcomers'
-// SET NX fails meanwhile, so they cannot barge in. Without a live waiter the
-// key is deleted. KEYS[1..3] = lock, queue, deadlines.
-#define LOCKON_LUA_HAND_OVER                                                       \
-  "local function hand_over(channel, reserve_ms)\n"                                \
-  "  local head = redis.call('LINDEX', KEYS[2], 0)\n"                              \
-  "  if head then\n"                                                               \
-  "    local t = redis.call('TIME')\n"                                             \
-  "    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"    \
-  "    while head do\n"                                                            \
-  "      local deadline = tonumber(redis.call('HGET', KEYS[3], head))\n"           \
-  "      redis.call('LPOP', KEYS[2])\n"                                            \
-  "      redis.call('HDEL', KEYS[3], head)\n"                                      \
-  "      if deadline and deadline > now then break end\n"                          \
-  "      head = redis.call('LINDEX', KEYS[2], 0)\n"                                \
-  "    end\n"                                                                      \
-  "  end\n"                                                                        \
-  "  if head then\n"                                                               \
-  "    redis.call('SET', KEYS[1], 'lockon-reserved:' .. head, 'PX', reserve_ms)\n" \
-  "    redis.call('PUBLISH', channel, head)\n"                                     \
-  "  else\n"                                                                       \
-  "    redis.call('DEL', KEYS[1])\n"                                               \
-  "  end\n"                                                                        \
+// Gives K to the first queued waiter whose process still listens, or
+// deletes K when there is none. KEYS[1..4] = lock, queue, fence, hand-over
+// fence. Defined in every script that hands over.
+#define LOCKON_LUA_HAND_OVER                                                                        \
+  "local function hand_over()\n"                                                                    \
+  "  while true do\n"                                                                               \
+  "    local entry = redis.call('LPOP', KEYS[2])\n"                                                 \
+  "    if not entry then\n"                                                                         \
+  "      redis.call('DEL', KEYS[1])\n"                                                              \
+  "      return false\n"                                                                            \
+  "    end\n"                                                                                       \
+  "    local pid, wid, ttl, fenced, token = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n" \
+  "    if token then\n"                                                                             \
+  "      if ttl == '0' then redis.call('SET', KEYS[1], token)\n"                                    \
+  "      else redis.call('SET', KEYS[1], token, 'PX', ttl) end\n"                                   \
+  "      local fence = 0\n"                                                                         \
+  "      if fenced == '1' then\n"                                                                   \
+  "        fence = redis.call('INCR', KEYS[3])\n"                                                   \
+  "        redis.call('SET', KEYS[4], token .. ' ' .. fence, 'PX', ttl == '0' and 86400000 or ttl)\n" \
+  "      end\n"                                                                                     \
+  "      if redis.call('PUBLISH', 'lockon:wake:' .. pid, wid .. ' ' .. fence) > 0 then return true end\n" \
+  "    end\n"                                                                                       \
+  "  end\n"                                                                                         \
   "end\n"
+
+// Splits the caller's own entry (ARGV[1]) into its token and ttl.
+#define LOCKON_LUA_MY_ENTRY                                                                         \
+  "local _, my_id, my_ttl, my_fenced, my_token = string.match(ARGV[1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n"
 
 }  // namespace
 
-const Script& acquire() {
+const Script& wait_attempt() {
   static const Script script(
-      // GET first: a key of another type fails here with WRONGTYPE instead
-      // of being mistaken for a held lock.
+      LOCKON_LUA_HAND_OVER LOCKON_LUA_MY_ENTRY
+      // GET first: a key of another type fails here with WRONGTYPE.
       "local holder = redis.call('GET', KEYS[1])\n"
-      "local me = ARGV[3]\n"
-      "local reserved = me ~= '' and holder == 'lockon-reserved:' .. me\n"
-      "local ahead = false\n"
+      "local function fence_of_handover()\n"
+      "  if my_fenced ~= '1' then return 0 end\n"
+      "  local record = redis.call('GET', KEYS[4])\n"
+      "  if record and string.sub(record, 1, #my_token + 1) == my_token .. ' ' then\n"
+      "    return tonumber(string.sub(record, #my_token + 2))\n"
+      "  end\n"
+      "  return 0\n"
+      "end\n"
+      "if holder == my_token then return {1, fence_of_handover()} end\n"
       "if not holder then\n"
-      // A free lock with a live waiter first in line is that waiter's.
       "  local head = redis.call('LINDEX', KEYS[2], 0)\n"
-      "  if head then\n"
-      "    local t = redis.call('TIME')\n"
-      "    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-      "    while head and head ~= me do\n"
-      "      local deadline = tonumber(redis.call('HGET', KEYS[3], head))\n"
-      "      if deadline and deadline > now then break end\n"
-      "      redis.call('LPOP', KEYS[2])\n"
-      "      redis.call('HDEL', KEYS[3], head)\n"
-      "      head = redis.call('LINDEX', KEYS[2], 0)\n"
-      "    end\n"
-      "    ahead = head and head ~= me\n"
+      "  if head and head ~= ARGV[1] then\n"
+      // Free with others first in line (the holder expired without a
+      // release): hand it down the line; it may reach us.
+      "    hand_over()\n"
+      "    holder = redis.call('GET', KEYS[1])\n"
+      "    if holder == my_token then return {1, fence_of_handover()} end\n"
+      "  end\n"
+      "  if not holder then\n"
+      "    if head == ARGV[1] then redis.call('LPOP', KEYS[2]) end\n"
+      "    if my_ttl == '0' then redis.call('SET', KEYS[1], my_token)\n"
+      "    else redis.call('SET', KEYS[1], my_token, 'PX', my_ttl) end\n"
+      "    local fence = 0\n"
+      "    if my_fenced == '1' then fence = redis.call('INCR', KEYS[3]) end\n"
+      "    return {1, fence}\n"
       "  end\n"
       "end\n"
-      "if reserved or (not holder and not ahead) then\n"
-      "  local ttl = tonumber(ARGV[2])\n"
-      "  if ttl > 0 then redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)\n"
-      "  else redis.call('SET', KEYS[1], ARGV[1]) end\n"
-      "  if me ~= '' and redis.call('HDEL', KEYS[3], me) == 1 then redis.call('LREM', KEYS[2], 1, me) end\n"
-      "  local fence = 0\n"
-      "  if ARGV[5] == '1' then fence = redis.call('INCR', KEYS[4]) end\n"
-      "  return {1, fence}\n"
+      "if ARGV[2] == '1' then\n"
+      "  redis.call('RPUSH', KEYS[2], ARGV[1])\n"
+      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+      "elseif not redis.call('LPOS', KEYS[2], ARGV[1]) then\n"
+      // Dropped while its process was unreachable: back in line.
+      "  redis.call('RPUSH', KEYS[2], ARGV[1])\n"
+      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
       "end\n"
-      "if me ~= '' then\n"
-      "  local t = redis.call('TIME')\n"
-      "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-      "  local lease = tonumber(ARGV[4])\n"
-      "  if redis.call('HSET', KEYS[3], me, now + lease) == 1 then redis.call('RPUSH', KEYS[2], me) end\n"
-      // Queue keys vanish on their own if every waiter disappears.
-      "  redis.call('PEXPIRE', KEYS[2], lease * 2)\n"
-      "  redis.call('PEXPIRE', KEYS[3], lease * 2)\n"
-      "end\n"
-      "if holder then return {0, redis.call('PTTL', KEYS[1])} end\n"
-      "return {0, -2}\n");
+      "return {0, redis.call('PTTL', KEYS[1])}\n");
   return script;
 }
 
@@ -108,7 +107,7 @@ const Script& release() {
   static const Script script(
       LOCKON_LUA_HAND_OVER
       "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-      "hand_over(ARGV[2], ARGV[3])\n"
+      "hand_over()\n"
       "return 1\n");
   return script;
 }
@@ -137,14 +136,18 @@ const Script& renew() {
 
 const Script& cancel_wait() {
   static const Script script(
-      LOCKON_LUA_HAND_OVER
-      "if redis.call('HDEL', KEYS[3], ARGV[1]) == 1 then redis.call('LREM', KEYS[2], 1, ARGV[1]) end\n"
-      // Handed the lock just as we gave up: pass it on rather than sit on it.
-      "if redis.call('GET', KEYS[1]) == 'lockon-reserved:' .. ARGV[1] then hand_over(ARGV[2], ARGV[3]) end\n"
-      "return 1\n");
+      LOCKON_LUA_HAND_OVER LOCKON_LUA_MY_ENTRY
+      "redis.call('LREM', KEYS[2], 1, ARGV[1])\n"
+      // Handed K just as we gave up: pass it on rather than sit on it.
+      "if redis.call('GET', KEYS[1]) == my_token then\n"
+      "  hand_over()\n"
+      "  return 1\n"
+      "end\n"
+      "return 0\n");
   return script;
 }
 
+#undef LOCKON_LUA_MY_ENTRY
 #undef LOCKON_LUA_HAND_OVER
 
 }  // namespace scripts

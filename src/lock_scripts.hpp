@@ -1,14 +1,22 @@
 // The Lua scripts of the single-instance lock, and the names of the keys and
-// channel that accompany a lock key.
+// channels that accompany a lock key.
 //
-// Key layout for a lock key K (K itself holds the token as a plain string,
+// For a lock key K (K itself holds the owner's token as a plain string,
 // exactly like redis-py's Lock, so other clients interoperate):
-//   companion(K, "q")      LIST  of waiting lockon waiter ids, FIFO
-//   companion(K, "qt")     HASH  waiter id -> deadline (ms, server clock)
-//   companion(K, "fence")  STRING counter, INCRed per fenced acquisition
-//   channel "lockon:wake:" + K   PUBLISH target of release (payload: the
-//                                 id of the waiter at the head of the queue)
-// Companions share K's cluster hash slot (see companion_key).
+//   companion(K, "q")      LIST of waiting lockon waiters, FIFO. An entry is
+//                          "<process id>|<waiter id>|<ttl ms>|<fenced 0/1>|<token>"
+//   companion(K, "fence")  counter, INCRed per fenced acquisition
+//   companion(K, "hf")     "<token> <fence>" of the last fenced hand-over, for a
+//                          waiter that missed its wake-up message
+//   channel "lockon:wake:<process id>"  one per waiting process; payload
+//                          "<waiter id> <fence>" tells a waiter it now owns K
+//
+// Hand-over: a release pops the first waiter, sets K to that waiter's token
+// (with its TTL) and publishes to its process. The waiter returns at once,
+// with no further round trip. PUBLISH answers how many subscribers got the
+// message: 0 means the waiter's process is gone (or its subscription is
+// down), so the script moves on to the next waiter. Newcomers cannot barge
+// in: K is never free while a live waiter is queued.
 #pragma once
 
 #include <string>
@@ -22,25 +30,23 @@ namespace lockon::detail {
 /// one, else "{K}:suffix".
 std::string companion_key(std::string_view key, std::string_view suffix);
 
-/// The wake-up channel of lock key K.
-std::string wake_channel(std::string_view key);
+/// The wake-up channel of a process (see process_id()).
+std::string wake_channel(std::string_view process_id);
 
 namespace scripts {
 
-/// KEYS: lock, queue, queue deadlines, fence counter.
-/// ARGV: token, ttl ms (0 = no expiry), waiter id ("" = do not queue),
-///       queue lease ms, fencing ("1"/"0").
-/// Takes K if it is free and no live waiter is ahead, or if K is reserved
-/// for this waiter ("lockon-reserved:<id>", set by release's hand-over).
-/// Otherwise queues/refreshes the waiter (when an id is given).
-/// Returns {1, fence} when acquired, else {0, holder's PTTL (-1: no expiry,
-/// -2: free but an earlier waiter is first in line)}.
-const Script& acquire();
+/// KEYS: lock, queue, fence counter, hand-over fence.
+/// ARGV: queue entry, enqueue-if-missing ("1"/"0"), queue ttl ms.
+/// Acquires when K holds this entry's token (handed over) or when K is free
+/// and this waiter is first in line (handing over to the first live waiter
+/// ahead otherwise). Else queues the entry (if asked) and returns K's PTTL.
+/// Returns {1, fence} when acquired, else {0, pttl} (pttl -1: no expiry,
+/// -2: free and just handed to a waiter ahead).
+const Script& wait_attempt();
 
-/// KEYS: lock, queue, queue deadlines. ARGV: token, channel, reservation ms.
-/// If K holds the token: hands the lock to the first live waiter (K becomes
-/// "lockon-reserved:<id>" for reservation ms, and <id> is published) or
-/// deletes K when nobody waits. Returns 1 if released, 0 if not owned.
+/// KEYS: lock, queue, fence counter, hand-over fence. ARGV: token.
+/// If K holds the token: hands K to the first live waiter or deletes it.
+/// Returns 1 if released, 0 if not owned.
 const Script& release();
 
 /// KEYS: lock. ARGV: token, ms, replace ("1"/"0").
@@ -51,9 +57,9 @@ const Script& extend();
 /// shortening a hand-extended lease; "0": reset to ttl). Returns 1 or 0.
 const Script& renew();
 
-/// KEYS: lock, queue, queue deadlines. ARGV: waiter id, channel, reservation ms.
-/// Removes a waiter that gives up; a reservation it was just handed passes
-/// to the next live waiter.
+/// KEYS: lock, queue, fence counter, hand-over fence. ARGV: queue entry.
+/// Removes a waiter that gives up; if K was handed to it meanwhile, passes
+/// K on to the next live waiter. Returns 1 if K had been handed to it.
 const Script& cancel_wait();
 
 }  // namespace scripts

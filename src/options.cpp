@@ -155,8 +155,12 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
   const std::string_view scheme = url.substr(0, scheme_end);
   std::string_view rest = url.substr(scheme_end + 3);
 
+  // The query starts at the first '?' after the last '@': like '@' and '/',
+  // a '?' inside the password must not split the URL there (it would put
+  // password bytes into the port, path or query, and so into messages).
+  const auto last_at = rest.rfind('@');
   std::string_view query;
-  if (const auto q = rest.find('?'); q != std::string_view::npos) {
+  if (const auto q = rest.find('?', last_at == std::string_view::npos ? 0 : last_at); q != std::string_view::npos) {
     query = rest.substr(q + 1);
     rest = rest.substr(0, q);
   }
@@ -169,7 +173,15 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
     return options;
   }
   if (scheme == "rediss") url_error("TLS (rediss://) is not supported by this build");
-  if (scheme != "redis") url_error("unsupported scheme '" + std::string(scheme) + "' (expected redis or unix)");
+  if (scheme != "redis") {
+    // Echo only a well-formed scheme (RFC 3986: letters, digits, + - .): text
+    // before a "://" that appears later in a scheme-less URL may be a password.
+    constexpr std::string_view kSchemeChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.";
+    const bool well_formed = !scheme.empty() && scheme.size() <= 16 &&
+                             scheme.find_first_not_of(kSchemeChars) == std::string_view::npos;
+    if (!well_formed) url_error("unsupported scheme (expected redis or unix)");
+    url_error("unsupported scheme '" + std::string(scheme) + "' (expected redis or unix)");
+  }
 
   // Credentials end at the LAST '@' before the path: passwords may contain '@'.
   const auto slash = rest.find('/', rest.rfind('@') == std::string_view::npos ? 0 : rest.rfind('@'));

@@ -4,16 +4,21 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
-#include <cstring>
+#include <charconv>
 #include <string_view>
 #include <system_error>
+
+#include "lock_scripts.hpp"
+#include "token.hpp"
 
 namespace lockon::detail {
 namespace {
 
-constexpr std::chrono::milliseconds kReconnectDelay{100};
+constexpr int kReconnectDelayMs = 100;
 constexpr int kIdlePollMs = 1000;
+constexpr auto kLinger = std::chrono::milliseconds(1000);
 
 std::string_view element_text(const redisReply& reply, std::size_t i) {
   if (i >= reply.elements) return {};
@@ -22,43 +27,43 @@ std::string_view element_text(const redisReply& reply, std::size_t i) {
   return {e->str, e->len};
 }
 
-void wake(Subscriber::Slot& slot) noexcept {
+void nudge(Subscriber::Slot& slot) noexcept {
   {
     std::lock_guard lock(slot.mutex);
-    slot.woken = true;
+    slot.nudged = true;
   }
   slot.cv.notify_one();
 }
 
 }  // namespace
 
-bool Subscriber::Slot::wait_until(Clock::time_point until) {
+Subscriber::Slot::Wake Subscriber::Slot::wait_until(Clock::time_point until) {
   std::unique_lock lock(mutex);
-  cv.wait_until(lock, until, [this] { return woken; });
-  const bool was_woken = woken;
-  woken = false;
-  return was_woken;
+  cv.wait_until(lock, until, [this] { return nudged || handed; });
+  if (handed) return Wake::handed;
+  const bool was_nudged = nudged;
+  nudged = false;
+  return was_nudged ? Wake::nudged : Wake::timeout;
 }
 
 Subscriber::Watch::Watch(Watch&& other) noexcept
-    : owner_(other.owner_), channel_(std::move(other.channel_)), id_(std::move(other.id_)),
-      slot_(std::move(other.slot_)) {
+    : owner_(other.owner_), id_(std::move(other.id_)), slot_(std::move(other.slot_)) {
   other.owner_ = nullptr;
 }
 
 Subscriber::Watch::~Watch() {
-  if (owner_ != nullptr) owner_->unwatch(channel_, id_);
+  if (owner_ != nullptr) owner_->unwatch(id_);
 }
 
 bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
   std::unique_lock lock(owner_->mutex_);
   return owner_->confirmed_.wait_until(lock, until, [this] {
-    const auto it = owner_->channels_.find(channel_);
-    return owner_->stopping_ || (it != owner_->channels_.end() && it->second.state == SubState::subscribed);
+    return owner_->stopping_ || (owner_->state_ == SubState::subscribed &&
+                                 owner_->subscribed_channel_ == wake_channel(process_id()));
   });
 }
 
-Subscriber::Subscriber(ConnectionOptions options) : options_(options), connection_(std::move(options)) {
+Subscriber::Subscriber(ConnectionOptions options) : connection_(std::move(options)) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the lock subscriber");
   thread_ = std::thread([this] { run(); });
@@ -75,42 +80,38 @@ Subscriber::~Subscriber() {
   ::close(event_fd_);
 }
 
-Subscriber::Watch Subscriber::watch(const std::string& channel, const std::string& id) {
+std::string Subscriber::channel() const { return wake_channel(process_id()); }
+
+bool Subscriber::subscribed() const {
+  std::lock_guard lock(mutex_);
+  return state_ == SubState::subscribed;
+}
+
+Subscriber::Watch Subscriber::watch(const std::string& id) {
   auto slot = std::make_shared<Slot>();
   bool first = false;
   {
     std::lock_guard lock(mutex_);
-    Channel& entry = channels_[channel];
-    first = entry.refs++ == 0;
-    entry.waiters[id] = slot;
+    first = waiters_.empty();
+    waiters_[id] = slot;
   }
   if (first) poke();
-  return Watch(this, channel, id, std::move(slot));
+  return Watch(this, id, std::move(slot));
 }
 
-void Subscriber::unwatch(const std::string& channel, const std::string& id) noexcept {
+void Subscriber::unwatch(const std::string& id) noexcept {
   bool last = false;
   {
     std::lock_guard lock(mutex_);
-    const auto it = channels_.find(channel);
-    if (it == channels_.end()) return;
-    it->second.waiters.erase(id);
-    last = --it->second.refs == 0;
+    waiters_.erase(id);
+    last = waiters_.empty();
+    if (last) idle_since_ = Clock::now();
   }
   if (last) poke();
 }
 
-std::size_t Subscriber::channel_count() const {
-  std::lock_guard lock(mutex_);
-  std::size_t n = 0;
-  for (const auto& [name, channel] : channels_)
-    if (channel.state == SubState::subscribing || channel.state == SubState::subscribed) ++n;
-  return n;
-}
-
 void Subscriber::poke() noexcept {
   const std::uint64_t one = 1;
-  // A full counter still wakes the thread; nothing to handle.
   [[maybe_unused]] const auto written = ::write(event_fd_, &one, sizeof one);
 }
 
@@ -120,11 +121,11 @@ void Subscriber::run() {
     {
       std::lock_guard lock(mutex_);
       if (stopping_) break;
-      for (const auto& [name, channel] : channels_) wanted = wanted || channel.refs > 0;
+      wanted = !waiters_.empty();
     }
     int timeout_ms = kIdlePollMs;
-    if (!connected_ && wanted && !connect_and_resubscribe()) timeout_ms = static_cast<int>(kReconnectDelay.count());
-    if (connected_) send_pending();
+    if (!connected_ && wanted && !connect()) timeout_ms = kReconnectDelayMs;
+    if (connected_) timeout_ms = std::min(timeout_ms, sync_subscription());
 
     std::array<pollfd, 2> fds{};
     fds[0] = {event_fd_, POLLIN, 0};
@@ -139,49 +140,54 @@ void Subscriber::run() {
   drop_connection();
 }
 
-bool Subscriber::connect_and_resubscribe() {
+bool Subscriber::connect() {
   try {
-    connection_.mark_broken();  // force a fresh socket
+    connection_.mark_broken();  // always a fresh socket
     connection_.ensure_connected();
   } catch (...) {
     return false;
   }
   std::lock_guard lock(mutex_);
   connected_ = true;
-  std::erase_if(channels_, [](const auto& item) { return item.second.refs == 0; });
-  for (auto& [name, channel] : channels_) channel.state = SubState::none;
+  state_ = SubState::none;
   return true;
 }
 
-void Subscriber::send_pending() {
-  bool wrote = false;
+// Subscribes while anyone waits, unsubscribes when nobody does. Only this
+// thread writes to the connection.
+// Returns how long the caller may sleep before the linger ends.
+int Subscriber::sync_subscription() {
+  std::string command;
+  std::string channel;
+  int sleep_ms = kIdlePollMs;
   {
     std::lock_guard lock(mutex_);
-    for (auto it = channels_.begin(); it != channels_.end();) {
-      Channel& channel = it->second;
-      if (channel.refs > 0 && channel.state == SubState::none) {
-        const std::array<std::string_view, 2> args{"SUBSCRIBE", it->first};
-        connection_.append(args);
-        channel.state = SubState::subscribing;
-        wrote = true;
-      } else if (channel.refs == 0 && channel.state == SubState::subscribed) {
-        const std::array<std::string_view, 2> args{"UNSUBSCRIBE", it->first};
-        connection_.append(args);
-        channel.state = SubState::unsubscribing;
-        wrote = true;
-      } else if (channel.refs == 0 && channel.state == SubState::none) {
-        it = channels_.erase(it);
-        continue;
+    const bool wanted = !waiters_.empty();
+    if (wanted && state_ == SubState::none) {
+      command = "SUBSCRIBE";
+      channel = wake_channel(process_id());
+      subscribed_channel_ = channel;
+      state_ = SubState::subscribing;
+    } else if (!wanted && state_ == SubState::subscribed) {
+      const auto idle = Clock::now() - idle_since_;
+      if (idle >= kLinger) {
+        command = "UNSUBSCRIBE";
+        channel = subscribed_channel_;
+        state_ = SubState::unsubscribing;
+      } else {
+        sleep_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(kLinger - idle).count());
       }
-      ++it;
     }
   }
-  if (!wrote) return;
+  if (command.empty()) return sleep_ms;
   try {
-    connection_.flush("SUBSCRIBE");
+    const std::array<std::string_view, 2> args{command, channel};
+    connection_.append(args);
+    connection_.flush(command);
   } catch (...) {
     drop_connection();
   }
+  return sleep_ms;
 }
 
 void Subscriber::read_messages() {
@@ -205,28 +211,32 @@ void Subscriber::read_messages() {
 void Subscriber::on_message(const redisReply& reply) {
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 3) return;
   const std::string_view kind = element_text(reply, 0);
-  const std::string channel_name(element_text(reply, 1));
   std::lock_guard lock(mutex_);
-  const auto it = channels_.find(channel_name);
-  if (it == channels_.end()) return;
-  Channel& channel = it->second;
   if (kind == "message") {
-    const std::string payload(element_text(reply, 2));
-    if (payload == "*") {
-      for (auto& [id, slot] : channel.waiters) wake(*slot);
-    } else if (const auto waiter = channel.waiters.find(payload); waiter != channel.waiters.end()) {
-      wake(*waiter->second);
+    // Payload: "<waiter id> <fence>".
+    const std::string_view payload = element_text(reply, 2);
+    const auto space = payload.find(' ');
+    const std::string id(payload.substr(0, space));
+    std::uint64_t fence = 0;
+    if (space != std::string_view::npos) {
+      const std::string_view digits = payload.substr(space + 1);
+      std::from_chars(digits.data(), digits.data() + digits.size(), fence);
     }
+    const auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    Slot& slot = *it->second;
+    {
+      std::lock_guard slot_lock(slot.mutex);
+      slot.handed = true;
+      slot.fence = fence;
+    }
+    slot.cv.notify_one();
   } else if (kind == "subscribe") {
-    if (channel.state == SubState::subscribing) channel.state = SubState::subscribed;
+    if (state_ == SubState::subscribing) state_ = SubState::subscribed;
     confirmed_.notify_all();
   } else if (kind == "unsubscribe") {
-    if (channel.refs > 0) {
-      channel.state = SubState::none;  // someone started waiting meanwhile
-      poke();
-    } else {
-      channels_.erase(it);
-    }
+    state_ = SubState::none;  // resubscribes at once if someone waits again
+    if (!waiters_.empty()) poke();
   }
 }
 
@@ -234,16 +244,10 @@ void Subscriber::drop_connection() noexcept {
   connection_.mark_broken();
   std::lock_guard lock(mutex_);
   connected_ = false;
-  for (auto& [name, channel] : channels_) channel.state = SubState::none;
-  wake_all_locked();
+  state_ = SubState::none;
+  // Nobody may sleep on a message that can no longer arrive.
+  for (auto& [id, slot] : waiters_) nudge(*slot);
   confirmed_.notify_all();
-}
-
-void Subscriber::wake_all_locked() noexcept {
-  // Nobody may sleep on a notification that can no longer arrive: everyone
-  // retries now and polls until the subscription is back.
-  for (auto& [name, channel] : channels_)
-    for (auto& [id, slot] : channel.waiters) wake(*slot);
 }
 
 }  // namespace lockon::detail

@@ -1,14 +1,19 @@
 // The process's pub/sub connection to one server, shared by every waiter.
 //
-// Waiters sleep until a release publishes their id on the lock's channel.
-// One connection and one thread per server serve every waiting lock and
-// thread; channels are reference-counted and unsubscribed when nobody waits.
-// If the connection drops, every waiter is woken (they retry and fall back
-// to polling) and the thread reconnects and re-subscribes.
+// Each process listens on one channel per server, "lockon:wake:<process
+// id>", while at least one of its threads waits for a lock there; a release
+// that hands a lock to one of our waiters publishes "<waiter id> <fence>" on
+// it. One connection and one thread per server serve every waiting lock and
+// thread. The subscription stays up while anyone waits and for a short
+// linger after the last waiter left, so a process that contends repeatedly
+// does not pay SUBSCRIBE/UNSUBSCRIBE (and the confirmation's round trip) on
+// every acquisition. If the connection drops, every waiter is nudged: they
+// retry and poll until the subscription is back.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,72 +28,74 @@ class Subscriber {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// One waiting acquisition: woken by a message carrying its id.
+  /// One waiting acquisition.
   struct Slot {
+    enum class Wake { timeout, nudged, handed };
     std::mutex mutex;
     std::condition_variable cv;
-    bool woken = false;
-    /// Sleeps until woken or `until`; clears the flag. Returns whether woken.
-    bool wait_until(Clock::time_point until);
+    bool nudged = false;
+    bool handed = false;
+    std::uint64_t fence = 0;
+    /// Sleeps until handed the lock, nudged, or `until`. Clears the nudge.
+    Wake wait_until(Clock::time_point until);
   };
 
-  /// RAII registration of a waiter on a channel.
+  /// RAII registration of a waiter.
   class Watch {
    public:
     Watch(Watch&& other) noexcept;
     Watch& operator=(Watch&&) = delete;
     ~Watch();
     Slot& slot() const noexcept { return *slot_; }
-    /// Waits (bounded) until the server confirmed the subscription. Returns
-    /// false if it did not in time (the waiter then relies on polling).
+    /// Waits (bounded) until the server confirmed our subscription. Returns
+    /// false if not in time: the waiter then cannot be handed the lock by
+    /// message and relies on its periodic attempts.
     bool wait_subscribed(Clock::time_point until) const;
 
    private:
     friend class Subscriber;
-    Watch(Subscriber* owner, std::string channel, std::string id, std::shared_ptr<Slot> slot)
-        : owner_(owner), channel_(std::move(channel)), id_(std::move(id)), slot_(std::move(slot)) {}
+    Watch(Subscriber* owner, std::string id, std::shared_ptr<Slot> slot)
+        : owner_(owner), id_(std::move(id)), slot_(std::move(slot)) {}
     Subscriber* owner_;
-    std::string channel_;
     std::string id_;
     std::shared_ptr<Slot> slot_;
   };
 
+  /// Starts the thread; connects when the first waiter registers.
   explicit Subscriber(ConnectionOptions options);
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
-  /// Registers waiter `id` on `channel` (subscribing if it is the first).
-  /// Never blocks on I/O.
-  Watch watch(const std::string& channel, const std::string& id);
+  /// Registers waiter `id` (unique in this process). Never blocks on I/O.
+  Watch watch(const std::string& id);
 
-  /// Number of channels currently subscribed or being subscribed (tests).
-  std::size_t channel_count() const;
+  /// The channel this process listens on (changes after fork()).
+  std::string channel() const;
+
+  /// Whether the subscription is confirmed right now (tests, diagnostics).
+  bool subscribed() const;
 
  private:
   enum class SubState { none, subscribing, subscribed, unsubscribing };
-  struct Channel {
-    std::size_t refs = 0;
-    SubState state = SubState::none;
-    std::map<std::string, std::shared_ptr<Slot>> waiters;
-  };
 
-  void unwatch(const std::string& channel, const std::string& id) noexcept;
+  void unwatch(const std::string& id) noexcept;
   void run();
-  bool connect_and_resubscribe();
-  void send_pending();
+  bool connect();
+  int sync_subscription();
   void read_messages();
   void on_message(const redisReply& reply);
   void drop_connection() noexcept;
-  void wake_all_locked() noexcept;
   void poke() noexcept;
 
-  ConnectionOptions options_;
   Connection connection_;
   int event_fd_ = -1;
   mutable std::mutex mutex_;
   std::condition_variable confirmed_;
-  std::map<std::string, Channel> channels_;
+  std::map<std::string, std::shared_ptr<Slot>> waiters_;
+  std::string subscribed_channel_;  // what the server has (or is getting)
+  SubState state_ = SubState::none;
+  Clock::time_point idle_since_{};  // when the last waiter left
   bool connected_ = false;
   bool stopping_ = false;
   std::thread thread_;

@@ -21,13 +21,20 @@ std::chrono::milliseconds renew_interval(const RenewalEntry& entry) {
   return std::max(entry.ttl / 3, std::chrono::milliseconds(1));
 }
 
+// Nanosecond time points overflow long before a 2^47 ms ttl: saturate
+// instead of wrapping into the past (which renewed such a lease in a loop).
+Clock::time_point add_saturating(Clock::time_point from, std::chrono::milliseconds delta) {
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - from);
+  return delta >= room ? Clock::time_point::max() : from + delta;
+}
+
 // Applies a renewal outcome to an entry whose mutex the caller holds.
 void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at) {
   const auto now = Clock::now();
   switch (result) {
     case RenewResult::renewed:
-      entry.lease_expires = sent_at + entry.ttl;
-      entry.next_due = now + renew_interval(entry);
+      entry.lease_expires = add_saturating(sent_at, entry.ttl);
+      entry.next_due = add_saturating(now, renew_interval(entry));
       return;
     case RenewResult::not_owned:
       entry.active = false;
