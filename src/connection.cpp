@@ -1,10 +1,13 @@
 #include "connection.hpp"
 
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include <array>
 #include <charconv>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "error_map.hpp"
@@ -48,6 +51,7 @@ void Connection::ensure_connected() {
                   : redisConnect(options_.host.c_str(), options_.port);
   }
   ContextPtr context(raw);
+  out_.clear();  // requests queued for the broken socket are not replayed
   if (!context || context->err) {
     const int saved_errno = errno;
     throw_context_error(context.get(), saved_errno, Phase::connect, endpoint_, "connect");
@@ -86,9 +90,9 @@ void Connection::handshake() {
 void Connection::append(std::span<const std::string_view> args) {
   // hiredis 0.14 formats argv through sdscatfmt, which costs more client CPU
   // than the rest of a lock cycle; RESP is simple enough to write directly.
-  std::string& out = scratch_;
-  out.clear();
-  std::size_t size = 16;
+  // Requests stay in our own buffer until flush() sends them.
+  std::string& out = out_;
+  std::size_t size = out.size() + 16;
   for (auto arg : args) size += arg.size() + 24;
   out.reserve(size);
   std::array<char, 24> digits{};
@@ -105,17 +109,36 @@ void Connection::append(std::span<const std::string_view> args) {
     out.append(arg);
     out.append("\r\n", 2);
   }
-  if (redisAppendFormattedCommand(context_.get(), out.data(), out.size()) != REDIS_OK) throw std::bad_alloc();
 }
 
 void Connection::flush(std::string_view operation) {
-  int done = 0;
-  do {
-    if (redisBufferWrite(context_.get(), &done) != REDIS_OK) fail(operation);
-  } while (!done);
+  // Our own send(2) rather than hiredis' write(2): MSG_NOSIGNAL. Writing to
+  // a connection the peer has reset (a killed server, once a request needs a
+  // second write or a keep-alive probe was answered with a reset) would
+  // otherwise raise SIGPIPE, whose default action kills the whole process.
+  // SO_SNDTIMEO (the socket timeout) bounds a blocked send with EAGAIN.
+  std::size_t sent = 0;
+  while (sent < out_.size()) {
+    const ssize_t n = ::send(context_->fd, out_.data() + sent, out_.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int saved_errno = n < 0 ? errno : EPIPE;
+    out_.clear();
+    // Record it as hiredis would, so the one mapping in error_map applies.
+    context_->err = REDIS_ERR_IO;
+    std::snprintf(context_->errstr, sizeof context_->errstr, "%s", std::strerror(saved_errno));
+    errno = saved_errno;
+    fail(operation);
+  }
+  out_.clear();
+  if (out_.capacity() > (std::size_t{1} << 20)) out_ = std::string();  // no MBs kept after a huge request
 }
 
 ReplyPtr Connection::read_reply(std::string_view operation) {
+  if (!out_.empty()) flush(operation);  // hiredis then has nothing to write
   void* raw = nullptr;
   if (redisGetReply(context_.get(), &raw) != REDIS_OK) fail(operation);
   return ReplyPtr(static_cast<redisReply*>(raw));

@@ -56,7 +56,7 @@ class Connection {
   std::string endpoint_;
   ContextPtr context_;
   bool broken_ = false;
-  std::string scratch_;  // reused RESP formatting buffer
+  std::string out_;  // requests formatted as RESP, not yet sent (see flush)
   std::chrono::milliseconds current_timeout_{-1};
 };
 

@@ -195,7 +195,7 @@ class Lock::Impl {
   bool wait_for_turn(Clock::time_point deadline) {
     auto& subscriber = client_.impl()->subscriber();
     const std::string waiter_id = detail::random_hex(8);
-    const std::string entry = detail::process_id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
+    const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
                               (state_.options.fencing ? "1" : "0") + "|" + token_;
     const auto poll = state_.options.wait_poll_interval;
     auto watch = subscriber.watch(waiter_id);
@@ -207,10 +207,11 @@ class Lock::Impl {
       while (true) {
         if (last.acquired) return on_acquired(last);
         const auto now = Clock::now();
-        if (now >= deadline) return give_up(entry, watch);
+        if (now >= deadline) return give_up(entry, watch, last.sent_at);
         auto wake_at = std::min(deadline, add_saturating(now, poll));
         // A holder that crashed releases nothing: look again when its lease ends.
-        if (last.pttl >= 0) wake_at = std::min(wake_at, last.sent_at + std::chrono::milliseconds(last.pttl + 1));
+        if (last.pttl >= 0)
+          wake_at = std::min(wake_at, add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
         if (watch.slot().wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
           // The release set the key to our token before publishing.
           Attempt handed;
@@ -229,12 +230,14 @@ class Lock::Impl {
 
   // Deadline passed. If a hand-over raced with it, take the lock after all
   // rather than bouncing it: we own it already.
-  bool give_up(const std::string& entry, detail::Subscriber::Watch& watch) {
+  bool give_up(const std::string& entry, detail::Subscriber::Watch& watch, Clock::time_point last_sent_at) {
     if (watch.slot().wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
       Attempt handed;
       handed.acquired = true;
       handed.fence = watch.slot().fence;
-      handed.sent_at = Clock::now() - state_.options.wait_poll_interval;
+      // Handed over after our last attempt was sent: its send time is a
+      // safe (early) lease start, and cannot underflow like now - poll.
+      handed.sent_at = last_sent_at;
       return on_acquired(handed);
     }
     cancel_wait(entry);

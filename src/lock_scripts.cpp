@@ -19,9 +19,9 @@ std::string companion_key(std::string_view key, std::string_view suffix) {
   return out;
 }
 
-std::string wake_channel(std::string_view process_id) {
+std::string wake_channel(std::string_view subscriber_id) {
   std::string out("lockon:wake:");
-  out.append(process_id);
+  out.append(subscriber_id);
   return out;
 }
 
@@ -39,7 +39,7 @@ namespace {
   "      redis.call('DEL', KEYS[1])\n"                                                              \
   "      return false\n"                                                                            \
   "    end\n"                                                                                       \
-  "    local pid, wid, ttl, fenced, token = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n" \
+  "    local sid, wid, ttl, fenced, token = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n" \
   "    if token then\n"                                                                             \
   "      if ttl == '0' then redis.call('SET', KEYS[1], token)\n"                                    \
   "      else redis.call('SET', KEYS[1], token, 'PX', ttl) end\n"                                   \
@@ -48,7 +48,7 @@ namespace {
   "        fence = redis.call('INCR', KEYS[3])\n"                                                   \
   "        redis.call('SET', KEYS[4], token .. ' ' .. fence, 'PX', ttl == '0' and 86400000 or ttl)\n" \
   "      end\n"                                                                                     \
-  "      if redis.call('PUBLISH', 'lockon:wake:' .. pid, wid .. ' ' .. fence) > 0 then return true end\n" \
+  "      if redis.call('PUBLISH', 'lockon:wake:' .. sid, wid .. ' ' .. fence) > 0 then return true end\n" \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \
   "end\n"

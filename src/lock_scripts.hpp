@@ -4,18 +4,18 @@
 // For a lock key K (K itself holds the owner's token as a plain string,
 // exactly like redis-py's Lock, so other clients interoperate):
 //   companion(K, "q")      LIST of waiting lockon waiters, FIFO. An entry is
-//                          "<process id>|<waiter id>|<ttl ms>|<fenced 0/1>|<token>"
+//                          "<subscriber id>|<waiter id>|<ttl ms>|<fenced 0/1>|<token>"
 //   companion(K, "fence")  counter, INCRed per fenced acquisition
 //   companion(K, "hf")     "<token> <fence>" of the last fenced hand-over, for a
 //                          waiter that missed its wake-up message
-//   channel "lockon:wake:<process id>"  one per waiting process; payload
+//   channel "lockon:wake:<subscriber id>"  one per waiting process (per Client); payload
 //                          "<waiter id> <fence>" tells a waiter it now owns K
 //
 // Hand-over: a release pops the first waiter, sets K to that waiter's token
 // (with its TTL) and publishes to its process. The waiter returns at once,
 // with no further round trip. PUBLISH answers how many subscribers got the
-// message: 0 means the waiter's process is gone (or its subscription is
-// down), so the script moves on to the next waiter. Newcomers cannot barge
+// message: 0 means the waiter's subscriber is gone (process dead, or its
+// subscription down), so the script moves on to the next waiter. Newcomers cannot barge
 // in: K is never free while a live waiter is queued.
 #pragma once
 
@@ -30,8 +30,8 @@ namespace lockon::detail {
 /// one, else "{K}:suffix".
 std::string companion_key(std::string_view key, std::string_view suffix);
 
-/// The wake-up channel of a process (see process_id()).
-std::string wake_channel(std::string_view process_id);
+/// The wake-up channel of a subscriber (see Subscriber::id()).
+std::string wake_channel(std::string_view subscriber_id);
 
 namespace scripts {
 

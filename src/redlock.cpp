@@ -10,7 +10,10 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "lease.hpp"
 #include "lock_scripts.hpp"
@@ -34,57 +37,66 @@ std::chrono::microseconds micros(Clock::duration d) {
 
 milliseconds ceil_ms(Clock::duration d) { return std::chrono::ceil<milliseconds>(d); }
 
-/// Tally of one fan-out, with a per-node summary for error messages.
+/// How one node answered, as decided by an operation's classifier. Details
+/// are static strings: nothing is formatted unless someone reads it.
+struct Verdict {
+  NodeOutcome outcome;
+  std::string_view detail;
+};
+
+/// Tally of one fan-out; per-node texts are kept for failures only (error
+/// messages), so the success path formats nothing.
 struct Tally {
   std::size_t ok = 0;
   std::size_t refused = 0;
   std::size_t failed = 0;
-  std::string ok_nodes;
-  std::string failed_nodes;
+  std::vector<NodeOutcome> outcomes;
+  std::vector<std::pair<std::size_t, std::string>> failures;  // node, error text
 
-  void add(const RedlockNodes& nodes, std::size_t node, NodeOutcome outcome, const std::string& detail) {
-    switch (outcome) {
-      case NodeOutcome::ok:
-        ++ok;
-        ok_nodes += (ok_nodes.empty() ? "" : ", ") + nodes.endpoint(node);
-        break;
-      case NodeOutcome::refused:
-        ++refused;
-        break;
-      case NodeOutcome::failed:
-        ++failed;
-        failed_nodes += (failed_nodes.empty() ? "" : "; ") + nodes.endpoint(node) + " (" + detail + ")";
-        break;
-    }
+  std::string nodes_with(const RedlockNodes& nodes, NodeOutcome outcome) const {
+    std::string out;
+    for (std::size_t i = 0; i < outcomes.size(); ++i)
+      if (outcomes[i] == outcome) out += (out.empty() ? "" : ", ") + nodes.endpoint(i);
+    return out.empty() ? "none" : out;
+  }
+  std::string failed_nodes(const RedlockNodes& nodes) const {
+    std::string out;
+    for (const auto& [node, text] : failures) out += (out.empty() ? "" : "; ") + nodes.endpoint(node) + " (" + text + ")";
+    return out.empty() ? "none" : out;
   }
   std::string summary(const RedlockNodes& nodes) const {
     return std::to_string(ok) + " of " + std::to_string(nodes.size()) + " nodes (a majority is " +
-           std::to_string(nodes.quorum()) + "); ok: " + (ok_nodes.empty() ? "none" : ok_nodes) +
-           "; refused: " + std::to_string(refused) + "; failed: " + (failed_nodes.empty() ? "none" : failed_nodes);
+           std::to_string(nodes.quorum()) + "); ok: " + nodes_with(nodes, NodeOutcome::ok) +
+           "; refused: " + nodes_with(nodes, NodeOutcome::refused) + "; failed: " + failed_nodes(nodes);
   }
 };
 
-/// Classifies each node's reply with `classify` (→ outcome + detail),
-/// reports it and tallies it.
+/// Classifies each node's reply with `classify` (→ Verdict), reports it and
+/// tallies it.
 template <class Classify>
 Tally settle(const RedlockNodes& nodes, std::vector<NodeReply>& replies, NodeOperation operation,
              std::string_view token, Classify&& classify) {
   Tally tally;
+  tally.outcomes.reserve(replies.size());
   for (std::size_t i = 0; i < replies.size(); ++i) {
-    NodeOutcome outcome = NodeOutcome::failed;
-    std::string detail;
-    if (replies[i].answered()) {
-      std::tie(outcome, detail) = classify(i, *replies[i].reply);
-    } else {
-      detail = detail::redact(replies[i].error_text(), token);
+    Verdict verdict{NodeOutcome::failed, {}};
+    std::string error;
+    if (replies[i].answered()) verdict = classify(i, *replies[i].reply);
+    if (verdict.outcome == NodeOutcome::failed)
+      error = verdict.detail.empty() ? detail::redact(replies[i].error_text(), token) : std::string(verdict.detail);
+    switch (verdict.outcome) {
+      case NodeOutcome::ok: ++tally.ok; break;
+      case NodeOutcome::refused: ++tally.refused; break;
+      case NodeOutcome::failed: ++tally.failed; break;
     }
-    tally.add(nodes, i, outcome, detail);
-    nodes.report(i, operation, outcome, std::move(detail), replies[i].elapsed, token);
+    tally.outcomes.push_back(verdict.outcome);
+    if (nodes.reporting())
+      nodes.report(i, operation, verdict.outcome, error.empty() ? std::string(verdict.detail) : error,
+                   replies[i].elapsed, token);
+    if (verdict.outcome == NodeOutcome::failed) tally.failures.emplace_back(i, std::move(error));
   }
   return tally;
 }
-
-using Verdict = std::pair<NodeOutcome, std::string>;
 
 Verdict unexpected(const redisReply&) { return {NodeOutcome::failed, "unexpected reply"}; }
 
@@ -173,6 +185,11 @@ struct RedlockShared {
 
 class Redlock::Impl {
  public:
+  /// Consecutive attempts that could not win a majority because of failing
+  /// nodes (or won it too late) before acquire gives up with QuorumError: one
+  /// blip (a slow reply, a reconnect) is retried, an outage is reported.
+  static constexpr int kInfrastructureAttempts = 3;
+
   Impl(std::vector<Client> clients, State& state, RedlockOptions options) : state_(state), options_(std::move(options)) {
     const LockOptions& lock = state.options;
     if (lock.no_expiry)
@@ -193,7 +210,7 @@ class Redlock::Impl {
     shared_->ttl = lock.ttl;
     shared_->drift_factor = options_.drift_factor;
     ttl_text_ = std::to_string(lock.ttl.count());
-    probe();
+    if (options_.check_nodes) probe();
   }
 
   const RedlockNodes& nodes() const noexcept { return *shared_->nodes; }
@@ -205,15 +222,20 @@ class Redlock::Impl {
   bool acquire_until(Clock::time_point deadline) {
     if (state_.held)
       throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
+    const bool single = deadline == Clock::time_point::min();
+    int infrastructure_failures = 0;
     while (true) {
       const std::string token = state_.options.token ? *state_.options.token : detail::random_hex();
       Attempt attempt = try_once(token);
       if (attempt.failure == Failure::none) return on_acquired(token, attempt);
-      if (attempt.failure != Failure::busy) throw QuorumError(attempt.why, state_.name);
       const auto now = Clock::now();
-      if (deadline == Clock::time_point::min() || now >= deadline) return false;
-      const auto pause = std::min<Clock::duration>(jitter(), deadline - now);
-      std::this_thread::sleep_for(pause);
+      if (attempt.failure == Failure::busy) {
+        infrastructure_failures = 0;
+        if (single || now >= deadline) return false;
+      } else if (single || now >= deadline || ++infrastructure_failures >= kInfrastructureAttempts) {
+        throw QuorumError(attempt.why, state_.name);
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(jitter(), deadline - now));
     }
   }
 
@@ -273,7 +295,7 @@ class Redlock::Impl {
       if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
       if (r.integer == -2) return Verdict{NodeOutcome::refused, "no key"};
       ttls.push_back(r.integer == -1 ? std::numeric_limits<long long>::max() : r.integer);
-      return Verdict{NodeOutcome::ok, "pttl " + std::to_string(r.integer)};
+      return Verdict{NodeOutcome::ok, "key exists"};
     });
     if (!decide(tally, "remaining_ttl")) return std::nullopt;
     // The Q-th largest: the time until fewer than Q nodes keep the key.
@@ -309,7 +331,7 @@ class Redlock::Impl {
     throw QuorumError("redlock '" + state_.name + "': only " + std::to_string(tally.ok) + " of " +
                           std::to_string(nodes().size()) + " nodes are reachable, a majority of " +
                           std::to_string(nodes().quorum()) + " is required; reachable: " +
-                          (tally.ok_nodes.empty() ? "none" : tally.ok_nodes) + "; unreachable: " + tally.failed_nodes,
+                          tally.nodes_with(nodes(), NodeOutcome::ok) + "; unreachable: " + tally.failed_nodes(nodes()),
                       state_.name);
   }
 
@@ -339,7 +361,7 @@ class Redlock::Impl {
           r.element[1]->type != REDIS_REPLY_STRING)
         return unexpected(r);
       const auto counter = detail::parse_counter(std::string_view(r.element[1]->str, r.element[1]->len));
-      if (!counter) return Verdict{NodeOutcome::failed, "the fence counter " + shared_->fence_key + " is not a number"};
+      if (!counter) return Verdict{NodeOutcome::failed, "the fence counter is not a number"};
       // Every answering node's counter counts, granted or not: more nodes
       // read means more chances to see the latest fence.
       highest = std::max(highest, *counter);

@@ -123,7 +123,7 @@ std::optional<std::uint64_t> parse_counter(std::string_view text) noexcept {
 
 std::chrono::milliseconds auto_per_node_timeout(std::chrono::milliseconds ttl) noexcept {
   using std::chrono::milliseconds;
-  const milliseconds scaled = std::clamp(ttl / 200, milliseconds(10), milliseconds(100));
+  const milliseconds scaled = std::clamp(ttl / 100, milliseconds(25), milliseconds(200));
   return std::max(std::min(scaled, ttl / 4), milliseconds(1));
 }
 

@@ -59,11 +59,11 @@ bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
   std::unique_lock lock(owner_->mutex_);
   return owner_->confirmed_.wait_until(lock, until, [this] {
     return owner_->stopping_ || (owner_->state_ == SubState::subscribed &&
-                                 owner_->subscribed_channel_ == wake_channel(process_id()));
+                                 owner_->subscribed_channel_ == wake_channel(owner_->id_));
   });
 }
 
-Subscriber::Subscriber(ConnectionOptions options) : connection_(std::move(options)) {
+Subscriber::Subscriber(ConnectionOptions options) : id_(random_hex(8)), connection_(std::move(options)) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the lock subscriber");
   thread_ = std::thread([this] { run(); });
@@ -80,7 +80,7 @@ Subscriber::~Subscriber() {
   ::close(event_fd_);
 }
 
-std::string Subscriber::channel() const { return wake_channel(process_id()); }
+std::string Subscriber::channel() const { return wake_channel(id_); }
 
 bool Subscriber::subscribed() const {
   std::lock_guard lock(mutex_);
@@ -165,7 +165,7 @@ int Subscriber::sync_subscription() {
     const bool wanted = !waiters_.empty();
     if (wanted && state_ == SubState::none) {
       command = "SUBSCRIBE";
-      channel = wake_channel(process_id());
+      channel = wake_channel(id_);
       subscribed_channel_ = channel;
       state_ = SubState::subscribing;
     } else if (!wanted && state_ == SubState::subscribed) {

@@ -1,9 +1,10 @@
 // The process's pub/sub connection to one server, shared by every waiter.
 //
-// Each process listens on one channel per server, "lockon:wake:<process
-// id>", while at least one of its threads waits for a lock there; a release
-// that hands a lock to one of our waiters publishes "<waiter id> <fence>" on
-// it. One connection and one thread per server serve every waiting lock and
+// Each subscriber (one per Client, i.e. usually one per process and server)
+// listens on its own channel "lockon:wake:<subscriber id>" while at least one
+// thread waits for a lock there; a release that hands a lock to one of its
+// waiters publishes "<waiter id> <fence>" on it, and PUBLISH's receiver
+// count tells the script whether this very subscriber is alive. One connection and one thread per server serve every waiting lock and
 // thread. The subscription stays up while anyone waits and for a short
 // linger after the last waiter left, so a process that contends repeatedly
 // does not pay SUBSCRIBE/UNSUBSCRIBE (and the confirmation's round trip) on
@@ -70,7 +71,9 @@ class Subscriber {
   /// Registers waiter `id` (unique in this process). Never blocks on I/O.
   Watch watch(const std::string& id);
 
-  /// The channel this process listens on (changes after fork()).
+  /// Random id naming this subscriber's channel (queue entries carry it).
+  const std::string& id() const noexcept { return id_; }
+  /// The channel this subscriber listens on.
   std::string channel() const;
 
   /// Whether the subscription is confirmed right now (tests, diagnostics).
@@ -88,6 +91,7 @@ class Subscriber {
   void drop_connection() noexcept;
   void poke() noexcept;
 
+  const std::string id_;
   Connection connection_;
   int event_fd_ = -1;
   mutable std::mutex mutex_;

@@ -5,7 +5,6 @@
 
 #include <array>
 #include <atomic>
-#include <mutex>
 
 #include "lockon/errors.hpp"
 
@@ -58,25 +57,6 @@ std::string random_hex(std::size_t bytes) {
     raw[i] = 0;  // handed-out bytes do not linger in the buffer
   }
   return hex;
-}
-
-const std::string& process_id() {
-  static std::mutex mutex;
-  static std::string id;
-  static unsigned generation = ~0u;
-  thread_local std::string cached;
-  thread_local unsigned cached_generation = ~0u;
-  const unsigned current = fork_generation.load(std::memory_order_relaxed);
-  if (cached_generation != current) {
-    std::lock_guard lock(mutex);
-    if (generation != current) {
-      id = random_hex(8);
-      generation = current;
-    }
-    cached = id;
-    cached_generation = current;
-  }
-  return cached;
 }
 
 }  // namespace lockon::detail

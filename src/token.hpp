@@ -10,8 +10,4 @@ namespace lockon::detail {
 /// Throws lockon::Error if the CSPRNG fails (never falls back to a weak one).
 std::string random_hex(std::size_t bytes = 16);
 
-/// A random identifier of this process (64 bits, hex), fresh in a forked
-/// child. Names the process's wake-up channel.
-const std::string& process_id();
-
 }  // namespace lockon::detail

@@ -1,0 +1,249 @@
+// RedisLocker's non-template parts: policy validation, the attempt loop,
+// LockContext queries, backends, and the process-wide default locker.
+#include "lockon/locker.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "lockon/decorate.hpp"
+#include "lockon/errors.hpp"
+#include "lockon/key.hpp"
+#include "lockon/lock.hpp"
+#include "lockon/lock_context.hpp"
+#include "lockon/redlock.hpp"
+
+namespace lockon {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+// Long enough for any real policy, short enough that now + d never overflows
+// steady_clock (±292 years of nanoseconds).
+constexpr milliseconds kMaxPolicyDuration = std::chrono::hours(24 * 365);
+
+void check_duration(milliseconds value, const char* field, bool allow_zero) {
+  if (value.count() < 0 || (!allow_zero && value.count() == 0)) {
+    throw ConfigError(std::string("lockon: LockerPolicy::") + field + (allow_zero ? " must not be negative" : " must be positive"));
+  }
+  if (value > kMaxPolicyDuration) throw ConfigError(std::string("lockon: LockerPolicy::") + field + " exceeds 365 days");
+}
+
+milliseconds elapsed_ms(Clock::time_point since) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - since);
+}
+
+milliseconds jitter(milliseconds bound) {
+  if (bound.count() <= 0) return milliseconds(0);
+  thread_local std::minstd_rand random(std::random_device{}());
+  std::uniform_int_distribution<long long> pick(0, bound.count());
+  return milliseconds(pick(random));
+}
+
+std::string describe(const detail::CallSite& site, std::string_view key) {
+  std::string text = "lock_on '";
+  text.append(site.function_name);
+  text.append("': lock '");
+  text.append(key);
+  text.push_back('\'');
+  return text;
+}
+
+}  // namespace
+
+namespace detail {
+
+PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
+  if (policy.max_retry < 0) throw ConfigError("lockon: LockerPolicy::max_retry must not be negative (0 = unlimited)");
+  check_duration(policy.retry_delay, "retry_delay", true);
+  check_duration(policy.retry_jitter, "retry_jitter", true);
+  check_duration(policy.timeout, "timeout", true);
+  check_duration(policy.ttl, "ttl", false);
+  if (policy.max_retry == 0 && policy.retry_delay.count() == 0 && policy.retry_jitter.count() == 0) {
+    throw ConfigError("lockon: LockerPolicy with max_retry = 0 (unlimited) and retry_delay = 0 would retry in a "
+                      "busy loop; set a retry_delay or a max_retry");
+  }
+  if (policy.key_prefix.empty()) throw ConfigError("lockon: LockerPolicy::key_prefix must not be empty");
+  LockOptions options;
+  options.ttl = policy.ttl;
+  options.auto_renew = policy.auto_renew;
+  options.fencing = policy.fencing;
+  return PreparedPolicy{std::move(policy), std::move(options)};
+}
+
+Acquisition acquire(const CallSite& site, std::string key, bool throw_on_busy) {
+  const LockerPolicy& policy = site.policy.policy;
+  std::unique_ptr<DistributedLock> lock = site.core.make_lock(std::move(key), site.policy.lock_options);
+  if (!lock) throw ConfigError("lockon: the RedisLocker's lock factory returned no lock");
+
+  const Clock::time_point start = Clock::now();
+  const bool bounded = policy.timeout.count() > 0;
+  const Clock::time_point deadline = bounded ? start + policy.timeout : Clock::time_point::max();
+  for (int attempt = 1;; ++attempt) {
+    const milliseconds window = policy.retry_delay + jitter(policy.retry_jitter);
+    bool acquired = false;
+    if (window.count() == 0) {
+      acquired = lock->try_lock();
+    } else if (bounded && Clock::now() + window >= deadline) {
+      acquired = lock->try_lock_until(deadline);  // the last window is cut to the deadline
+    } else {
+      acquired = lock->try_lock_for(window);
+    }
+    if (policy.on_attempt) {
+      policy.on_attempt(AttemptEvent{site.function_name, lock->name(), attempt, acquired, elapsed_ms(start)});
+    }
+    if (acquired) return Acquisition{std::move(lock), attempt};
+
+    // The deadline wins when both limits are reached by the same attempt.
+    if (bounded && Clock::now() >= deadline) {
+      if (!throw_on_busy) return Acquisition{nullptr, attempt};
+      throw AcquireTimeout(describe(site, lock->name()) + ": acquire lock timeout: still held by another owner after " +
+                               std::to_string(elapsed_ms(start).count()) + " ms (" + std::to_string(attempt) +
+                               (attempt == 1 ? " attempt)" : " attempts)"),
+                           lock->name());
+    }
+    if (policy.max_retry > 0 && attempt >= policy.max_retry) {
+      if (!throw_on_busy) return Acquisition{nullptr, attempt};
+      throw RetriesExhausted(describe(site, lock->name()) + ": acquire lock exceed max retry: held by another owner on all " +
+                                 std::to_string(attempt) + (attempt == 1 ? " attempt (" : " attempts (") +
+                                 std::to_string(elapsed_ms(start).count()) + " ms)",
+                             lock->name());
+    }
+  }
+}
+
+}  // namespace detail
+
+// ------------------------------------------------------------ LockContext
+
+std::chrono::milliseconds LockContext::remaining() const {
+  if (lock_.lost()) return milliseconds(0);
+  if (const auto* redlock = dynamic_cast<const Redlock*>(&lock_)) return redlock->validity();
+  const std::optional<milliseconds> ttl = lock_.remaining_ttl();
+  if (!ttl || ttl->count() < 0) return milliseconds(0);
+  return *ttl;
+}
+
+void LockContext::throw_if_lost() const {
+  if (!lock_.lost()) return;
+  std::string message = "lock_on '";
+  message.append(function_name_);
+  message.append("': the lease on lock '" + lock_.name() +
+                 "' was lost while the function ran, so its mutual exclusion was not guaranteed; the result was "
+                 "discarded");
+  if (const std::exception_ptr error = lock_.last_unlock_error()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      message.append(" (release: ");
+      message.append(e.what());
+      message.push_back(')');
+    } catch (...) {
+    }
+  }
+  throw LockLost(message, lock_.name());
+}
+
+// ------------------------------------------------------------ RedisLocker
+
+namespace {
+
+std::shared_ptr<const detail::LockerCore> make_core(LockFactory make_lock, LockerPolicy policy) {
+  if (!make_lock) throw ConfigError("lockon: RedisLocker needs a lock factory");
+  return std::make_shared<const detail::LockerCore>(
+      detail::LockerCore{std::move(make_lock), detail::PreparedPolicy::prepare(std::move(policy))});
+}
+
+LockFactory single_instance(Client client) {
+  return [client = std::move(client)](std::string key, LockOptions options) -> std::unique_ptr<DistributedLock> {
+    return std::make_unique<Lock>(client, std::move(key), std::move(options));
+  };
+}
+
+}  // namespace
+
+RedisLocker::RedisLocker(std::string_view url, LockerPolicy policy, PoolOptions pool)
+    : RedisLocker(Client(url, pool), std::move(policy)) {}
+
+RedisLocker::RedisLocker(Client client, LockerPolicy policy)
+    : core_(make_core(single_instance(std::move(client)), std::move(policy))) {}
+
+RedisLocker::RedisLocker(LockFactory make_lock, LockerPolicy policy)
+    : core_(make_core(std::move(make_lock), std::move(policy))) {}
+
+RedisLocker RedisLocker::redlock(const std::vector<std::string>& urls, LockerPolicy policy,
+                                 RedlockOptions redlock_options, PoolOptions pool) {
+  if (urls.empty()) throw ConfigError("lockon: RedisLocker::redlock needs at least one node URL");
+  std::vector<Client> nodes;
+  nodes.reserve(urls.size());
+  for (const std::string& url : urls) nodes.emplace_back(url, pool);
+  LockFactory factory = [nodes = std::move(nodes), redlock_options = std::move(redlock_options)](
+                            std::string key, LockOptions options) -> std::unique_ptr<DistributedLock> {
+    return std::make_unique<Redlock>(nodes, std::move(key), std::move(options), redlock_options);
+  };
+  return RedisLocker(std::move(factory), std::move(policy));
+}
+
+RedisLocker RedisLocker::with_policy(LockerPolicy policy) const {
+  return RedisLocker(make_core(core_->make_lock, std::move(policy)));
+}
+
+detail::OwnedSite RedisLocker::site(std::string_view name, LockOnOptions options) const {
+  if (name.empty()) throw ConfigError("lockon: lock_on needs a non-empty function name");
+  std::shared_ptr<const detail::PreparedPolicy> policy =
+      options.policy ? std::make_shared<const detail::PreparedPolicy>(detail::PreparedPolicy::prepare(std::move(*options.policy)))
+                     : std::shared_ptr<const detail::PreparedPolicy>(core_, &core_->prepared);
+  std::string digest = options.scope == KeyScope::entity ? std::string() : function_digest(name);
+  return detail::OwnedSite(core_, std::move(policy), std::string(name), std::move(digest));
+}
+
+// ------------------------------------------------------------ default locker
+
+namespace {
+
+struct DefaultLocker {
+  std::mutex mutex;
+  std::optional<RedisLocker> locker;
+};
+
+DefaultLocker& default_slot() {
+  static DefaultLocker slot;
+  return slot;
+}
+
+}  // namespace
+
+void set_default_locker(RedisLocker locker) {
+  DefaultLocker& slot = default_slot();
+  const std::lock_guard guard(slot.mutex);
+  slot.locker = std::move(locker);
+}
+
+void reset_default_locker() noexcept {
+  DefaultLocker& slot = default_slot();
+  std::optional<RedisLocker> old;
+  const std::lock_guard guard(slot.mutex);
+  old.swap(slot.locker);  // destroyed after the mutex is released
+}
+
+RedisLocker default_locker() {
+  DefaultLocker& slot = default_slot();
+  const std::lock_guard guard(slot.mutex);
+  if (!slot.locker) {
+    const char* url = std::getenv("LOCKON_REDIS_URL");
+    if (url == nullptr || *url == '\0') {
+      throw ConfigError("lockon: no default locker: call lockon::set_default_locker(...) or set LOCKON_REDIS_URL, "
+                        "or call the decorated function through .with(locker)");
+    }
+    slot.locker.emplace(std::string_view(url));
+  }
+  return *slot.locker;
+}
+
+}  // namespace lockon
