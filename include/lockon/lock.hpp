@@ -92,7 +92,12 @@ class DistributedLock {
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
     if (timeout <= timeout.zero()) return acquire_until(Clock::time_point::min());
-    return acquire_until(Clock::now() + std::chrono::ceil<Clock::duration>(timeout));
+    // A timeout past the clock's range (e.g. milliseconds::max()) waits forever
+    // instead of wrapping into the past.
+    const auto now = Clock::now();
+    const auto room = std::chrono::duration_cast<std::chrono::duration<double, Period>>(Clock::time_point::max() - now);
+    if (static_cast<double>(timeout.count()) >= room.count()) return acquire_until(Clock::time_point::max());
+    return acquire_until(now + std::chrono::ceil<Clock::duration>(timeout));
   }
 
   /// Waits until `deadline` of any clock. Returns false if it passed.

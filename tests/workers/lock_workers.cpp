@@ -1,0 +1,143 @@
+// workers/lock_workers.cpp — worker sub-commands for the single-instance lock
+// tests (tests/integration/test_lock_*.cpp). Each runs in its own process so
+// that mutual exclusion, fencing and crashed holders are exercised across
+// processes, not just threads.
+//
+//   increment URL COUNTER LOCK N
+//       N critical sections, each a non-atomic GET + SET of COUNTER under LOCK.
+//       Prints "done N".
+//   contend URL COUNTER LOCK START_NS STOP_NS
+//       Waits until steady-clock START_NS, then does critical sections as
+//       above until STOP_NS. Prints "count <sections>".
+//   hold URL LOCK TTL_MS
+//       Acquires LOCK (ttl TTL_MS, auto-renewed), prints "acquired", then
+//       sleeps until SIGKILLed (gives up after 60 s with exit 1).
+//   wait_acquire URL LOCK TIMEOUT_MS
+//       try_lock_for(TIMEOUT_MS); prints "acquired <steady-ns>" (the moment
+//       it returned) or "timeout", releases and exits 0.
+//   fence URL LOCK N LIST
+//       N fenced acquisitions; while holding, RPUSHes the fence to LIST.
+//       Prints "fences <first> <last>".
+//
+// Steady-clock times are CLOCK_MONOTONIC nanoseconds, comparable across the
+// processes of one machine.
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "lockon/client.hpp"
+#include "lockon/errors.hpp"
+#include "lockon/lock.hpp"
+#include "support/worker_registry.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long long to_number(const std::string& text) { return std::stoll(text); }
+
+Clock::time_point from_ns(const std::string& text) {
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(to_number(text))));
+}
+
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+int usage(const char* text) {
+  std::cerr << "usage: " << text << '\n';
+  return 2;
+}
+
+// One critical section: read, compute, write back — racy without the lock.
+void increment(const lockon::Client& data, const std::string& counter) {
+  const lockon::Reply value = data.command({"GET", counter});
+  const long long next = (value.is_nil() ? 0 : std::stoll(value.as_string())) + 1;
+  data.command({"SET", counter, std::to_string(next)});
+}
+
+}  // namespace
+
+LOCKON_WORKER_COMMAND(increment)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return usage("increment URL COUNTER LOCK N");
+  const lockon::Client client(args[0]);
+  const lockon::Client data(args[0]);
+  lockon::Lock lock(client, args[2], {.ttl = std::chrono::seconds(10)});
+  const long long n = to_number(args[3]);
+  for (long long i = 0; i < n; ++i) {
+    const lockon::LockGuard guard(lock, std::chrono::seconds(20));
+    increment(data, args[1]);
+  }
+  std::cout << "done " << n << std::endl;
+  return 0;
+}
+
+LOCKON_WORKER_COMMAND(contend)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 5) return usage("contend URL COUNTER LOCK START_NS STOP_NS");
+  const lockon::Client client(args[0]);
+  const lockon::Client data(args[0]);
+  client.ping();
+  lockon::Lock lock(client, args[2], {.ttl = std::chrono::seconds(10)});
+  const auto start = from_ns(args[3]);
+  const auto stop = from_ns(args[4]);
+  std::this_thread::sleep_until(start);
+  long long count = 0;
+  while (Clock::now() < stop) {
+    const lockon::LockGuard guard(lock, std::chrono::seconds(20));
+    increment(data, args[1]);
+    ++count;
+  }
+  std::cout << "count " << count << std::endl;
+  return 0;
+}
+
+LOCKON_WORKER_COMMAND(hold)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 3) return usage("hold URL LOCK TTL_MS");
+  const lockon::Client client(args[0]);
+  lockon::Lock lock(client, args[1], {.ttl = std::chrono::milliseconds(to_number(args[2]))});
+  if (!lock.try_lock_for(std::chrono::seconds(10))) {
+    std::cout << "busy" << std::endl;
+    return 1;
+  }
+  std::cout << "acquired" << std::endl;
+  // Bounded "forever": the test SIGKILLs us long before this ends.
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  return 1;
+}
+
+LOCKON_WORKER_COMMAND(wait_acquire)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 3) return usage("wait_acquire URL LOCK TIMEOUT_MS");
+  const lockon::Client client(args[0]);
+  client.ping();
+  lockon::Lock lock(client, args[1], {.ttl = std::chrono::seconds(10)});
+  std::cout << "ready" << std::endl;
+  const bool acquired = lock.try_lock_for(std::chrono::milliseconds(to_number(args[2])));
+  const long long at = now_ns();
+  if (!acquired) {
+    std::cout << "timeout" << std::endl;
+    return 0;
+  }
+  std::cout << "acquired " << at << std::endl;
+  lock.release();
+  return 0;
+}
+
+LOCKON_WORKER_COMMAND(fence)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return usage("fence URL LOCK N LIST");
+  const lockon::Client client(args[0]);
+  const lockon::Client data(args[0]);
+  lockon::Lock lock(client, args[1], {.ttl = std::chrono::seconds(10), .fencing = true});
+  const long long n = to_number(args[2]);
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  for (long long i = 0; i < n; ++i) {
+    const lockon::LockGuard guard(lock, std::chrono::seconds(20));
+    last = lock.fence();
+    if (i == 0) first = last;
+    data.command({"RPUSH", args[3], std::to_string(last)});
+  }
+  std::cout << "fences " << first << ' ' << last << std::endl;
+  return 0;
+}
