@@ -1,0 +1,56 @@
+// tools/cli_options.hpp — the parsed command line of each sub-command, as
+// plain structs (filled by CLI11 in main.cpp, validated by the commands).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lockon::cli {
+
+/// What `run` does when the lease is lost while COMMAND runs.
+enum class OnLost { term, ignore };
+
+/// Server selection shared by run, status and release.
+struct ServerOptions {
+  /// As given with --url (repeatable); empty: $LOCKON_REDIS_URL, else the
+  /// default URL. Several URLs mean Redlock.
+  std::vector<std::string> urls{};
+};
+
+struct RunOptions {
+  ServerOptions servers{};
+  std::string name{};
+  std::vector<std::string> command{};
+  std::string ttl = "30s";
+  bool nonblock = false;
+  std::string wait{};  // empty: wait forever
+  int conflict_exit_code = 1;
+  std::string fence_env{};  // empty: no fencing
+  OnLost on_lost = OnLost::term;
+  std::string kill_after = "5s";
+  bool verbose = false;
+};
+
+struct KeyOptions {
+  std::string name{};
+  std::vector<std::string> args{};  // TYPE:VALUE
+  bool no_function = false;
+  std::string prefix = "lockon";
+};
+
+struct InspectOptions {
+  ServerOptions servers{};
+  std::string key{};
+  bool force = false;
+};
+
+/// The URLs to use: --url values, else $LOCKON_REDIS_URL (several may be
+/// separated by whitespace), else redis://127.0.0.1:6379.
+std::vector<std::string> resolve_urls(const ServerOptions& options);
+
+/// The URL used when neither --url nor $LOCKON_REDIS_URL is given.
+inline constexpr const char* kDefaultUrl = "redis://127.0.0.1:6379";
+/// The environment variable naming the default server(s).
+inline constexpr const char* kUrlEnvironmentVariable = "LOCKON_REDIS_URL";
+
+}  // namespace lockon::cli

@@ -1,0 +1,186 @@
+#include "inspect_command.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <optional>
+#include <vector>
+
+#include "exit_codes.hpp"
+#include "lockon/client.hpp"
+#include "lockon/errors.hpp"
+#include "report.hpp"
+#include "servers.hpp"
+
+namespace lockon::cli {
+namespace {
+
+// Deletes the key only if it still holds what we showed the operator.
+constexpr std::string_view kCompareAndDelete =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+struct NodeView {
+  std::string endpoint{};
+  std::optional<std::string> error{};  // unreachable / failed: the message
+  int error_exit = exit_code::ok;
+  bool not_a_lock = false;
+  std::optional<std::string> token{};  // nullopt: the key does not exist
+  long long pttl = -2;
+  std::optional<std::string> fence{};
+
+  bool answered() const { return !error; }
+  bool held() const { return answered() && (token.has_value() || not_a_lock); }
+};
+
+NodeView inspect_node(const Client& client, const std::string& key, Reporter& reporter) {
+  NodeView view;
+  view.endpoint = client.endpoint();
+  try {
+    const auto replies =
+        client.pipeline({{"GET", key}, {"PTTL", key}, {"GET", fence_key(key)}});
+    if (!replies[0].is_nil()) {
+      view.token = replies[0].as_string();
+      reporter.redactor().add_token(*view.token);
+    }
+    view.pttl = replies[1].as_integer();
+    if (!replies[2].is_nil()) view.fence = replies[2].as_string();
+  } catch (const WrongTypeError&) {
+    view.not_a_lock = true;
+  } catch (const std::exception& e) {
+    view.error = e.what();
+    view.error_exit = exit_code_for(e);
+  }
+  return view;
+}
+
+std::string describe(const NodeView& view) {
+  if (view.error) return "unreachable: " + one_line(*view.error);
+  if (view.not_a_lock) return "not a lock: the key holds a non-string value";
+  std::string text;
+  if (!view.token) {
+    text = "free";
+  } else {
+    text = "held, ";
+    text += view.pttl >= 0 ? "ttl " + format_duration_ms(view.pttl) : std::string("no expiry");
+    text += ", token " + token_prefix(*view.token) + "...";
+  }
+  if (view.fence) text += ", fence " + *view.fence;
+  return text;
+}
+
+struct Summary {
+  std::string state;
+  int exit = exit_code::ok;
+};
+
+Summary summarize(const std::vector<NodeView>& views) {
+  const std::size_t n = views.size();
+  const std::size_t quorum = n / 2 + 1;
+  std::size_t held = 0;
+  std::size_t failed = 0;
+  int failure_exit = exit_code::ok;
+  for (const auto& v : views) {
+    if (v.not_a_lock) return {"not a lock (the key holds a non-string value)", exit_code::not_a_lock};
+    if (v.held()) ++held;
+    if (!v.answered()) {
+      ++failed;
+      failure_exit = v.error_exit;
+    }
+  }
+  const std::string counts = " (" + std::to_string(held) + " of " + std::to_string(n) + " nodes, quorum " +
+                             std::to_string(quorum) + ")";
+  if (held >= quorum) return {n == 1 ? "held" : "held" + counts, exit_code::ok};
+  if (held + failed < quorum) return {n == 1 ? "free" : "free" + counts, exit_code::ok};
+  return {"unknown: too few nodes answered" + (n == 1 ? std::string() : counts), failure_exit};
+}
+
+std::vector<NodeView> inspect_all(const Servers& servers, const std::string& key, Reporter& reporter) {
+  std::vector<NodeView> views;
+  for (const Client& client : servers.clients()) views.push_back(inspect_node(client, key, reporter));
+  return views;
+}
+
+void print_views(const std::string& key, const Summary& summary, const std::vector<NodeView>& views) {
+  std::cout << "key: " << key << "\nstate: " << summary.state << '\n';
+  for (const auto& v : views) std::cout << "node " << v.endpoint << ": " << describe(v) << '\n';
+  std::cout << std::flush;
+}
+
+}  // namespace
+
+std::string fence_key(std::string_view key) {
+  // Redis Cluster hashes the first "{...}" with a non-empty inside.
+  const auto open = key.find('{');
+  if (open != std::string_view::npos) {
+    const auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) return std::string(key) + ":fence";
+  }
+  return "{" + std::string(key) + "}:fence";
+}
+
+int status_command(const InspectOptions& options) {
+  Reporter reporter;
+  const Servers servers(options.servers, reporter);
+  const auto views = inspect_all(servers, options.key, reporter);
+  const Summary summary = summarize(views);
+  print_views(options.key, summary, views);
+  for (const auto& v : views) {
+    if (v.error) reporter.error("status of '" + options.key + "': " + *v.error);
+  }
+  return summary.exit;
+}
+
+int release_command(const InspectOptions& options) {
+  Reporter reporter;
+  if (!options.force)
+    throw ConfigError("release deletes a lock that someone may hold: confirm with --force");
+  const Servers servers(options.servers, reporter);
+  const auto clients = servers.clients();
+  std::vector<NodeView> views;
+  for (const Client& client : clients) views.push_back(inspect_node(client, options.key, reporter));
+  const Summary summary = summarize(views);
+  print_views(options.key, summary, views);
+  if (summary.exit == exit_code::not_a_lock) {
+    reporter.error("refusing to delete '" + options.key + "': it is not a lock (it holds a non-string value)");
+    return exit_code::not_a_lock;
+  }
+
+  int status = exit_code::ok;
+  std::size_t deleted = 0;
+  std::size_t holding = 0;
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    const NodeView& view = views[i];
+    if (view.error) {
+      reporter.error("cannot release '" + options.key + "': " + *view.error);
+      status = view.error_exit;
+      continue;
+    }
+    if (!view.token) continue;
+    ++holding;
+    try {
+      const Reply reply = clients[i].command(
+          {"EVAL", kCompareAndDelete, "1", options.key, *view.token});
+      if (reply.as_integer() == 1) {
+        ++deleted;
+        std::cout << "node " << view.endpoint << ": deleted (was held by token " << token_prefix(*view.token)
+                  << "...)\n";
+      } else {
+        reporter.error("'" + options.key + "' on " + view.endpoint +
+                       " changed while releasing; nothing deleted there (run again)");
+        if (status == exit_code::ok) status = exit_code::timed_out;
+      }
+    } catch (const std::exception& e) {
+      reporter.error("cannot release '" + options.key + "': " + e.what());
+      status = exit_code_for(e);
+    }
+  }
+  if (holding == 0) {
+    std::cout << "nothing to release: '" << options.key << "' is not held on any node that answered\n";
+  } else {
+    std::cout << "released '" << options.key << "' on " << deleted << " of " << clients.size()
+              << (clients.size() == 1 ? " node\n" : " nodes\n");
+  }
+  std::cout << std::flush;
+  return status;
+}
+
+}  // namespace lockon::cli

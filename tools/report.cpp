@@ -1,0 +1,105 @@
+#include "report.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "exit_codes.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon::cli {
+
+void Redactor::add_password(std::string password) {
+  if (password.empty()) return;
+  replacements_.emplace_back(std::move(password), "***");
+}
+
+void Redactor::add_token(std::string token) {
+  if (token.empty()) return;
+  std::string shown = token_prefix(token) + "...";
+  replacements_.emplace_back(std::move(token), std::move(shown));
+}
+
+std::string Redactor::apply(std::string text) const {
+  for (const auto& [secret, shown] : replacements_) {
+    for (std::size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at + shown.size())) {
+      text.replace(at, secret.size(), shown);
+    }
+  }
+  return text;
+}
+
+std::string token_prefix(std::string_view token) {
+  return std::string(token.substr(0, std::min<std::size_t>(8, token.size() / 2)));
+}
+
+std::string format_duration_ms(long long milliseconds) {
+  if (milliseconds < 1000) return std::to_string(milliseconds) + " ms";
+  char text[32];
+  if (milliseconds < 120'000) {
+    std::snprintf(text, sizeof text, "%.3g s", static_cast<double>(milliseconds) / 1000.0);
+  } else {
+    std::snprintf(text, sizeof text, "%.3g min", static_cast<double>(milliseconds) / 60'000.0);
+  }
+  return text;
+}
+
+void Reporter::error(std::string_view message) const { write(message); }
+
+void Reporter::info(std::string_view message) const {
+  if (verbose_) write(message);
+}
+
+void Reporter::write(std::string_view message) const {
+  // One write(2) per line, so lines from the watchdog thread and the main
+  // thread never interleave mid-line.
+  std::string line = "lockon: " + redactor_.apply(one_line(message)) + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n <= 0) return;  // stderr is gone; nothing better to do
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+int exit_code_for(const std::exception& error) noexcept {
+  if (dynamic_cast<const ConfigError*>(&error) != nullptr) return exit_code::usage;
+  if (dynamic_cast<const AuthError*>(&error) != nullptr) return exit_code::auth;
+  if (dynamic_cast<const WrongTypeError*>(&error) != nullptr) return exit_code::not_a_lock;
+  if (dynamic_cast<const IoError*>(&error) != nullptr || dynamic_cast<const ReplyError*>(&error) != nullptr ||
+      dynamic_cast<const PoolTimeoutError*>(&error) != nullptr || dynamic_cast<const QuorumError*>(&error) != nullptr)
+    return exit_code::unavailable;
+  return exit_code::internal;
+}
+
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    if (c == '\n') {
+      if (!out.empty()) out += "; ";
+    } else if (c != '\r') {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
+
+int report_failure(const Reporter& reporter, std::string_view context, std::exception_ptr error) {
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const std::exception& e) {
+    std::string message(context);
+    message.append(": ").append(e.what());
+    reporter.error(message);
+    return exit_code_for(e);
+  } catch (...) {
+    reporter.error(std::string(context) + ": unknown error");
+    return exit_code::internal;
+  }
+}
+
+}  // namespace lockon::cli
