@@ -7,7 +7,7 @@
 //   ├── ConfigError            bad input: URL, empty name, TTL out of range...
 //   ├── IoError                the server could not be talked to (infrastructure)
 //   │   ├── ConnectError       refused / unreachable / DNS failure
-//   │   ├── TimeoutError       connect or command outlived its timeout
+//   │   ├── TimeoutError       a command outlived its socket timeout
 //   │   ├── ClosedError        the connection dropped mid-command
 //   │   └── ProtocolError      the bytes on the wire made no sense
 //   ├── ReplyError             the server answered with an error reply
@@ -50,13 +50,14 @@ class IoError : public Error {
 };
 
 /// The TCP/unix connection could not be established (refused, unreachable,
-/// name resolution failed). Nothing was sent.
+/// name resolution failed, connect timed out). Nothing was sent.
 class ConnectError : public IoError {
  public:
   using IoError::IoError;
 };
 
-/// A connect or a command did not complete within its configured timeout.
+/// A command's reply did not arrive within the socket timeout; whether the
+/// server executed it is unknown. (A connect timeout is a ConnectError.)
 class TimeoutError : public IoError {
  public:
   using IoError::IoError;
