@@ -29,9 +29,6 @@ using Clock = std::chrono::steady_clock;
 // A token as redis-py's Lock makes them (uuid4().hex).
 constexpr const char* kForeignToken = "6f1c2a4e9b7d4c1f8e2a3b5c7d9e0f12";  // a uuid4().hex
 
-long long ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
 
 bool is_hex(const std::string& text) {
   return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
@@ -53,23 +50,7 @@ static_assert(TimedLockable<DistributedLock>);
 static_assert(noexcept(std::declval<Lock&>().unlock()));
 static_assert(!std::is_copy_constructible_v<Lock>);
 
-class LockBasics : public RedisTest {
- protected:
-  void SetUp() override {
-    RedisTest::SetUp();
-    if (HasFatalFailure()) return;
-    client_ = std::make_unique<Client>(server().url());
-    raw_ = std::make_unique<RawConnection>(server().connect());
-  }
-  Client& client() { return *client_; }
-  RawReply raw(const std::vector<std::string>& args) { return raw_->command(args); }
-  long long pttl(const std::string& name) { return raw({"PTTL", name}).integer; }
-  std::string value(const std::string& name) { return raw({"GET", name}).str; }
-  bool exists(const std::string& name) { return raw({"EXISTS", name}).integer == 1; }
-
-  std::unique_ptr<Client> client_;
-  std::unique_ptr<RawConnection> raw_;
-};
+class LockBasics : public ClientTest {};
 
 // ---------------------------------------------------------------- tokens
 

@@ -29,24 +29,11 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-long long ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
 
 long long now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
-// Polls `condition` every 2 ms until it holds or `timeout` passes.
-template <class F>
-bool eventually(std::chrono::milliseconds timeout, F condition) {
-  const auto deadline = Clock::now() + timeout;
-  while (!condition()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 // Collects on_lost events (called from the watchdog thread).
 struct LossLog {
@@ -67,25 +54,11 @@ struct LossLog {
   }
 };
 
-class LockRenewal : public RedisTest {
+class LockRenewal : public ClientTest {
  protected:
-  void SetUp() override {
-    RedisTest::SetUp();
-    if (HasFatalFailure()) return;
-    client_ = std::make_unique<Client>(server().url());
-    raw_ = std::make_unique<RawConnection>(server().connect());
-  }
-
-  Client& client() { return *client_; }
-  RawReply raw(const std::vector<std::string>& args) { return raw_->command(args); }
-  bool exists(const std::string& name) { return raw({"EXISTS", name}).integer == 1; }
-  long long pttl(const std::string& name) { return raw({"PTTL", name}).integer; }
   long long queue_length(const std::string& name) {
     return raw({"LLEN", detail::companion_key(name, "q")}).integer;
   }
-
-  std::unique_ptr<Client> client_;
-  std::unique_ptr<RawConnection> raw_;
 };
 
 // ------------------------------------------------------------- watchdog

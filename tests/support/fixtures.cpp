@@ -36,4 +36,11 @@ void RedisTest::flush() {
   ASSERT_TRUE(reply.is("OK")) << "FLUSHALL: " << reply.to_string();
 }
 
+void ClientTest::SetUp() {
+  RedisTest::SetUp();
+  if (HasFatalFailure()) return;
+  client_ = std::make_unique<Client>(server().url());
+  raw_ = std::make_unique<RawConnection>(server().connect());
+}
+
 }  // namespace lockon::test

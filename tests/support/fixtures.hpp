@@ -16,9 +16,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
+
+#include "lockon/client.hpp"
 
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
@@ -56,5 +61,37 @@ inline std::vector<std::string> worker_argv(const std::string& command,
   return argv;
 }
 #endif
+
+/// A lockon Client and a raw connection (bypassing lockon, to inspect or
+/// poke state) to shared_server().
+class ClientTest : public RedisTest {
+ protected:
+  void SetUp() override;
+  Client& client() { return *client_; }
+  RawReply raw(const std::vector<std::string>& args) { return raw_->command(args); }
+  long long pttl(const std::string& name) { return raw({"PTTL", name}).integer; }
+  std::string value(const std::string& name) { return raw({"GET", name}).str; }
+  bool exists(const std::string& name) { return raw({"EXISTS", name}).integer == 1; }
+
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<RawConnection> raw_;
+};
+
+/// Milliseconds elapsed on the steady clock since `start`.
+inline long long ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Polls `condition` every 2 ms until it holds (true) or `timeout` passes
+/// (false): a bounded wait instead of a sleep-as-synchronisation.
+template <class F>
+bool eventually(std::chrono::milliseconds timeout, F condition) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
 
 }  // namespace lockon::test
