@@ -5,10 +5,8 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cmath>
+#include <functional>
 #include <limits>
-#include <mutex>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -18,15 +16,19 @@
 #include "lease.hpp"
 #include "lock_scripts.hpp"
 #include "lockon/errors.hpp"
+#include "redlock_lease.hpp"
 #include "redlock_nodes.hpp"
 #include "token.hpp"
 #include "watchdog.hpp"
 
 namespace lockon {
 
-using detail::NodeReply;
-using detail::RedlockNodes;
 using Clock = DistributedLock::Clock;
+using detail::NodeReply;
+using detail::RedlockLease;
+using detail::RedlockNodes;
+using detail::Tally;
+using detail::Verdict;
 using std::chrono::milliseconds;
 
 namespace {
@@ -35,153 +37,7 @@ std::chrono::microseconds micros(Clock::duration d) {
   return std::chrono::duration_cast<std::chrono::microseconds>(d);
 }
 
-milliseconds ceil_ms(Clock::duration d) { return std::chrono::ceil<milliseconds>(d); }
-
-/// How one node answered, as decided by an operation's classifier. Details
-/// are static strings: nothing is formatted unless someone reads it.
-struct Verdict {
-  NodeOutcome outcome;
-  std::string_view detail;
-};
-
-/// Tally of one fan-out; per-node texts are kept for failures only (error
-/// messages), so the success path formats nothing.
-struct Tally {
-  std::size_t ok = 0;
-  std::size_t refused = 0;
-  std::size_t failed = 0;
-  std::vector<NodeOutcome> outcomes;
-  std::vector<std::pair<std::size_t, std::string>> failures;  // node, error text
-
-  std::string nodes_with(const RedlockNodes& nodes, NodeOutcome outcome) const {
-    std::string out;
-    for (std::size_t i = 0; i < outcomes.size(); ++i)
-      if (outcomes[i] == outcome) out += (out.empty() ? "" : ", ") + nodes.endpoint(i);
-    return out.empty() ? "none" : out;
-  }
-  std::string failed_nodes(const RedlockNodes& nodes) const {
-    std::string out;
-    for (const auto& [node, text] : failures) out += (out.empty() ? "" : "; ") + nodes.endpoint(node) + " (" + text + ")";
-    return out.empty() ? "none" : out;
-  }
-  std::string summary(const RedlockNodes& nodes) const {
-    return std::to_string(ok) + " of " + std::to_string(nodes.size()) + " nodes (a majority is " +
-           std::to_string(nodes.quorum()) + "); ok: " + nodes_with(nodes, NodeOutcome::ok) +
-           "; refused: " + nodes_with(nodes, NodeOutcome::refused) + "; failed: " + failed_nodes(nodes);
-  }
-};
-
-/// Classifies each node's reply with `classify` (→ Verdict), reports it and
-/// tallies it.
-template <class Classify>
-Tally settle(const RedlockNodes& nodes, std::vector<NodeReply>& replies, NodeOperation operation,
-             std::string_view token, Classify&& classify) {
-  Tally tally;
-  tally.outcomes.reserve(replies.size());
-  for (std::size_t i = 0; i < replies.size(); ++i) {
-    Verdict verdict{NodeOutcome::failed, {}};
-    std::string error;
-    if (replies[i].answered()) verdict = classify(i, *replies[i].reply);
-    if (verdict.outcome == NodeOutcome::failed)
-      error = verdict.detail.empty() ? detail::redact(replies[i].error_text(), token) : std::string(verdict.detail);
-    switch (verdict.outcome) {
-      case NodeOutcome::ok: ++tally.ok; break;
-      case NodeOutcome::refused: ++tally.refused; break;
-      case NodeOutcome::failed: ++tally.failed; break;
-    }
-    tally.outcomes.push_back(verdict.outcome);
-    if (nodes.reporting())
-      nodes.report(i, operation, verdict.outcome, error.empty() ? std::string(verdict.detail) : error,
-                   replies[i].elapsed, token);
-    if (verdict.outcome == NodeOutcome::failed) tally.failures.emplace_back(i, std::move(error));
-  }
-  return tally;
-}
-
-Verdict unexpected(const redisReply&) { return {NodeOutcome::failed, "unexpected reply"}; }
-
 }  // namespace
-
-/// What the lock object and its watchdog renewal share. Immutable except the
-/// validity deadline (atomic) and the update sequence (mutex).
-struct RedlockShared {
-  std::shared_ptr<const RedlockNodes> nodes;
-  std::string name;
-  std::string fence_key;
-  milliseconds ttl;
-  double drift_factor;
-  std::mutex update;                     // serialises extend/renew bookkeeping
-  std::atomic<Clock::rep> deadline{Clock::time_point::min().time_since_epoch().count()};
-
-  Clock::time_point validity_deadline() const noexcept {
-    return Clock::time_point(Clock::duration(deadline.load(std::memory_order_acquire)));
-  }
-  void set_deadline(Clock::time_point t) noexcept {
-    deadline.store(t.time_since_epoch().count(), std::memory_order_release);
-  }
-
-  enum class ExtendMode { add, set, grow };
-  enum class ExtendResult { extended, taken, late, unreachable };
-  struct Extension {
-    ExtendResult result;
-    std::string detail;
-  };
-
-  /// The quorum extension shared by extend(), reacquire() and renewals.
-  Extension extend(const std::string& token, ExtendMode mode, milliseconds amount) {
-    std::lock_guard guard(update);
-    const auto start = Clock::now();
-    const auto old_deadline = validity_deadline();
-    Clock::time_point new_deadline;
-    milliseconds missing_px{};
-    if (mode == ExtendMode::add) {
-      new_deadline = old_deadline + amount - (detail::drift_allowance(amount, drift_factor) - milliseconds(2));
-      // A re-created key must outlive the new deadline in the node's clock.
-      const auto span = std::max(new_deadline - start, Clock::duration::zero());
-      missing_px = ceil_ms(span) + ceil_ms(detail::drift_allowance(ceil_ms(span), 2 * drift_factor));
-    } else {
-      new_deadline = start + amount - detail::drift_allowance(amount, drift_factor);
-      missing_px = amount;
-    }
-    const std::string ms = std::to_string(amount.count());
-    const std::string px = std::to_string(std::max<long long>(missing_px.count(), 1));
-    const std::string_view mode_text = mode == ExtendMode::add ? "add" : mode == ExtendMode::set ? "set" : "grow";
-    const std::array<std::string_view, 1> keys{name};
-    const std::array<std::string_view, 4> args{token, ms, mode_text, px};
-    auto replies = nodes->script(detail::redlock_scripts::extend(), keys, args, "redlock extend");
-    const Tally tally = settle(*nodes, replies, NodeOperation::extend, token, [](std::size_t, const redisReply& r) {
-      if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
-      if (r.integer == 1) return Verdict{NodeOutcome::ok, "extended"};
-      if (r.integer == 2) return Verdict{NodeOutcome::ok, "key was missing; re-created with our token"};
-      return Verdict{NodeOutcome::refused, "held by another owner"};
-    });
-    const auto end = Clock::now();
-    if (tally.ok >= nodes->quorum()) {
-      if (mode == ExtendMode::grow) new_deadline = std::max(new_deadline, old_deadline);
-      if (end >= old_deadline || end >= new_deadline)
-        return {ExtendResult::late, "the extension was confirmed only after the validity had ended; " + tally.summary(*nodes)};
-      set_deadline(new_deadline);
-      return {ExtendResult::extended, {}};
-    }
-    if (tally.refused > nodes->size() - nodes->quorum())
-      return {ExtendResult::taken, "another owner holds the key on " + std::to_string(tally.refused) + " of " +
-                                       std::to_string(nodes->size()) + " nodes"};
-    return {ExtendResult::unreachable, "extended on " + tally.summary(*nodes)};
-  }
-
-  /// Deletes `token` on every node; returns the tally (ok = deleted).
-  Tally release(const std::string& token) {
-    const std::array<std::string_view, 1> keys{name};
-    const std::array<std::string_view, 1> args{token};
-    auto replies = nodes->script(detail::redlock_scripts::release(), keys, args, "redlock release");
-    return settle(*nodes, replies, NodeOperation::release, token, [](std::size_t, const redisReply& r) {
-      if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
-      if (r.integer == 1) return Verdict{NodeOutcome::ok, "released"};
-      if (r.integer == 0) return Verdict{NodeOutcome::refused, "not held (the key expired or was never set)"};
-      return Verdict{NodeOutcome::refused, "held by another owner"};
-    });
-  }
-};
 
 class Redlock::Impl {
  public:
@@ -203,20 +59,20 @@ class Redlock::Impl {
       throw ConfigError("redlock '" + state.name + "': retry delays must satisfy 0 <= min <= max, max > 0");
     const milliseconds timeout = options_.per_node_timeout.count() > 0 ? options_.per_node_timeout
                                                                        : detail::auto_per_node_timeout(lock.ttl);
-    shared_ = std::make_shared<RedlockShared>();
-    shared_->nodes = std::make_shared<const RedlockNodes>(std::move(clients), state.name, timeout, options_.on_node_event);
-    shared_->name = state.name;
-    shared_->fence_key = detail::companion_key(state.name, "fence");
-    shared_->ttl = lock.ttl;
-    shared_->drift_factor = options_.drift_factor;
+    lease_ = std::make_shared<RedlockLease>();
+    lease_->nodes = std::make_shared<const RedlockNodes>(std::move(clients), state.name, timeout, options_.on_node_event);
+    lease_->name = state.name;
+    lease_->fence_key = detail::companion_key(state.name, "fence");
+    lease_->ttl = lock.ttl;
+    lease_->drift_factor = options_.drift_factor;
     ttl_text_ = std::to_string(lock.ttl.count());
     if (options_.check_nodes) probe();
   }
 
-  const RedlockNodes& nodes() const noexcept { return *shared_->nodes; }
+  const RedlockNodes& nodes() const noexcept { return *lease_->nodes; }
   const RedlockOptions& options() const noexcept { return options_; }
   Clock::time_point validity_deadline() const noexcept {
-    return state_.held ? shared_->validity_deadline() : Clock::time_point::min();
+    return state_.held ? lease_->validity_deadline() : Clock::time_point::min();
   }
 
   bool acquire_until(Clock::time_point deadline) {
@@ -243,8 +99,8 @@ class Redlock::Impl {
     if (!state_.held) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
     stop_renewal();
     state_.held = false;
-    const Tally tally = shared_->release(state_.token);
-    shared_->set_deadline(Clock::time_point::min());
+    const Tally tally = lease_->release(state_.token);
+    lease_->set_deadline(Clock::time_point::min());
     if (tally.ok >= nodes().quorum()) return;
     if (tally.refused > nodes().size() - nodes().quorum()) {
       state_.lease->declare_lost(LossReason::taken, "release: the key expired or is held by another owner on a majority");
@@ -259,20 +115,20 @@ class Redlock::Impl {
 
   void extend(milliseconds additional, bool replace_ttl) {
     if (additional.count() <= 0) throw ConfigError("extend lock '" + state_.name + "': additional time must be positive");
-    extend_as(replace_ttl ? RedlockShared::ExtendMode::set : RedlockShared::ExtendMode::add, additional, "extend");
+    extend_as(replace_ttl ? RedlockLease::ExtendMode::set : RedlockLease::ExtendMode::add, additional, "extend");
   }
 
-  void reacquire() { extend_as(RedlockShared::ExtendMode::set, state_.options.ttl, "reacquire"); }
+  void reacquire() { extend_as(RedlockLease::ExtendMode::set, state_.options.ttl, "reacquire"); }
 
   bool owned() {
     if (!state_.held) return false;
     const std::array<std::string_view, 2> args{"GET", state_.name};
     auto replies = nodes().command(args, "redlock GET");
     const std::string& token = state_.token;
-    const Tally tally = settle(nodes(), replies, NodeOperation::check, token, [&](std::size_t, const redisReply& r) {
+    const Tally tally = detail::settle(nodes(), replies, NodeOperation::check, token, [&](std::size_t, const redisReply& r) {
       if (r.type == REDIS_REPLY_STRING && std::string_view(r.str, r.len) == token) return Verdict{NodeOutcome::ok, "owned"};
       if (r.type == REDIS_REPLY_NIL || r.type == REDIS_REPLY_STRING) return Verdict{NodeOutcome::refused, "not owned"};
-      return unexpected(r);
+      return detail::unexpected_reply();
     });
     return decide(tally, "owned");
   }
@@ -280,8 +136,8 @@ class Redlock::Impl {
   bool locked() {
     const std::array<std::string_view, 2> args{"EXISTS", state_.name};
     auto replies = nodes().command(args, "redlock EXISTS");
-    const Tally tally = settle(nodes(), replies, NodeOperation::check, {}, [](std::size_t, const redisReply& r) {
-      if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
+    const Tally tally = detail::settle(nodes(), replies, NodeOperation::check, {}, [](std::size_t, const redisReply& r) {
+      if (r.type != REDIS_REPLY_INTEGER) return detail::unexpected_reply();
       return r.integer == 1 ? Verdict{NodeOutcome::ok, "key exists"} : Verdict{NodeOutcome::refused, "no key"};
     });
     return decide(tally, "locked");
@@ -291,8 +147,8 @@ class Redlock::Impl {
     const std::array<std::string_view, 2> args{"PTTL", state_.name};
     auto replies = nodes().command(args, "redlock PTTL");
     std::vector<long long> ttls;
-    const Tally tally = settle(nodes(), replies, NodeOperation::check, {}, [&](std::size_t, const redisReply& r) {
-      if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
+    const Tally tally = detail::settle(nodes(), replies, NodeOperation::check, {}, [&](std::size_t, const redisReply& r) {
+      if (r.type != REDIS_REPLY_INTEGER) return detail::unexpected_reply();
       if (r.integer == -2) return Verdict{NodeOutcome::refused, "no key"};
       ttls.push_back(r.integer == -1 ? std::numeric_limits<long long>::max() : r.integer);
       return Verdict{NodeOutcome::ok, "key exists"};
@@ -323,9 +179,9 @@ class Redlock::Impl {
   void probe() {
     const std::array<std::string_view, 1> args{"PING"};
     auto replies = nodes().command(args, "redlock PING", std::max(nodes().per_node_timeout(), milliseconds(100)));
-    const Tally tally = settle(nodes(), replies, NodeOperation::probe, {}, [](std::size_t, const redisReply& r) {
+    const Tally tally = detail::settle(nodes(), replies, NodeOperation::probe, {}, [](std::size_t, const redisReply& r) {
       if (r.type == REDIS_REPLY_STATUS) return Verdict{NodeOutcome::ok, "reachable"};
-      return unexpected(r);
+      return detail::unexpected_reply();
     });
     if (tally.ok >= nodes().quorum()) return;
     throw QuorumError("redlock '" + state_.name + "': only " + std::to_string(tally.ok) + " of " +
@@ -341,7 +197,7 @@ class Redlock::Impl {
     Attempt attempt;
     const bool fencing = state_.options.fencing;
     const auto start = Clock::now();
-    const std::array<std::string_view, 2> keys{state_.name, shared_->fence_key};
+    const std::array<std::string_view, 2> keys{state_.name, lease_->fence_key};
     std::vector<NodeReply> replies;
     if (fencing) {
       const std::array<std::string_view, 2> args{token, ttl_text_};
@@ -351,15 +207,15 @@ class Redlock::Impl {
       replies = nodes().command(args, "redlock acquire");
     }
     std::uint64_t highest = 0;
-    const Tally granted = settle(nodes(), replies, NodeOperation::acquire, token, [&](std::size_t, const redisReply& r) {
+    const Tally granted = detail::settle(nodes(), replies, NodeOperation::acquire, token, [&](std::size_t, const redisReply& r) {
       if (!fencing) {
         if (r.type == REDIS_REPLY_STATUS) return Verdict{NodeOutcome::ok, "acquired"};
         if (r.type == REDIS_REPLY_NIL) return Verdict{NodeOutcome::refused, "held by another owner"};
-        return unexpected(r);
+        return detail::unexpected_reply();
       }
       if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 || r.element[0]->type != REDIS_REPLY_INTEGER ||
           r.element[1]->type != REDIS_REPLY_STRING)
-        return unexpected(r);
+        return detail::unexpected_reply();
       const auto counter = detail::parse_counter(std::string_view(r.element[1]->str, r.element[1]->len));
       if (!counter) return Verdict{NodeOutcome::failed, "the fence counter is not a number"};
       // Every answering node's counter counts, granted or not: more nodes
@@ -372,27 +228,27 @@ class Redlock::Impl {
     if (granted.ok < q) {
       // Nodes that failed may still have executed the SET: clean up unless
       // every node plainly refused.
-      if (granted.ok > 0 || granted.failed > 0) shared_->release(token);
+      if (granted.ok > 0 || granted.failed > 0) lease_->release(token);
       attempt.failure = granted.ok + granted.refused < q ? Failure::unreachable : Failure::busy;
       attempt.why = "could not acquire lock '" + state_.name + "' on a majority: acquired on " + granted.summary(nodes());
       return attempt;
     }
     if (fencing) {
       if (highest == std::numeric_limits<std::uint64_t>::max()) {
-        shared_->release(token);
+        lease_->release(token);
         throw LockError("lock '" + state_.name + "': the fence counter is exhausted", state_.name);
       }
       attempt.fence = highest + 1;
       const std::string fence_text = std::to_string(attempt.fence);
       const std::array<std::string_view, 2> args{token, fence_text};
       auto acks = nodes().script(detail::redlock_scripts::write_fence(), keys, args, "redlock fence");
-      const Tally written = settle(nodes(), acks, NodeOperation::fence, token, [](std::size_t, const redisReply& r) {
-        if (r.type != REDIS_REPLY_INTEGER) return unexpected(r);
+      const Tally written = detail::settle(nodes(), acks, NodeOperation::fence, token, [](std::size_t, const redisReply& r) {
+        if (r.type != REDIS_REPLY_INTEGER) return detail::unexpected_reply();
         if (r.integer == 1) return Verdict{NodeOutcome::ok, "fence recorded"};
         return Verdict{NodeOutcome::refused, "fence recorded, but the key no longer holds our token"};
       });
       if (written.ok < q) {
-        shared_->release(token);
+        lease_->release(token);
         attempt.failure = Failure::unreachable;
         attempt.why = "lock '" + state_.name + "': the fence was acknowledged by " + written.summary(nodes());
         return attempt;
@@ -401,7 +257,7 @@ class Redlock::Impl {
     attempt.deadline = start + state_.options.ttl - detail::drift_allowance(state_.options.ttl, options_.drift_factor);
     const auto now = Clock::now();
     if (now >= attempt.deadline) {
-      shared_->release(token);
+      lease_->release(token);
       attempt.failure = Failure::too_slow;
       attempt.why = "lock '" + state_.name + "': a majority was won only after " +
                     std::to_string(micros(now - start).count() / 1000) + " ms, past the validity of the " +
@@ -417,14 +273,14 @@ class Redlock::Impl {
     state_.token = token;
     state_.fence = attempt.fence;
     state_.begin_lease();
-    shared_->set_deadline(attempt.deadline);
+    lease_->set_deadline(attempt.deadline);
     if (state_.options.auto_renew) {
       auto entry = std::make_shared<detail::RenewalEntry>();
       entry->name = state_.name;
       entry->ttl = state_.options.ttl;
       entry->signal = state_.lease;
-      entry->renew = [shared = shared_, token, signal = state_.lease]() noexcept {
-        return renew(*shared, token, *signal);
+      entry->renew = [lease = lease_, token, signal = state_.lease]() noexcept {
+        return renew(*lease, token, *signal);
       };
       const auto now = Clock::now();
       entry->next_due = now + std::max(state_.options.ttl / 3, milliseconds(1));
@@ -437,10 +293,10 @@ class Redlock::Impl {
   }
 
   /// The watchdog's renewal: grow every node's TTL back to ttl.
-  static detail::RenewResult renew(RedlockShared& shared, const std::string& token, detail::LeaseSignal& signal) noexcept {
-    using R = RedlockShared::ExtendResult;
+  static detail::RenewResult renew(RedlockLease& lease, const std::string& token, detail::LeaseSignal& signal) noexcept {
+    using R = RedlockLease::ExtendResult;
     try {
-      const auto outcome = shared.extend(token, RedlockShared::ExtendMode::grow, shared.ttl);
+      const auto outcome = lease.extend(token, RedlockLease::ExtendMode::grow, lease.ttl);
       switch (outcome.result) {
         case R::extended:
           return detail::RenewResult::renewed;
@@ -451,7 +307,7 @@ class Redlock::Impl {
           signal.declare_lost(LossReason::unreachable, "renewal: " + outcome.detail);
           return detail::RenewResult::not_owned;
         case R::unreachable:
-          if (Clock::now() < shared.validity_deadline()) return detail::RenewResult::io_error;
+          if (Clock::now() < lease.validity_deadline()) return detail::RenewResult::io_error;
           signal.declare_lost(LossReason::unreachable, "renewal could not reach a majority before the validity ended; " +
                                                            outcome.detail);
           return detail::RenewResult::not_owned;
@@ -461,10 +317,10 @@ class Redlock::Impl {
     return detail::RenewResult::io_error;
   }
 
-  void extend_as(RedlockShared::ExtendMode mode, milliseconds amount, const char* what) {
+  void extend_as(RedlockLease::ExtendMode mode, milliseconds amount, const char* what) {
     if (!state_.held) throw LockError(std::string("cannot ") + what + " an unlocked lock '" + state_.name + "'", state_.name);
-    using R = RedlockShared::ExtendResult;
-    const auto outcome = shared_->extend(state_.token, mode, amount);
+    using R = RedlockLease::ExtendResult;
+    const auto outcome = lease_->extend(state_.token, mode, amount);
     switch (outcome.result) {
       case R::extended:
         return;
@@ -496,7 +352,7 @@ class Redlock::Impl {
 
   State& state_;
   RedlockOptions options_;
-  std::shared_ptr<RedlockShared> shared_;
+  std::shared_ptr<RedlockLease> lease_;
   std::string ttl_text_;
   std::shared_ptr<detail::RenewalEntry> renewal_;
 };

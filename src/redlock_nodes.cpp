@@ -129,8 +129,10 @@ std::chrono::milliseconds auto_per_node_timeout(std::chrono::milliseconds ttl) n
 
 std::string redact(std::string text, std::string_view secret) {
   if (secret.empty()) return text;
-  for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at))
-    text.replace(at, secret.size(), "<token>");
+  constexpr std::string_view kMark = "<token>";
+  // Resume after the mark: a (custom) token may occur inside it.
+  for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at + kMark.size()))
+    text.replace(at, secret.size(), kMark);
   return text;
 }
 
@@ -220,6 +222,25 @@ void RedlockNodes::report(std::size_t node, NodeOperation operation, NodeOutcome
   } catch (...) {
     // A logging hook must never break the lock.
   }
+}
+
+std::string Tally::nodes_with(const RedlockNodes& nodes, NodeOutcome outcome) const {
+  std::string out;
+  for (std::size_t i = 0; i < outcomes.size(); ++i)
+    if (outcomes[i] == outcome) out += (out.empty() ? "" : ", ") + nodes.endpoint(i);
+  return out.empty() ? "none" : out;
+}
+
+std::string Tally::failed_nodes(const RedlockNodes& nodes) const {
+  std::string out;
+  for (const auto& [node, text] : failures) out += (out.empty() ? "" : "; ") + nodes.endpoint(node) + " (" + text + ")";
+  return out.empty() ? "none" : out;
+}
+
+std::string Tally::summary(const RedlockNodes& nodes) const {
+  return std::to_string(ok) + " of " + std::to_string(nodes.size()) + " nodes (a majority is " +
+         std::to_string(nodes.quorum()) + "); ok: " + nodes_with(nodes, NodeOutcome::ok) +
+         "; refused: " + nodes_with(nodes, NodeOutcome::refused) + "; failed: " + failed_nodes(nodes);
 }
 
 }  // namespace detail

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "connection.hpp"
@@ -116,5 +117,60 @@ class RedlockNodes {
 
 /// Replaces every occurrence of `secret` in `text` with "<token>".
 std::string redact(std::string text, std::string_view secret);
+
+/// How one node answered, as decided by an operation's classifier. Details
+/// are static strings: nothing is formatted unless someone reads it.
+struct Verdict {
+  NodeOutcome outcome;
+  std::string_view detail;
+};
+
+/// The verdict for a reply of the wrong shape.
+inline Verdict unexpected_reply() noexcept { return {NodeOutcome::failed, "unexpected reply"}; }
+
+/// Tally of one fan-out; per-node texts are kept for failures only (error
+/// messages), so the success path formats nothing.
+struct Tally {
+  std::size_t ok = 0;
+  std::size_t refused = 0;
+  std::size_t failed = 0;
+  std::vector<NodeOutcome> outcomes;                           // per node
+  std::vector<std::pair<std::size_t, std::string>> failures;  // node, error text
+
+  /// "a:1, b:2" (or "none"): the nodes with this outcome.
+  std::string nodes_with(const RedlockNodes& nodes, NodeOutcome outcome) const;
+  /// "a:1 (error); b:2 (error)" (or "none").
+  std::string failed_nodes(const RedlockNodes& nodes) const;
+  /// "1 of 3 nodes (a majority is 2); ok: ...; refused: ...; failed: ...".
+  std::string summary(const RedlockNodes& nodes) const;
+};
+
+/// Classifies each answered reply with `classify(node, reply) -> Verdict`
+/// (unanswered ones fail with their error text, token redacted), reports
+/// every node through the hook and tallies the outcomes.
+template <class Classify>
+Tally settle(const RedlockNodes& nodes, std::vector<NodeReply>& replies, NodeOperation operation,
+             std::string_view token, Classify&& classify) {
+  Tally tally;
+  tally.outcomes.reserve(replies.size());
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    Verdict verdict{NodeOutcome::failed, {}};
+    std::string error;
+    if (replies[i].answered()) verdict = classify(i, *replies[i].reply);
+    if (verdict.outcome == NodeOutcome::failed)
+      error = verdict.detail.empty() ? redact(replies[i].error_text(), token) : std::string(verdict.detail);
+    switch (verdict.outcome) {
+      case NodeOutcome::ok: ++tally.ok; break;
+      case NodeOutcome::refused: ++tally.refused; break;
+      case NodeOutcome::failed: ++tally.failed; break;
+    }
+    tally.outcomes.push_back(verdict.outcome);
+    if (nodes.reporting())
+      nodes.report(i, operation, verdict.outcome, error.empty() ? std::string(verdict.detail) : error,
+                   replies[i].elapsed, token);
+    if (verdict.outcome == NodeOutcome::failed) tally.failures.emplace_back(i, std::move(error));
+  }
+  return tally;
+}
 
 }  // namespace lockon::detail

@@ -28,10 +28,12 @@
 //     time spent talking to the nodes is subtracted from the lease.
 //   * A failed attempt deletes its token on ALL nodes (also on those that
 //     seemed to fail: their SET may have been executed with a lost reply),
-//     then — only when other owners hold the key — waits a random delay in
-//     [retry_delay_min, retry_delay_max], never past the caller's deadline,
-//     and tries again. Waiting is polling: a Redlock has no pub/sub hand-off
-//     (LockOptions::fair and wait_poll_interval are not used).
+//     then waits a random delay in [retry_delay_min, retry_delay_max], never
+//     past the caller's deadline, and tries again. Attempts that fail because
+//     nodes fail (no majority possible, or validity used up) are retried at
+//     most 3 times in a row, then QuorumError is thrown: an outage is
+//     reported, not waited out. Waiting is polling: a Redlock has no pub/sub
+//     hand-off (LockOptions::fair and wait_poll_interval are not used).
 //   * Extend/reacquire/renewal use a script that, on each node, pushes the
 //     expiry of a key holding our token, and *re-creates* a missing key with
 //     our token (a node restarted empty must not silently cost us the
@@ -44,8 +46,8 @@
 // FENCING (LockOptions::fencing): `fence()` is strictly greater than the fence
 // of every earlier acquisition of the same name (by any process), as long as
 // at least one node that recorded the earlier fence still has its data and
-// answers the later acquisition — e.g. whenever fewer than Q nodes lose their
-// data between two acquisitions. Each node keeps a counter in a companion key
+// answers the later acquisition — e.g. when the earlier acquisition reached
+// all N nodes and fewer than Q of them lost their data since. Each node keeps a counter in a companion key
 // (`{name}:fence`, same cluster slot, never expires); an acquisition takes
 // max(counters read) + 1 and writes it back (a max-update) to every node; it
 // succeeds only if ≥ Q nodes that still hold its token acknowledge the
@@ -117,16 +119,24 @@ struct RedlockOptions {
   double drift_factor = 0.01;
   /// How long one operation waits for the slowest node (the nodes are waited
   /// for in parallel, so this bounds each operation's node phase). 0 means
-  /// automatic: clamp(ttl / 200, 10 ms, 100 ms), but at most ttl / 4 — small
-  /// relative to the TTL, so a dead or paused node costs little of the lease
-  /// (the distlock page suggests 5–50 ms for a 10 s TTL). Must be ≥ 0.
-  /// Connecting a fresh connection is bounded by the node's connect_timeout.
+  /// automatic: clamp(ttl / 100, 25 ms, 200 ms), but at most ttl / 4 — small
+  /// relative to the TTL, so a dead or frozen node costs at most 1 % of the
+  /// lease per operation, yet long enough that a healthy node on a busy host
+  /// is not counted as failed (redsync uses ttl × 0.05; the distlock page
+  /// suggests 5–50 ms for a 10 s TTL on a LAN). Must be ≥ 0. Connecting a
+  /// fresh connection is bounded by the node's connect_timeout.
   std::chrono::milliseconds per_node_timeout{0};
   /// Random delay between two attempts while other owners hold the key,
   /// uniformly drawn from [min, max]; never sleeps past the caller's
   /// deadline. Must satisfy 0 ≤ min ≤ max, max > 0.
   std::chrono::milliseconds retry_delay_min{5};
   std::chrono::milliseconds retry_delay_max{200};
+  /// PING every node at construction and refuse (QuorumError) when fewer
+  /// than a majority answer. Set false where many short-lived Redlocks are
+  /// built over nodes already checked (e.g. one per call in RedisLocker):
+  /// the constructor then does no I/O, and an unreachable majority surfaces
+  /// at the first acquisition instead.
+  bool check_nodes = true;
   /// Receives every node's result of every operation (see NodeEvent), on the
   /// thread doing the operation — the caller's, or lockon's watchdog thread
   /// for renewals. Must be thread-safe if several locks share it, short, not
@@ -137,9 +147,10 @@ struct RedlockOptions {
 /// A lock held on a majority of N independent Redis masters.
 class Redlock final : public DistributedLock {
  public:
-  /// Validates, then PINGs every node in parallel (one fan-out bounded by
-  /// max(per_node_timeout, 100 ms) plus connection set-up). Blocks for that.
-  /// Reports each node's probe through on_node_event.
+  /// Validates, then (unless RedlockOptions::check_nodes is false) PINGs
+  /// every node in parallel (one fan-out bounded by max(per_node_timeout,
+  /// 100 ms) plus connection set-up). Blocks for that. Reports each node's
+  /// probe through on_node_event.
   ///
   /// Throws ConfigError (nothing sent) for: no nodes; two nodes with the same
   /// endpoint (one server must not vote twice); no_expiry (the algorithm
@@ -219,10 +230,12 @@ class Redlock final : public DistributedLock {
   const RedlockOptions& redlock_options() const noexcept;
 
  protected:
-  /// Throws LockError if already held; QuorumError when an attempt could not
-  /// possibly win a majority because too many nodes failed, or won one too
-  /// late (validity exhausted) — at once, without waiting for the deadline.
-  /// Returns false when the deadline passes while other owners hold the key.
+  /// Throws LockError if already held. Returns false when the deadline
+  /// passes while other owners hold the key (try_lock(): after one attempt).
+  /// Throws QuorumError when attempts could not possibly win a majority
+  /// because too many nodes failed, or won one only after its validity had
+  /// ended: after 3 such attempts in a row (retried with the random delay),
+  /// or at once for try_lock() or when the deadline has passed.
   bool acquire_until(Clock::time_point deadline) override;
 
  private:

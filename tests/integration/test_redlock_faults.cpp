@@ -1,0 +1,289 @@
+// integration/test_redlock_faults.cpp — Redlock with nodes that are down,
+// killed while held, paused (slow), or restarted empty.
+#include <algorithm>
+#include <thread>
+
+#include "lockon/errors.hpp"
+#include "redlock_support.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class RedlockFaults : public RedlockServers {};
+
+void expect_every_acquisition_succeeds(Redlock& lock, int times) {
+  for (int i = 0; i < times; ++i) {
+    ASSERT_TRUE(lock.try_lock_for(1s)) << "acquisition " << i;
+    EXPECT_GT(lock.validity(), 0ms);
+    lock.release();
+  }
+}
+
+TEST_F(RedlockFaults, OneOfThreeDownEveryAcquisitionSucceeds) {
+  start(3);
+  server(1).kill();
+  EventLog log;
+  const std::string name = unique_key("one-down");
+  Redlock lock(urls(), name, {.ttl = 2s}, {.on_node_event = log.hook()});
+  // The missing node is reported through the hook at construction.
+  const auto probes = log.of(NodeOperation::probe);
+  ASSERT_EQ(probes.size(), 3u);
+  for (const auto& probe : probes) {
+    EXPECT_EQ(probe.ok(), probe.endpoint != endpoint(1)) << probe.endpoint << ": " << probe.detail;
+    if (!probe.ok()) {
+      EXPECT_FALSE(probe.detail.empty());
+    }
+  }
+  expect_every_acquisition_succeeds(lock, 30);
+  const auto acquires = log.of(NodeOperation::acquire);
+  ASSERT_EQ(acquires.size(), 90u);
+  EXPECT_EQ(std::count_if(acquires.begin(), acquires.end(), [](const NodeEvent& e) { return e.ok(); }), 60);
+}
+
+TEST_F(RedlockFaults, TwoOfFiveDownEveryAcquisitionSucceeds) {
+  start(5);
+  server(0).kill();
+  server(3).kill();
+  const std::string name = unique_key("two-of-five");
+  Redlock lock(urls(), name, {.ttl = 2s, .fencing = true});
+  EXPECT_EQ(lock.quorum(), 3u);
+  std::uint64_t previous = 0;
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(lock.try_lock_for(1s)) << "acquisition " << i;
+    EXPECT_GT(lock.fence(), previous);
+    previous = lock.fence();
+    lock.release();
+  }
+}
+
+TEST_F(RedlockFaults, TwoOfThreeDownConstructionRefusesNamingTheNodes) {
+  start(3);
+  server(0).kill();
+  server(2).kill();
+  const std::string name = unique_key("refuse");
+  EventLog log;
+  try {
+    Redlock lock(urls(), name, {}, {.on_node_event = log.hook()});
+    FAIL() << "constructed with a minority of nodes";
+  } catch (const QuorumError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("1 of 3"), std::string::npos) << message;
+    EXPECT_NE(message.find("reachable: " + endpoint(1)), std::string::npos) << message;
+    EXPECT_NE(message.find("unreachable: " + endpoint(0)), std::string::npos) << message;
+    EXPECT_NE(message.find(endpoint(2)), std::string::npos) << message;
+    EXPECT_EQ(error.name(), name);
+  }
+  EXPECT_EQ(log.of(NodeOperation::probe).size(), 3u);
+
+  // Without the check the constructor does no I/O; the first acquisition
+  // reports the missing majority.
+  log.clear();
+  Redlock unchecked(urls(), name, {}, {.check_nodes = false, .on_node_event = log.hook()});
+  EXPECT_TRUE(log.events().empty());
+  EXPECT_THROW(unchecked.try_lock(), QuorumError);
+  EXPECT_EQ(log.of(NodeOperation::acquire).size(), 3u);
+}
+
+TEST_F(RedlockFaults, PasswordsNeverAppearInQuorumErrors) {
+  ServerOptions options;
+  options.requirepass = "s3cret-pa55";
+  servers_ = start_servers(3, options);
+  server(0).kill();
+  server(1).kill();
+  try {
+    Redlock lock(urls(), unique_key("secret"));
+    FAIL() << "constructed with a minority of nodes";
+  } catch (const QuorumError& error) {
+    EXPECT_EQ(std::string(error.what()).find("s3cret"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find(endpoint(2)), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(RedlockFaults, TwoOfThreeDownOnARunningLockFailsWithQuorumErrorWithinTheDeadline) {
+  start(3);
+  const std::string name = unique_key("running");
+  Redlock lock(urls(), name, {.ttl = 2s});
+  ASSERT_TRUE(lock.try_lock());
+  lock.release();
+  server(0).kill();
+  server(1).kill();
+  const auto started = Clock::now();
+  EXPECT_THROW(lock.try_lock_for(1s), QuorumError);
+  EXPECT_LT(Clock::now() - started, 1s);
+  EXPECT_FALSE(lock.held());
+  EXPECT_THROW(lock.try_lock(), QuorumError);
+  EXPECT_THROW(lock.locked(), QuorumError);
+  EXPECT_EQ(holders(name), 0);  // the attempt on the surviving node was undone
+}
+
+TEST_F(RedlockFaults, NodeKilledWhileHeldExtendAndReleaseStillSucceed) {
+  start(3);
+  const std::string name = unique_key("killed-while-held");
+  Redlock lock(urls(), name, {.ttl = 2s, .auto_renew = false});
+  ASSERT_TRUE(lock.try_lock());
+  server(2).kill();
+  lock.extend(2s);
+  EXPECT_GT(lock.validity(), 3000ms);
+  EXPECT_TRUE(lock.owned());
+  lock.reacquire();
+  ASSERT_TRUE(lock.remaining_ttl().has_value());
+  EXPECT_GT(*lock.remaining_ttl(), 1500ms);
+  lock.release();
+  EXPECT_EQ(holders(name), 0);
+  EXPECT_FALSE(lock.lost());
+}
+
+TEST_F(RedlockFaults, RenewalKeepsTheLeaseWithAMajorityAndSignalsLossWithout) {
+  start(3);
+  const std::string name = unique_key("renew-faults");
+  std::atomic<int> unreachable{0};
+  Redlock lock(urls(), name, {.ttl = 300ms, .on_lost = [&](const LossEvent& event) {
+                                if (event.reason == LossReason::unreachable) ++unreachable;
+                              }});
+  ASSERT_TRUE(lock.try_lock());
+  server(0).kill();
+  std::this_thread::sleep_for(700ms);
+  EXPECT_FALSE(lock.lost());
+  EXPECT_TRUE(lock.owned());
+  server(1).kill();
+  const auto until = Clock::now() + 2s;
+  while (!lock.lost() && Clock::now() < until) std::this_thread::sleep_for(2ms);
+  const auto lost_seen = Clock::now();
+  EXPECT_TRUE(lock.lost());
+  EXPECT_EQ(unreachable.load(), 1);
+  // Signalled by the end of the last confirmed validity, not later (the
+  // watchdog may even give up a little early).
+  EXPECT_LT(lost_seen, lock.validity_deadline() + 30ms);
+  lock.unlock();
+  ASSERT_NE(lock.last_unlock_error(), nullptr);
+  EXPECT_THROW(std::rethrow_exception(lock.last_unlock_error()), QuorumError);
+}
+
+TEST_F(RedlockFaults, PausedNodeDelaysAcquisitionByAtMostItsPerNodeTimeout) {
+  start(3);
+  const std::string name = unique_key("paused");
+  EventLog log;
+  Redlock lock(urls(), name, {.ttl = 5s}, {.per_node_timeout = 50ms, .on_node_event = log.hook()});
+  server(1).pause();
+  for (int i = 0; i < 5; ++i) {
+    log.clear();
+    const auto started = Clock::now();
+    ASSERT_TRUE(lock.try_lock());
+    const auto took = Clock::now() - started;
+    EXPECT_GE(took, 45ms);
+    EXPECT_LT(took, 50ms + 150ms) << "acquisition " << i;
+    for (const auto& event : log.of(NodeOperation::acquire)) {
+      EXPECT_EQ(event.ok(), event.endpoint != endpoint(1)) << event.endpoint << ": " << event.detail;
+      EXPECT_LT(event.elapsed, 200ms);
+    }
+    const auto release_started = Clock::now();
+    lock.release();
+    EXPECT_LT(Clock::now() - release_started, 50ms + 150ms);
+  }
+  server(1).resume();
+}
+
+TEST_F(RedlockFaults, DebugSleepingNodeDoesNotDelayAcquisitionBeyondItsTimeout) {
+  start(3);
+  const std::string name = unique_key("debug-sleep");
+  Redlock lock(urls(), name, {.ttl = 5s}, {.per_node_timeout = 40ms});
+  std::thread sleeper([&] { server(0).command({"DEBUG", "SLEEP", "0.5"}); });
+  std::this_thread::sleep_for(50ms);  // let the sleep begin
+  const auto started = Clock::now();
+  const bool acquired = lock.try_lock();
+  const auto took = Clock::now() - started;
+  sleeper.join();
+  ASSERT_TRUE(acquired);
+  EXPECT_LT(took, 40ms + 150ms);
+  lock.release();
+}
+
+TEST_F(RedlockFaults, AcquisitionPastItsValidityIsReportedFailedAndReleasedEverywhere) {
+  start(3);
+  const std::string name = unique_key("too-slow");
+  EventLog log;
+  // A per-node timeout longer than TTL − drift (300 − 0.4 × 300 − 2 = 178
+  // ms): a paused node makes the fan-out outlast the validity although a
+  // majority granted the key — which still exists (300 ms) when released.
+  Redlock lock(urls(), name, {.ttl = 300ms, .auto_renew = false},
+               {.drift_factor = 0.4, .per_node_timeout = 200ms, .on_node_event = log.hook()});
+  server(2).pause();
+  const auto started = Clock::now();
+  try {
+    lock.try_lock_for(5s);
+    FAIL() << "an acquisition past its validity was reported successful";
+  } catch (const QuorumError& error) {
+    EXPECT_NE(std::string(error.what()).find("validity"), std::string::npos) << error.what();
+  }
+  // Three attempts in a row (each ≈ 200 ms + 200 ms of cleanup), then the
+  // error — long before the 5 s deadline.
+  EXPECT_LT(Clock::now() - started, 3s);
+  EXPECT_FALSE(lock.held());
+  const auto acquires = log.of(NodeOperation::acquire);
+  ASSERT_EQ(acquires.size(), 9u);
+  EXPECT_EQ(std::count_if(acquires.begin(), acquires.end(), [](const NodeEvent& e) { return e.ok(); }), 6);
+  // Each attempt was released on every node, the paused one included.
+  const auto releases = log.of(NodeOperation::release);
+  ASSERT_EQ(releases.size(), 9u);
+  EXPECT_EQ(std::count_if(releases.begin(), releases.end(), [](const NodeEvent& e) { return e.ok(); }), 6);
+  for (const auto& event : releases) {
+    if (event.endpoint == endpoint(2)) {
+      EXPECT_EQ(event.outcome, NodeOutcome::failed);
+    }
+  }
+  // try_lock() gives up after its single attempt.
+  log.clear();
+  EXPECT_THROW(lock.try_lock(), QuorumError);
+  EXPECT_EQ(log.of(NodeOperation::acquire).size(), 3u);
+  EXPECT_EQ(get(0, name), "");
+  EXPECT_EQ(get(1, name), "");
+  server(2).resume();
+}
+
+// Fences strictly increase over 500 acquisitions while nodes are killed and
+// restarted empty, one at a time, each staying down longer than the TTL (the
+// documented restart rule).
+TEST_F(RedlockFaults, FencesStrictlyIncreaseWhileNodesRestartEmpty) {
+  start(3);
+  const std::string name = unique_key("fence-restarts");
+  constexpr auto kTtl = 150ms;
+  Redlock lock(urls(), name, {.ttl = kTtl, .auto_renew = false, .fencing = true},
+               {.retry_delay_min = 1ms, .retry_delay_max = 5ms});
+  const auto test_started = Clock::now();
+  std::uint64_t previous = 0;
+  std::size_t next_victim = 0;
+  std::optional<std::size_t> down;
+  Clock::time_point down_since;
+  int restarts = 0;
+  for (int i = 0; i < 500; ++i) {
+    if (!down && i % 20 == 10) {
+      down = next_victim;
+      next_victim = (next_victim + 1) % 3;
+      server(*down).kill();
+      down_since = Clock::now();
+    } else if (down && Clock::now() - down_since > kTtl + 20ms) {
+      server(*down).restart();  // empty: no persistence
+      ++restarts;
+      // The very next node goes down right away: the restarted node holds
+      // no counter, the last fence survives only on the third node.
+      down = next_victim;
+      next_victim = (next_victim + 1) % 3;
+      server(*down).kill();
+      down_since = Clock::now();
+    }
+    ASSERT_TRUE(lock.try_lock_for(2s)) << "acquisition " << i;
+    ASSERT_GT(lock.fence(), previous) << "acquisition " << i << " after " << restarts << " restarts";
+    previous = lock.fence();
+    lock.release();
+    std::this_thread::sleep_for(8ms);
+  }
+  EXPECT_GE(restarts, 8);
+  EXPECT_EQ(previous, 500u);  // no gaps either: every node kept or regained the max
+  EXPECT_LT(Clock::now() - test_started, 30s);
+}
+
+}  // namespace
+}  // namespace lockon::test
