@@ -1,8 +1,11 @@
 #include "connection.hpp"
 
+#include <poll.h>
+
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cerrno>
@@ -135,6 +138,32 @@ void Connection::flush(std::string_view operation) {
   }
   out_.clear();
   if (out_.capacity() > (std::size_t{1} << 20)) out_ = std::string();  // no MBs kept after a huge request
+}
+
+ReplyPtr Connection::read_reply_until(std::chrono::steady_clock::time_point deadline, std::string_view operation) {
+  if (!out_.empty()) flush(operation);
+  redisContext* context = context_.get();
+  while (true) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(context, &raw) != REDIS_OK) fail(operation);
+    if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
+    // No complete reply buffered: wait for bytes with poll() instead of
+    // changing SO_RCVTIMEO per call (two syscalls each time, per node).
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd ready{context->fd, POLLIN, 0};
+    // Past the deadline still look (timeout 0): a reply that arrived while
+    // we waited on a slower node is sitting in the socket buffer.
+    const int n = ::poll(&ready, 1, static_cast<int>(std::max<long long>(left.count(), 0)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {
+      // The reply is still owed: this connection's stream is out of step.
+      context->err = REDIS_ERR_IO;
+      std::snprintf(context->errstr, sizeof context->errstr, "%s", std::strerror(ETIMEDOUT));
+      errno = ETIMEDOUT;
+      fail(operation);
+    }
+    if (redisBufferRead(context) != REDIS_OK) fail(operation);
+  }
 }
 
 ReplyPtr Connection::read_reply(std::string_view operation) {

@@ -34,6 +34,9 @@ class Connection {
   void flush(std::string_view operation);
   /// Reads the next reply (flushing first if needed). Throws IoError.
   ReplyPtr read_reply(std::string_view operation);
+  /// As read_reply, but waits for the reply only until `deadline`
+  /// (TimeoutError after it; the connection is then broken).
+  ReplyPtr read_reply_until(std::chrono::steady_clock::time_point deadline, std::string_view operation);
 
   /// Changes the read/write timeout for the following calls (0 = none). The
   /// configured socket timeout is restored by restore_timeout().

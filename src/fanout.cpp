@@ -14,7 +14,6 @@ std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, std::chrono::
       Connection& connection = *targets[i].connection;
       connection.ensure_connected();
       targets[i].send(connection);
-      connection.set_timeout(per_node_timeout);
       connection.flush(operation);
       sent[i] = true;
     } catch (...) {
@@ -29,11 +28,8 @@ std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, std::chrono::
     try {
       // Replies that arrived while we read earlier nodes are already in the
       // socket buffer: the shared deadline only bounds the genuinely slow.
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      connection.set_timeout(std::max(left, std::chrono::milliseconds(1)));
-      ReplyPtr reply = connection.read_reply(operation);
+      ReplyPtr reply = connection.read_reply_until(deadline, operation);
       if (targets[i].finish) reply = targets[i].finish(connection, std::move(reply));
-      connection.restore_timeout();
       results[i].reply = std::move(reply);
     } catch (...) {
       connection.mark_broken();
