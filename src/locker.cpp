@@ -2,8 +2,16 @@
 // LockContext queries, backends, and the process-wide default locker.
 #include "lockon/locker.hpp"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <iterator>
+#include <memory>
+#include <string_view>
+#include <vector>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -59,6 +67,21 @@ std::string describe(const detail::CallSite& site, std::string_view key) {
 
 namespace detail {
 
+// A function digest (32 hex digits) or none (entity scope), stored without
+// allocating.
+class IdentityDigest {
+ public:
+  void assign(std::string_view::const_iterator first, std::string_view::const_iterator last) noexcept {
+    size_ = static_cast<std::size_t>(std::min<std::ptrdiff_t>(last - first, static_cast<std::ptrdiff_t>(chars_.size())));
+    std::copy_n(first, size_, chars_.begin());
+  }
+  bool operator==(std::string_view other) const noexcept { return std::string_view(chars_.data(), size_) == other; }
+
+ private:
+  std::array<char, 32> chars_{};
+  std::size_t size_ = 0;
+};
+
 PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
   if (policy.max_retry < 0) throw ConfigError("lockon: LockerPolicy::max_retry must not be negative (0 = unlimited)");
   check_duration(policy.retry_delay, "retry_delay", true);
@@ -74,13 +97,71 @@ PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
   options.ttl = policy.ttl;
   options.auto_renew = policy.auto_renew;
   options.fencing = policy.fencing;
-  return PreparedPolicy{std::move(policy), std::move(options)};
+  static std::atomic<std::uint64_t> next_id{1};
+  return PreparedPolicy{std::move(policy), std::move(options), next_id.fetch_add(1, std::memory_order_relaxed)};
 }
 
-Acquisition acquire(const CallSite& site, std::string key, bool throw_on_busy) {
+// What identifies a lock key within one locker: the policy (prefix, lock
+// options), the function identity and the encoded arguments. Compared
+// instead of the key itself so that a hit skips hashing.
+class IdleLocks {
+ public:
+  std::unique_ptr<DistributedLock> take(const PreparedPolicy& policy, std::string_view digest,
+                                        std::string_view encoded_args) {
+    std::unique_ptr<DistributedLock> found;
+    const std::lock_guard guard(mutex_);
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+      if (it->policy_id == policy.id && it->digest == digest && it->encoded_args == encoded_args) {
+        found = std::move(it->lock);
+        entries_.erase(std::next(it).base());
+        break;
+      }
+    }
+    return found;  // the erased entry's strings are freed under the mutex: short, no I/O
+  }
+
+  void put(const PreparedPolicy& policy, std::string_view digest, std::string encoded_args,
+           std::unique_ptr<DistributedLock> lock) noexcept {
+    std::unique_ptr<DistributedLock> evicted;  // destroyed after the mutex is released
+    try {
+      const std::lock_guard guard(mutex_);
+      if (entries_.size() >= kCapacity) {
+        evicted = std::move(entries_.front().lock);
+        entries_.erase(entries_.begin());
+      }
+      Entry entry;
+      entry.policy_id = policy.id;
+      entry.digest.assign(digest.begin(), digest.end());
+      entry.encoded_args = std::move(encoded_args);
+      entry.lock = std::move(lock);
+      entries_.push_back(std::move(entry));
+    } catch (...) {
+      // Out of memory: the lock is simply not kept.
+    }
+  }
+
+ private:
+  // Enough for the hot keys of a process; more would only hold memory.
+  static constexpr std::size_t kCapacity = 16;
+
+  struct Entry {
+    std::uint64_t policy_id = 0;
+    IdentityDigest digest;
+    std::string encoded_args;
+    std::unique_ptr<DistributedLock> lock;
+  };
+
+  std::mutex mutex_;
+  std::vector<Entry> entries_;  // least recently filed first
+};
+
+Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_on_busy) {
   const LockerPolicy& policy = site.policy.policy;
-  std::unique_ptr<DistributedLock> lock = site.core.make_lock(std::move(key), site.policy.lock_options);
-  if (!lock) throw ConfigError("lockon: the RedisLocker's lock factory returned no lock");
+  std::unique_ptr<DistributedLock> lock = site.core.idle->take(site.policy, site.digest, encoded_args);
+  if (!lock) {
+    lock = site.core.make_lock(make_lock_key(policy.key_prefix, site.digest, encoded_args), site.policy.lock_options);
+    if (!lock) throw ConfigError("lockon: the RedisLocker's lock factory returned no lock");
+  }
 
   const Clock::time_point start = Clock::now();
   const bool bounded = policy.timeout.count() > 0;
@@ -96,26 +177,39 @@ Acquisition acquire(const CallSite& site, std::string key, bool throw_on_busy) {
       acquired = lock->try_lock_for(window);
     }
     if (policy.on_attempt) {
-      policy.on_attempt(AttemptEvent{site.function_name, lock->name(), attempt, acquired, elapsed_ms(start)});
+      try {
+        policy.on_attempt(AttemptEvent{site.function_name, lock->name(), attempt, acquired, elapsed_ms(start)});
+      } catch (...) {
+        // Not every backend releases in its destructor: never leak a held lock.
+        if (acquired) lock->unlock();
+        throw;
+      }
     }
-    if (acquired) return Acquisition{std::move(lock), attempt};
+    if (acquired) return Acquisition{std::move(lock), attempt, std::move(encoded_args)};
 
     // The deadline wins when both limits are reached by the same attempt.
-    if (bounded && Clock::now() >= deadline) {
-      if (!throw_on_busy) return Acquisition{nullptr, attempt};
-      throw AcquireTimeout(describe(site, lock->name()) + ": acquire lock timeout: still held by another owner after " +
-                               std::to_string(elapsed_ms(start).count()) + " ms (" + std::to_string(attempt) +
-                               (attempt == 1 ? " attempt)" : " attempts)"),
-                           lock->name());
-    }
-    if (policy.max_retry > 0 && attempt >= policy.max_retry) {
-      if (!throw_on_busy) return Acquisition{nullptr, attempt};
-      throw RetriesExhausted(describe(site, lock->name()) + ": acquire lock exceed max retry: held by another owner on all " +
-                                 std::to_string(attempt) + (attempt == 1 ? " attempt (" : " attempts (") +
-                                 std::to_string(elapsed_ms(start).count()) + " ms)",
-                             lock->name());
+    const bool timed_out = bounded && Clock::now() >= deadline;
+    if (timed_out || (policy.max_retry > 0 && attempt >= policy.max_retry)) {
+      const std::string key = lock->name();
+      const long long waited_ms = elapsed_ms(start).count();
+      site.core.idle->put(site.policy, site.digest, std::move(encoded_args), std::move(lock));
+      if (!throw_on_busy) return Acquisition{nullptr, attempt, {}};
+      const std::string attempts = std::to_string(attempt) + (attempt == 1 ? " attempt" : " attempts");
+      if (timed_out) {
+        throw AcquireTimeout(describe(site, key) + ": acquire lock timeout: still held by another owner after " +
+                                 std::to_string(waited_ms) + " ms (" + attempts + ")",
+                             key);
+      }
+      throw RetriesExhausted(describe(site, key) + ": acquire lock exceed max retry: held by another owner on all " +
+                                 attempts + " (" + std::to_string(waited_ms) + " ms)",
+                             key);
     }
   }
+}
+
+void recycle(const CallSite& site, Acquisition&& acquired) noexcept {
+  if (!acquired.lock || acquired.lock->held()) return;  // never file a held lock
+  site.core.idle->put(site.policy, site.digest, std::move(acquired.encoded_args), std::move(acquired.lock));
 }
 
 }  // namespace detail
@@ -156,8 +250,8 @@ namespace {
 
 std::shared_ptr<const detail::LockerCore> make_core(LockFactory make_lock, LockerPolicy policy) {
   if (!make_lock) throw ConfigError("lockon: RedisLocker needs a lock factory");
-  return std::make_shared<const detail::LockerCore>(
-      detail::LockerCore{std::move(make_lock), detail::PreparedPolicy::prepare(std::move(policy))});
+  return std::make_shared<const detail::LockerCore>(detail::LockerCore{
+      std::move(make_lock), detail::PreparedPolicy::prepare(std::move(policy)), std::make_shared<detail::IdleLocks>()});
 }
 
 LockFactory single_instance(Client client) {
