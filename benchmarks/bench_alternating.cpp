@@ -1,0 +1,116 @@
+// The uncontended cycle again, drift-proof: the raw floor and each lockon
+// variant run in alternating blocks of cycles inside one measurement, so a
+// machine that speeds up or slows down (shared virtual cores do, by 3x over
+// an hour here) affects every variant alike. Reports each variant's cycle
+// rate relative to the floor as counters (ratio_*).
+#include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
+
+#include <array>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "client_impl.hpp"
+#include "lockon/lockon.hpp"
+#include "script.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kBlock = 200;
+constexpr int kRounds = 40;
+constexpr const char* kCompareAndDelete =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+int noop(int, const std::string&, const std::string&) { return 0; }
+
+void BM_AlternatingCycles(benchmark::State& state) {
+  const std::string url = lockon::bench::server_url();
+  const auto options = lockon::ConnectionOptions::from_url(url);
+  std::unique_ptr<redisContext, decltype(&redisFree)> raw(redisConnect(options.host.c_str(), options.port), &redisFree);
+  if (!raw || raw->err) throw std::runtime_error("cannot connect to " + url);
+  auto* loaded = static_cast<redisReply*>(redisCommand(raw.get(), "SCRIPT LOAD %s", kCompareAndDelete));
+  const std::string sha(loaded->str, loaded->len);
+  freeReplyObject(loaded);
+  const std::string token = "0123456789abcdef0123456789abcdef";
+
+  const lockon::Client client(url);
+  static const lockon::detail::Script compare_and_delete(kCompareAndDelete);
+  lockon::Lock lock(client, "bench:alt:lock");
+  lockon::Lock fenced(client, "bench:alt:fenced", {.fencing = true});
+  const lockon::RedisLocker locker(client, {.key_prefix = "bench"});
+  const auto locked_noop = locker.lock_on<0, 1, 2>("bench::noop", &noop);
+  const std::string account = "account-42";
+  const std::string currency = "EUR";
+
+  struct Variant {
+    const char* name;
+    std::function<void()> cycle;
+    double seconds = 0;
+  };
+  std::vector<Variant> variants{
+      {"floor",
+       [&] {
+         freeReplyObject(redisCommand(raw.get(), "SET bench:alt:floor %s NX PX 30000", token.c_str()));
+         freeReplyObject(redisCommand(raw.get(), "EVALSHA %s 1 bench:alt:floor %s", sha.c_str(), token.c_str()));
+       }},
+      {"client_layer",
+       [&] {
+         const std::array<std::string_view, 6> set{"SET", "bench:alt:client", token, "NX", "PX", "30000"};
+         const std::array<std::string_view, 1> keys{"bench:alt:client"};
+         const std::array<std::string_view, 1> args{token};
+         auto connection = client.impl()->pool().borrow();
+         connection->command(set, "SET");
+         lockon::detail::eval(*connection, compare_and_delete, keys, args, "release");
+       }},
+      {"lock",
+       [&] {
+         if (!lock.try_lock()) throw std::runtime_error("lock busy");
+         lock.unlock();
+       }},
+      {"lock_fenced",
+       [&] {
+         if (!fenced.try_lock()) throw std::runtime_error("fenced lock busy");
+         fenced.unlock();
+       }},
+      {"lock_on", [&] { benchmark::DoNotOptimize(locked_noop(7, account, currency)); }},
+  };
+  for (auto _ : state) {
+    for (auto& v : variants) v.seconds = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      for (auto& v : variants) {
+        const auto start = Clock::now();
+        for (int i = 0; i < kBlock; ++i) v.cycle();
+        v.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      }
+    }
+  }
+  const double floor_seconds = variants.front().seconds;
+  for (const auto& v : variants) {
+    state.counters[std::string("us_per_cycle_") + v.name] = 1e6 * v.seconds / (kRounds * kBlock);
+    state.counters[std::string("ratio_") + v.name] = floor_seconds / v.seconds;  // cycles/s relative to the floor
+  }
+}
+
+BENCHMARK(BM_AlternatingCycles)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
+
+const bool registered = [] {
+  using lockon::bench::register_ratio;
+  const std::string subject = "BM_AlternatingCycles";
+  register_ratio({.label = "alternating blocks: client layer / raw floor (cycles/s)", .subject = subject,
+                  .metric = "ratio_client_layer", .target = 0.95});
+  register_ratio({.label = "alternating blocks: Lock / raw floor (cycles/s)", .subject = subject,
+                  .metric = "ratio_lock", .target = 0.95});
+  register_ratio({.label = "alternating blocks: Lock with fencing / raw floor (cycles/s)", .subject = subject,
+                  .metric = "ratio_lock_fenced", .target = 0.90});
+  register_ratio({.label = "alternating blocks: lock_on (3 args) / raw floor (cycles/s)", .subject = subject,
+                  .metric = "ratio_lock_on", .target = 0.95});
+  return true;
+}();
+
+}  // namespace
