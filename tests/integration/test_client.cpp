@@ -28,9 +28,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-long long elapsed_ms(Clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
-}
 
 /// A field of INFO (e.g. "total_connections_received"), or -1.
 long long info_field(RawConnection& raw, const std::string& section, const std::string& field) {
@@ -357,7 +354,7 @@ TEST_F(ClientPool, ExhaustedPoolTimesOutAfterItsWaitTimeout) {
     auto third = pool.borrow();
     FAIL() << "borrowed a third connection from a pool of 2";
   } catch (const PoolTimeoutError& error) {
-    const auto waited = elapsed_ms(started);
+    const auto waited = ms_since(started);
     EXPECT_GE(waited, 95) << "gave up early";
     EXPECT_LT(waited, 600) << "waited far beyond wait_timeout";
     EXPECT_NE(std::string(error.what()).find(client.endpoint()), std::string::npos) << error.what();
@@ -374,7 +371,7 @@ TEST_F(ClientPool, ZeroWaitTimeoutFailsAtOnce) {
     only->ensure_connected();
     const auto started = Clock::now();
     EXPECT_THROW(pool.borrow(), PoolTimeoutError);
-    EXPECT_LT(elapsed_ms(started), 50);
+    EXPECT_LT(ms_since(started), 50);
   }
   EXPECT_NO_THROW(client.ping());  // returned: available again
 }
@@ -393,7 +390,7 @@ TEST_F(ClientPool, WaitingBorrowerGetsALeaseReturnedByAnotherThread) {
   const auto started = Clock::now();
   std::optional<detail::Pool::Lease> got;
   EXPECT_NO_THROW(got.emplace(pool.borrow()));
-  const auto waited = elapsed_ms(started);
+  const auto waited = ms_since(started);
   releaser.join();
   ASSERT_TRUE(got.has_value());
   EXPECT_GE(waited, 80);
@@ -428,7 +425,7 @@ TEST_F(ClientPool, EightThreadsShareFourConnectionsAndLoseNoIncrement) {
     });
   }
   for (auto& thread : threads) thread.join();
-  std::cout << "8 x 500 INCR through a pool of 4: " << elapsed_ms(started) << " ms\n";
+  std::cout << "8 x 500 INCR through a pool of 4: " << ms_since(started) << " ms\n";
 
   EXPECT_EQ(failures.load(), 0);
   EXPECT_TRUE(observer.command({"GET", counter}).is(std::to_string(kThreads * kIncrements)));
@@ -480,7 +477,7 @@ TEST(ClientConfig, InvalidOptionsThrowConfigErrorWithoutIo) {
   // Valid options do not connect either: construction is free.
   const Client lazy(options);
   EXPECT_EQ(lazy.endpoint(), "127.0.0.1:" + std::to_string(server.port()));
-  EXPECT_LT(elapsed_ms(started), 500) << "something waited on the paused server";
+  EXPECT_LT(ms_since(started), 500) << "something waited on the paused server";
 
   server.resume();
   EXPECT_EQ(info_field(observer, "stats", "total_connections_received"), opened_before)

@@ -34,9 +34,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-long long elapsed_ms(Clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
-}
 
 std::string port_of(const RedisServer& server) { return std::to_string(server.port()); }
 
@@ -66,7 +63,7 @@ TEST_F(ClientTimeouts, CommandOutlivingTheSocketTimeoutIsTimeoutErrorThenClientR
   const auto started = Clock::now();
   const std::string message =
       expect_throw<TimeoutError>([&] { client.command({"DEBUG", "SLEEP", "1"}); }, "DEBUG SLEEP 1");
-  const auto waited = elapsed_ms(started);
+  const auto waited = ms_since(started);
   EXPECT_GE(waited, 90) << "gave up before the socket timeout";
   EXPECT_LT(waited, 600) << "the 100 ms socket timeout did not bound the command";
   EXPECT_NE(message.find("DEBUG on 127.0.0.1:" + port_of(server())), std::string::npos) << message;
@@ -89,7 +86,7 @@ TEST(ClientTimeoutsOwnServer, PausedServerTimesOutWithinBoundsAndResumeRestoresS
   for (int attempt = 0; attempt < 2; ++attempt) {  // a broken and then a fresh connection
     const auto started = Clock::now();
     const std::string message = expect_throw<TimeoutError>([&] { client.ping(); }, "PING while paused");
-    const auto waited = elapsed_ms(started);
+    const auto waited = ms_since(started);
     EXPECT_GE(waited, 90) << "attempt " << attempt;
     EXPECT_LT(waited, 600) << "attempt " << attempt;
     EXPECT_NE(message.find("127.0.0.1:" + port_of(server)), std::string::npos) << message;
@@ -108,7 +105,7 @@ TEST(ClientTimeoutsOwnServer, HandshakeOnAPausedServerIsBoundedBySocketTimeout) 
   const Client client(server.url() + "?socket_timeout=100ms&connect_timeout=100ms");
   const auto started = Clock::now();
   const std::string message = expect_throw<TimeoutError>([&] { client.ping(); }, "first PING");
-  EXPECT_LT(elapsed_ms(started), 600);
+  EXPECT_LT(ms_since(started), 600);
   EXPECT_NE(message.find("AUTH"), std::string::npos) << message;
   EXPECT_EQ(message.find("pw@"), std::string::npos) << message;
   server.resume();
@@ -125,7 +122,7 @@ TEST(ClientTimeoutsOwnServer, RequestLargerThanTheSocketBuffersToAPausedServerTi
   const std::string huge(32u << 20, 'x');
   const auto started = Clock::now();
   const std::string message = expect_throw<TimeoutError>([&] { client.command({"SET", "k", huge}); }, "SET 32 MB");
-  const auto waited = elapsed_ms(started);
+  const auto waited = ms_since(started);
   std::cout << "32 MB SET to a paused server gave up after " << waited << " ms\n";
   EXPECT_GE(waited, 90);
   EXPECT_LT(waited, 1500);
@@ -176,7 +173,7 @@ TEST(ClientTimeoutsOwnServer, ConnectTimeoutBoundsAConnectThatGetsNoAnswer) {
   const auto started = Clock::now();
   // Nothing was sent: ConnectError (the "nothing reached the server" kind).
   const std::string message = expect_throw<ConnectError>([&] { client.ping(); }, "PING");
-  const auto waited = elapsed_ms(started);
+  const auto waited = ms_since(started);
   EXPECT_GE(waited, 140);
   EXPECT_LT(waited, 700);
   EXPECT_NE(message.find(endpoint), std::string::npos) << message;
@@ -194,7 +191,7 @@ TEST(ClientServerLoss, RefusedConnectionIsAQuickConnectErrorNamingEndpointAndOpe
   const Client client(url);
   const auto started = Clock::now();
   const std::string message = expect_throw<ConnectError>([&] { client.command({"GET", "k"}); }, "GET");
-  EXPECT_LT(elapsed_ms(started), 500);
+  EXPECT_LT(ms_since(started), 500);
   EXPECT_NE(message.find(endpoint), std::string::npos) << message;
   EXPECT_NE(message.find("connect"), std::string::npos) << message;
   EXPECT_NE(message.find("refused"), std::string::npos) << message;
@@ -219,11 +216,11 @@ TEST(ClientServerLoss, ServerKilledMidSessionFailsTheNextCommandThenRestartRecov
     EXPECT_TRUE(expected_kind) << error.what();
     EXPECT_NE(std::string(error.what()).find("127.0.0.1:" + port_of(server)), std::string::npos) << error.what();
   }
-  EXPECT_LT(elapsed_ms(started), 500);
+  EXPECT_LT(ms_since(started), 500);
   // Down: reconnecting is refused, quickly.
   started = Clock::now();
   EXPECT_THROW(client.ping(), ConnectError);
-  EXPECT_LT(elapsed_ms(started), 500);
+  EXPECT_LT(ms_since(started), 500);
 
   server.restart();  // same port, empty
   EXPECT_NO_THROW(client.ping());
@@ -339,7 +336,7 @@ TEST(ClientFanOut, PausedNodeTimesOutAfterOnePerNodeTimeoutOthersAnswer) {
   auto targets = nodes.targets({"PING"});
   const auto started = Clock::now();
   const auto results = detail::fan_out(targets, kTimeout, "PING");
-  const auto waited = elapsed_ms(started);
+  const auto waited = ms_since(started);
   ASSERT_EQ(results.size(), 3u);
   EXPECT_TRUE(is_status(results[0], "PONG"));
   EXPECT_TRUE(is_status(results[2], "PONG"));
@@ -354,7 +351,7 @@ TEST(ClientFanOut, PausedNodeTimesOutAfterOnePerNodeTimeoutOthersAnswer) {
   auto again = nodes.targets({"PING"});
   const auto started2 = Clock::now();
   const auto results2 = detail::fan_out(again, kTimeout, "PING");
-  const auto waited2 = elapsed_ms(started2);
+  const auto waited2 = ms_since(started2);
   error_of<TimeoutError>(results2[0]);
   error_of<TimeoutError>(results2[1]);
   EXPECT_TRUE(is_status(results2[2], "PONG"));
@@ -375,7 +372,7 @@ TEST(ClientFanOut, ThreeSlowNodesCostOneSlowRoundTripNotThree) {
   auto targets = nodes.targets({"DEBUG", "SLEEP", "0.1"});
   const auto started = Clock::now();
   const auto results = detail::fan_out(targets, 2000ms, "DEBUG SLEEP");
-  const auto waited = elapsed_ms(started);
+  const auto waited = ms_since(started);
   std::cout << "3 x DEBUG SLEEP 0.1 fanned out: " << waited << " ms\n";
   for (const auto& result : results) EXPECT_TRUE(is_status(result, "OK"));
   EXPECT_GE(waited, 95);
@@ -395,7 +392,7 @@ TEST(ClientFanOut, DeadNodeFailsAtConnectWithoutDelayingTheOthers) {
   auto targets = nodes.targets({"PING"});
   const auto started = Clock::now();
   const auto results = detail::fan_out(targets, 500ms, "PING");
-  EXPECT_LT(elapsed_ms(started), 400);
+  EXPECT_LT(ms_since(started), 400);
   const std::string message = error_of<ConnectError>(results[0]);
   EXPECT_NE(message.find(dead), std::string::npos) << message;
   EXPECT_TRUE(is_status(results[1], "PONG"));

@@ -25,19 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-long long ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
 
-template <class F>
-bool eventually(std::chrono::milliseconds timeout, F condition) {
-  const auto deadline = Clock::now() + timeout;
-  while (!condition()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 // "calls=N" of one command in INFO commandstats (0 if never called).
 long long command_calls(const RedisServer& server, const std::string& command) {
