@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -13,6 +14,17 @@
 #include "lockon/lock.hpp"
 
 namespace lockon::detail {
+
+/// `from + delta`, saturating at time_point::max(): steady_clock counts
+/// nanoseconds (about ±292 years), less than a 2^47 ms ttl, a max_hold or a
+/// poll interval may span, and wrapping into the past makes waits and
+/// renewals spin.
+inline std::chrono::steady_clock::time_point add_saturating(std::chrono::steady_clock::time_point from,
+                                                            std::chrono::milliseconds delta) {
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::time_point::max() - from);
+  return delta >= room ? std::chrono::steady_clock::time_point::max() : from + delta;
+}
 
 /// The loss signal of one acquisition: a flag, a stop_source and the user
 /// callback, fired at most once whoever notices first (watchdog or unlock).

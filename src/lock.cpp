@@ -24,18 +24,6 @@ namespace lockon {
 using detail::ReplyPtr;
 using Clock = DistributedLock::Clock;
 
-namespace {
-
-// steady_clock counts nanoseconds (about ±292 years), less than a 2^47 ms
-// ttl, a max_hold or a poll interval may span: saturate rather than wrap into
-// the past (which made waits and renewals spin and ended max_hold at once).
-Clock::time_point add_saturating(Clock::time_point from, std::chrono::milliseconds delta) {
-  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - from);
-  return delta >= room ? Clock::time_point::max() : from + delta;
-}
-
-}  // namespace
-
 class Lock::Impl {
  public:
   Impl(Client client, State& state)
@@ -160,14 +148,14 @@ class Lock::Impl {
     connection->append(exec);
     for (int queued = 0; queued < 3; ++queued) {
       const ReplyPtr reply = connection->read_reply("acquire lock");
-      detail::check_reply(*reply, client_.endpoint(), "acquire lock");
+      detail::check_reply(*reply, client_.impl()->endpoint(), "acquire lock");
     }
     const ReplyPtr reply = connection->read_reply("acquire lock");
-    detail::check_reply(*reply, client_.endpoint(), "acquire lock");
+    detail::check_reply(*reply, client_.impl()->endpoint(), "acquire lock");
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
-      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected EXEC reply");
-    detail::check_reply(*reply->element[0], client_.endpoint(), "acquire lock");
-    detail::check_reply(*reply->element[1], client_.endpoint(), "acquire lock (fence counter)");
+      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.impl()->endpoint() + ": unexpected EXEC reply");
+    detail::check_reply(*reply->element[0], client_.impl()->endpoint(), "acquire lock");
+    detail::check_reply(*reply->element[1], client_.impl()->endpoint(), "acquire lock (fence counter)");
     result.acquired = reply->element[0]->type == REDIS_REPLY_NIL;
     if (result.acquired) result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
     return result;
@@ -182,7 +170,7 @@ class Lock::Impl {
     const ReplyPtr reply = run(detail::scripts::wait_attempt(), keys, args, "acquire lock");
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER)
-      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
+      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.impl()->endpoint() + ": unexpected script reply");
     result.acquired = reply->element[0]->integer == 1;
     if (result.acquired) result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
     else result.pttl = reply->element[1]->integer;
@@ -201,17 +189,17 @@ class Lock::Impl {
     auto watch = subscriber.watch(waiter_id);
     // Subscribed before queueing: a hand-over can't precede our ability to
     // hear about it. Bounded, so a dead subscriber only costs polling.
-    watch.wait_subscribed(std::min(deadline, add_saturating(Clock::now(), poll)));
+    watch.wait_subscribed(std::min(deadline, detail::add_saturating(Clock::now(), poll)));
     try {
       Attempt last = wait_attempt(entry, true);
       while (true) {
         if (last.acquired) return on_acquired(last);
         const auto now = Clock::now();
         if (now >= deadline) return give_up(entry, watch, last.sent_at);
-        auto wake_at = std::min(deadline, add_saturating(now, poll));
+        auto wake_at = std::min(deadline, detail::add_saturating(now, poll));
         // A holder that crashed releases nothing: look again when its lease ends.
         if (last.pttl >= 0)
-          wake_at = std::min(wake_at, add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
+          wake_at = std::min(wake_at, detail::add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
         if (watch.slot().wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
           // The release set the key to our token before publishing.
           Attempt handed;
@@ -268,9 +256,9 @@ class Lock::Impl {
       entry->client = client_.impl();
       entry->token = token_;
       const auto now = Clock::now();
-      entry->next_due = add_saturating(now, std::max(state_.options.ttl / 3, std::chrono::milliseconds(1)));
-      entry->lease_expires = add_saturating(attempt.sent_at, state_.options.ttl);
-      if (state_.options.max_hold.count() > 0) entry->hold_deadline = add_saturating(now, state_.options.max_hold);
+      entry->next_due = detail::add_saturating(now, std::max(state_.options.ttl / 3, std::chrono::milliseconds(1)));
+      entry->lease_expires = detail::add_saturating(attempt.sent_at, state_.options.ttl);
+      if (state_.options.max_hold.count() > 0) entry->hold_deadline = detail::add_saturating(now, state_.options.max_hold);
       renewal_ = entry;
       detail::Watchdog::instance().add(std::move(entry));
     }
@@ -294,14 +282,14 @@ class Lock::Impl {
                std::span<const std::string_view> args, std::string_view operation) {
     auto connection = client_.impl()->pool().borrow();
     ReplyPtr reply = detail::eval(*connection, script, keys, args, operation);
-    detail::check_reply(*reply, client_.endpoint(), operation);
+    detail::check_reply(*reply, client_.impl()->endpoint(), operation);
     return reply;
   }
 
   ReplyPtr command(std::span<const std::string_view> args, std::string_view operation) {
     auto connection = client_.impl()->pool().borrow();
     ReplyPtr reply = connection->command(args, operation);
-    detail::check_reply(*reply, client_.endpoint(), operation);
+    detail::check_reply(*reply, client_.impl()->endpoint(), operation);
     return reply;
   }
 

@@ -80,13 +80,6 @@ Subscriber::~Subscriber() {
   ::close(event_fd_);
 }
 
-std::string Subscriber::channel() const { return wake_channel(id_); }
-
-bool Subscriber::subscribed() const {
-  std::lock_guard lock(mutex_);
-  return state_ == SubState::subscribed;
-}
-
 Subscriber::Watch Subscriber::watch(const std::string& id) {
   auto slot = std::make_shared<Slot>();
   bool first = false;

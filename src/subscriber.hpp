@@ -73,12 +73,6 @@ class Subscriber {
 
   /// Random id naming this subscriber's channel (queue entries carry it).
   const std::string& id() const noexcept { return id_; }
-  /// The channel this subscriber listens on.
-  std::string channel() const;
-
-  /// Whether the subscription is confirmed right now (tests, diagnostics).
-  bool subscribed() const;
-
  private:
   enum class SubState { none, subscribing, subscribed, unsubscribing };
 

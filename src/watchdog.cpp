@@ -21,12 +21,6 @@ std::chrono::milliseconds renew_interval(const RenewalEntry& entry) {
   return std::max(entry.ttl / 3, std::chrono::milliseconds(1));
 }
 
-// Nanosecond time points overflow long before a 2^47 ms ttl: saturate
-// instead of wrapping into the past (which renewed such a lease in a loop).
-Clock::time_point add_saturating(Clock::time_point from, std::chrono::milliseconds delta) {
-  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - from);
-  return delta >= room ? Clock::time_point::max() : from + delta;
-}
 
 // Applies a renewal outcome to an entry whose mutex the caller holds.
 void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at) {
