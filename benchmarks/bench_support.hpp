@@ -31,6 +31,9 @@ struct RatioSpec {
   std::string baseline_metric{};
   /// Multiplies the baseline's value first (e.g. "p50 <= 4 x cycle time").
   double baseline_scale = 1.0;
+  /// Printed for context, without a target (e.g. the same check under a
+  /// condition that measures the machine rather than the library).
+  bool informational = false;
 };
 
 /// Registers a ratio to report (call at static-initialization time).

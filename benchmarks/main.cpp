@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
     const double value = subject->get(spec.metric);
     const std::string& baseline_metric = spec.baseline_metric.empty() ? spec.metric : spec.baseline_metric;
     const double measured = baseline ? value / (baseline->get(baseline_metric) * spec.baseline_scale) : value;
+    if (spec.informational) {
+      std::printf("  %-64s %10.3f%s (reported, no target)\n", spec.label.c_str(), measured, baseline ? "x" : " ");
+      continue;
+    }
     const bool ok = spec.higher_is_better ? measured >= spec.target : measured <= spec.target;
     failures += ok ? 0 : 1;
     std::printf("  %-64s %10.3f%s (target %s %.2f%s) %s\n", spec.label.c_str(), measured, baseline ? "x" : " ",

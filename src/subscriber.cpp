@@ -82,25 +82,25 @@ Subscriber::~Subscriber() {
 
 Subscriber::Watch Subscriber::watch(const std::string& id) {
   auto slot = std::make_shared<Slot>();
-  bool first = false;
+  bool needs_thread = false;
   {
     std::lock_guard lock(mutex_);
-    first = waiters_.empty();
+    // Still subscribed (lingering, or others wait): nothing for the thread
+    // to do, and waking it would cost the waiter a context switch.
+    needs_thread = !(connected_ && (state_ == SubState::subscribed || state_ == SubState::subscribing));
     waiters_[id] = slot;
   }
-  if (first) poke();
+  if (needs_thread) poke();
   return Watch(this, id, std::move(slot));
 }
 
+// No poke: the thread notices the idle subscription on its own (its poll
+// times out at least every kIdlePollMs) and unsubscribes after the linger.
+// Waking it here would put a context switch on every acquisition's path.
 void Subscriber::unwatch(const std::string& id) noexcept {
-  bool last = false;
-  {
-    std::lock_guard lock(mutex_);
-    waiters_.erase(id);
-    last = waiters_.empty();
-    if (last) idle_since_ = Clock::now();
-  }
-  if (last) poke();
+  std::lock_guard lock(mutex_);
+  waiters_.erase(id);
+  if (waiters_.empty()) idle_since_ = Clock::now();
 }
 
 void Subscriber::poke() noexcept {
