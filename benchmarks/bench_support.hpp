@@ -2,6 +2,7 @@
 // which case is the baseline of which ratio.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -14,6 +15,10 @@ const std::string& server_url();
 /// URLs of `n` distinct servers (started on demand by main's registry; with
 /// --redis-url only n == 1 is available). Throws std::runtime_error otherwise.
 std::vector<std::string> server_urls(std::size_t n);
+
+/// URLs of the same `n` servers reached through DelayProxy relays that hold
+/// each direction's bytes for `one_way` (started once per server and delay).
+std::vector<std::string> delayed_server_urls(std::size_t n, std::chrono::microseconds one_way);
 
 /// A check printed after the run: the median `metric` of `subject` divided
 /// by that of `baseline` (or the value itself when `baseline` is empty),

@@ -1,8 +1,11 @@
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 
 #include "bench_support.hpp"
+#include "delay_proxy.hpp"
+#include "lockon/options.hpp"
 #include "support/redis_server.hpp"
 
 namespace lockon::bench {
@@ -12,6 +15,10 @@ struct Servers {
   std::mutex mutex;
   std::string external_url;
   std::vector<std::unique_ptr<test::RedisServer>> started;
+  // One relay thread per delay; (server index, delay in us) -> its port.
+  // Destroyed before the servers.
+  std::map<long long, std::unique_ptr<DelayProxy>> proxies;
+  std::map<std::pair<std::size_t, long long>, int> relay_ports;
 };
 
 Servers& servers() {
@@ -30,6 +37,8 @@ void set_external_url(std::string url) { servers().external_url = std::move(url)
 
 void stop_servers() {
   std::lock_guard lock(servers().mutex);
+  servers().relay_ports.clear();
+  servers().proxies.clear();
   servers().started.clear();
 }
 
@@ -48,6 +57,24 @@ std::vector<std::string> server_urls(std::size_t n) {
   while (s.started.size() < n) s.started.push_back(std::make_unique<test::RedisServer>());
   std::vector<std::string> urls;
   for (std::size_t i = 0; i < n; ++i) urls.push_back(s.started[i]->url());
+  return urls;
+}
+
+std::vector<std::string> delayed_server_urls(std::size_t n, std::chrono::microseconds one_way) {
+  const std::vector<std::string> direct = server_urls(n);
+  Servers& s = servers();
+  std::lock_guard lock(s.mutex);
+  std::vector<std::string> urls;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& proxy = s.proxies[one_way.count()];
+    if (!proxy) proxy = std::make_unique<DelayProxy>(one_way);
+    int& port = s.relay_ports[{i, one_way.count()}];
+    if (port == 0) {
+      const auto options = ConnectionOptions::from_url(direct[i]);
+      port = proxy->relay_to(options.host, options.port);
+    }
+    urls.push_back("redis://127.0.0.1:" + std::to_string(port));
+  }
   return urls;
 }
 
