@@ -28,6 +28,7 @@ constexpr const char* kCompareAndDelete =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
 int noop(int, const std::string&, const std::string&) { return 0; }
+inline constexpr auto decorated_noop = lockon::decorate<"bench::alt_decorated_noop", 0, 1, 2>(&noop);
 
 void BM_AlternatingCycles(benchmark::State& state) {
   const std::string url = lockon::bench::server_url();
@@ -79,7 +80,9 @@ void BM_AlternatingCycles(benchmark::State& state) {
          fenced.unlock();
        }},
       {"lock_on", [&] { benchmark::DoNotOptimize(locked_noop(7, account, currency)); }},
+      {"decorated", [&] { benchmark::DoNotOptimize(decorated_noop(7, account, currency)); }},
   };
+  lockon::set_default_locker(lockon::RedisLocker(client, {.key_prefix = "bench"}));
   for (auto _ : state) {
     for (auto& v : variants) v.seconds = 0;
     for (int round = 0; round < kRounds; ++round) {
@@ -90,6 +93,7 @@ void BM_AlternatingCycles(benchmark::State& state) {
       }
     }
   }
+  lockon::reset_default_locker();
   const double floor_seconds = variants.front().seconds;
   for (const auto& v : variants) {
     state.counters[std::string("us_per_cycle_") + v.name] = 1e6 * v.seconds / (kRounds * kBlock);
@@ -110,6 +114,8 @@ const bool registered = [] {
                   .metric = "ratio_lock_fenced", .target = 0.90});
   register_ratio({.label = "alternating blocks: lock_on (3 args) / raw floor (cycles/s)", .subject = subject,
                   .metric = "ratio_lock_on", .target = 0.95});
+  register_ratio({.label = "alternating blocks: decorated lock_on / raw floor (cycles/s)", .subject = subject,
+                  .metric = "ratio_decorated", .target = 0.95});
   return true;
 }();
 

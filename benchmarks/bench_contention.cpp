@@ -226,13 +226,36 @@ struct ContentionResult {
   }
 };
 
-// Runs `threads` contenders for `duration` (timed from the moment all are
-// connected). `Contender` is constructed per thread with (url, key) and
-// offers acquire() / release().
+// One contender and its data connection, kept across blocks so that every
+// block measures warm connections (and lockon's subscription stays up, as
+// it does in a process that contends repeatedly).
 template <class Contender>
-ContentionResult run_contention(int threads, const std::string& tag, Clock::duration duration) {
+struct Seat {
+  Seat(const std::string& url, const std::string& key) : contender(url, key), data(url) {}
+  Contender contender;
+  Raw data;
+};
+
+template <class Contender>
+using Seats = std::vector<std::unique_ptr<Seat<Contender>>>;
+
+template <class Contender>
+Seats<Contender> make_seats(int threads, const std::string& key) {
+  Seats<Contender> seats;
+  for (int t = 0; t < threads; ++t)
+    seats.push_back(std::make_unique<Seat<Contender>>(lockon::bench::server_url(), key));
+  return seats;
+}
+
+std::string contended_key(const std::string& tag) { return "bench:contended:" + tag; }
+
+// Runs one thread per seat for `duration`. `Contender` offers acquire() and
+// release().
+template <class Contender>
+ContentionResult run_contention(Seats<Contender>& seats, const std::string& tag, Clock::duration duration) {
+  const int threads = static_cast<int>(seats.size());
   const std::string url = lockon::bench::server_url();
-  const std::string key = "bench:contended:" + tag;
+  const std::string key = contended_key(tag);
   const std::string counter = key + ":counter";
   Raw admin(url);
   admin.run({"DEL", key, counter});
@@ -245,8 +268,8 @@ ContentionResult run_contention(int threads, const std::string& tag, Clock::dura
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      Contender contender(url, key);
-      Raw data(url);
+      Contender& contender = seats[static_cast<std::size_t>(t)]->contender;
+      Raw& data = seats[static_cast<std::size_t>(t)]->data;
       ++ready;
       while (!go) std::this_thread::yield();
       while (!stop) {
@@ -342,9 +365,11 @@ void BM_Contention(benchmark::State& state) {
   for (auto _ : state) {
     raw = {};
     lockon = {};
+    auto raw_seats = make_seats<RawSpinContender>(threads, contended_key("raw"));
+    auto lockon_seats = make_seats<LockonContender>(threads, contended_key("lockon"));
     for (int block = 0; block < kContentionBlocks; ++block) {
-      raw.merge(run_contention<RawSpinContender>(threads, "raw", kContentionBlock));
-      lockon.merge(run_contention<LockonContender>(threads, "lockon", kContentionBlock));
+      raw.merge(run_contention(raw_seats, "raw", kContentionBlock));
+      lockon.merge(run_contention(lockon_seats, "lockon", kContentionBlock));
     }
   }
   report_contention(state, "raw_", raw);

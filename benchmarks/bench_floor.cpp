@@ -94,14 +94,18 @@ LOCKON_CYCLE_BENCH(BM_ClientLayerCycle);
 LOCKON_CYCLE_BENCH(BM_LockCycle);
 LOCKON_CYCLE_BENCH(BM_LockCycleFenced);
 
+// Measured one after another, these drift with the machine's speed (up to
+// 3x within an hour here); the checks with targets are the alternating-block
+// ones in bench_alternating.cpp. Reported for context.
 const bool registered = [] {
   using lockon::bench::register_ratio;
-  register_ratio({.label = "client layer cycle / raw floor (cycles/s)", .subject = "BM_ClientLayerCycle",
-                  .baseline = "BM_RawFloor", .metric = "items_per_second", .target = 0.95});
-  register_ratio({.label = "Lock cycle / raw floor (cycles/s)", .subject = "BM_LockCycle", .baseline = "BM_RawFloor",
-                  .metric = "items_per_second", .target = 0.95});
-  register_ratio({.label = "Lock cycle with fencing / raw floor (cycles/s)", .subject = "BM_LockCycleFenced",
-                  .baseline = "BM_RawFloor", .metric = "items_per_second", .target = 0.90});
+  register_ratio({.label = "separate runs: client layer cycle / raw floor (cycles/s)", .subject = "BM_ClientLayerCycle",
+                  .baseline = "BM_RawFloor", .metric = "items_per_second", .informational = true});
+  register_ratio({.label = "separate runs: Lock cycle / raw floor (cycles/s)", .subject = "BM_LockCycle",
+                  .baseline = "BM_RawFloor", .metric = "items_per_second", .informational = true});
+  register_ratio({.label = "separate runs: Lock cycle with fencing / raw floor (cycles/s)",
+                  .subject = "BM_LockCycleFenced", .baseline = "BM_RawFloor", .metric = "items_per_second",
+                  .informational = true});
   return true;
 }();
 

@@ -200,7 +200,7 @@ class Lock::Impl {
         // A holder that crashed releases nothing: look again when its lease ends.
         if (last.pttl >= 0)
           wake_at = std::min(wake_at, detail::add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
-        if (watch.slot().wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
+        if (watch.wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
           // The release set the key to our token before publishing.
           Attempt handed;
           handed.acquired = true;
@@ -219,7 +219,7 @@ class Lock::Impl {
   // Deadline passed. If a hand-over raced with it, take the lock after all
   // rather than bouncing it: we own it already.
   bool give_up(const std::string& entry, detail::Subscriber::Watch& watch, Clock::time_point last_sent_at) {
-    if (watch.slot().wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
+    if (watch.wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
       Attempt handed;
       handed.acquired = true;
       handed.fence = watch.slot().fence;

@@ -2,11 +2,14 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
+#include <ctime>
 #include <string_view>
 #include <system_error>
 
@@ -27,6 +30,24 @@ std::string_view element_text(const redisReply& reply, std::size_t i) {
   return {e->str, e->len};
 }
 
+void signal_fd(int fd) noexcept {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto written = ::write(fd, &one, sizeof one);
+}
+
+void drain_fd(int fd) noexcept {
+  std::uint64_t value = 0;
+  [[maybe_unused]] const auto got = ::read(fd, &value, sizeof value);
+}
+
+timespec timeout_until(std::chrono::steady_clock::time_point until) {
+  const auto left = until - std::chrono::steady_clock::now();
+  const auto ns = std::max<long long>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+  // Capped: the caller loops, and an hour is far beyond any wait interval.
+  const long long capped = std::min<long long>(ns, 3'600'000'000'000LL);
+  return {static_cast<time_t>(capped / 1'000'000'000), static_cast<long>(capped % 1'000'000'000)};
+}
+
 void nudge(Subscriber::Slot& slot) noexcept {
   {
     std::lock_guard lock(slot.mutex);
@@ -39,7 +60,7 @@ void nudge(Subscriber::Slot& slot) noexcept {
 
 Subscriber::Slot::Wake Subscriber::Slot::wait_until(Clock::time_point until) {
   std::unique_lock lock(mutex);
-  cv.wait_until(lock, until, [this] { return nudged || handed; });
+  cv.wait_until(lock, until, [this] { return nudged || handed || reevaluate; });
   if (handed) return Wake::handed;
   const bool was_nudged = nudged;
   nudged = false;
@@ -55,6 +76,32 @@ Subscriber::Watch::~Watch() {
   if (owner_ != nullptr) owner_->unwatch(id_);
 }
 
+Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until) {
+  Slot& slot = *slot_;
+  while (true) {
+    {
+      std::lock_guard lock(slot.mutex);
+      slot.reevaluate = false;
+      if (slot.handed) return Slot::Wake::handed;
+      if (slot.nudged) {
+        slot.nudged = false;
+        return Slot::Wake::nudged;
+      }
+    }
+    if (Clock::now() >= until) return Slot::Wake::timeout;
+    int fd = -1;
+    std::uint64_t generation = 0;
+    if (owner_->become_reader(slot, fd, generation)) {
+      owner_->read_directly(fd, generation, until);
+      continue;
+    }
+    const Slot::Wake wake = slot.wait_until(until);
+    if (wake != Slot::Wake::timeout) return wake;
+    // A timeout here may be a request to re-evaluate: loop (the top checks
+    // the clock).
+  }
+}
+
 bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
   std::unique_lock lock(owner_->mutex_);
   return owner_->confirmed_.wait_until(lock, until, [this] {
@@ -66,6 +113,12 @@ bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
 Subscriber::Subscriber(ConnectionOptions options) : id_(random_hex(8)), connection_(std::move(options)) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the lock subscriber");
+  reader_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (reader_fd_ < 0) {
+    const int error = errno;
+    ::close(event_fd_);
+    throw std::system_error(error, std::generic_category(), "eventfd for the lock subscriber");
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -75,9 +128,11 @@ Subscriber::~Subscriber() {
     stopping_ = true;
   }
   poke();
+  poke_reader();
   confirmed_.notify_all();
   if (thread_.joinable()) thread_.join();
   ::close(event_fd_);
+  ::close(reader_fd_);
 }
 
 Subscriber::Watch Subscriber::watch(const std::string& id) {
@@ -85,10 +140,16 @@ Subscriber::Watch Subscriber::watch(const std::string& id) {
   bool needs_thread = false;
   {
     std::lock_guard lock(mutex_);
-    // Still subscribed (lingering, or others wait): nothing for the thread
-    // to do, and waking it would cost the waiter a context switch.
-    needs_thread = !(connected_ && (state_ == SubState::subscribed || state_ == SubState::subscribing));
     waiters_[id] = slot;
+    // Wake the thread when it must (re)subscribe, when it must start
+    // reading for several waiters, or when it must stop reading because a
+    // lone waiter will read directly (two readers woken by every message
+    // would compete for the cores). In a process that contends repeatedly
+    // none of these holds: the subscription lingers and the thread already
+    // left the socket to the waiters.
+    const bool subscribed = connected_ && state_ == SubState::subscribed;
+    needs_thread = !(subscribed || (connected_ && state_ == SubState::subscribing)) ||
+                   (waiters_.size() > 1 && !thread_reads_) || (waiters_.size() == 1 && subscribed && thread_reads_);
   }
   if (needs_thread) poke();
   return Watch(this, id, std::move(slot));
@@ -97,43 +158,102 @@ Subscriber::Watch Subscriber::watch(const std::string& id) {
 // No poke: the thread notices the idle subscription on its own (its poll
 // times out at least every kIdlePollMs) and unsubscribes after the linger.
 // Waking it here would put a context switch on every acquisition's path.
+// The thread stops reading when one waiter is left; that waiter may be
+// asleep on its condition variable (it began waiting beside others), so it
+// is told to re-evaluate and read directly.
 void Subscriber::unwatch(const std::string& id) noexcept {
-  std::lock_guard lock(mutex_);
-  waiters_.erase(id);
-  if (waiters_.empty()) idle_since_ = Clock::now();
+  std::shared_ptr<Slot> lone;
+  {
+    std::lock_guard lock(mutex_);
+    waiters_.erase(id);
+    if (waiters_.empty()) idle_since_ = Clock::now();
+    if (waiters_.size() == 1 && direct_reader_ == nullptr) lone = waiters_.begin()->second;
+  }
+  if (lone) {
+    {
+      std::lock_guard slot_lock(lone->mutex);
+      lone->reevaluate = true;
+    }
+    lone->cv.notify_one();
+  }
 }
 
-void Subscriber::poke() noexcept {
-  const std::uint64_t one = 1;
-  [[maybe_unused]] const auto written = ::write(event_fd_, &one, sizeof one);
+void Subscriber::poke() noexcept { signal_fd(event_fd_); }
+
+void Subscriber::poke_reader() noexcept { signal_fd(reader_fd_); }
+
+// Only the process's single waiter, on a confirmed subscription: with more
+// waiters the thread reads, so nobody's wake-up depends on another waiter's
+// schedule.
+bool Subscriber::become_reader(const Slot& slot, int& fd, std::uint64_t& generation) {
+  std::lock_guard lock(mutex_);
+  if (stopping_ || !connected_ || state_ != SubState::subscribed || direct_reader_ != nullptr ||
+      waiters_.size() != 1)
+    return false;
+  direct_reader_ = &slot;
+  fd = connection_fd_;
+  generation = generation_;
+  return true;
+}
+
+void Subscriber::read_directly(int fd, std::uint64_t generation, Clock::time_point until) noexcept {
+  std::array<pollfd, 2> fds{};
+  fds[0] = {fd, POLLIN, 0};
+  fds[1] = {reader_fd_, POLLIN, 0};
+  const timespec timeout = timeout_until(until);
+  if (::ppoll(fds.data(), fds.size(), &timeout, nullptr) > 0) {
+    if (fds[1].revents & POLLIN) drain_fd(reader_fd_);
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) read_available(generation, true);
+  }
+  leave_reader();
+}
+
+void Subscriber::leave_reader() noexcept {
+  std::lock_guard lock(mutex_);
+  direct_reader_ = nullptr;
+  // Others who joined meanwhile poked the thread (watch()): it reads for them.
 }
 
 void Subscriber::run() {
   while (true) {
     bool wanted = false;
+    bool connected = false;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) break;
       wanted = !waiters_.empty();
+      connected = connected_;
     }
     int timeout_ms = kIdlePollMs;
-    if (!connected_ && wanted && !connect()) timeout_ms = kReconnectDelayMs;
-    if (connected_) timeout_ms = std::min(timeout_ms, sync_subscription());
+    if (!connected && wanted) {
+      connected = connect();
+      if (!connected) timeout_ms = kReconnectDelayMs;
+    }
+    if (connected) timeout_ms = std::min(timeout_ms, sync_subscription());
 
+    int fd = -1;
+    std::uint64_t generation = 0;
+    {
+      std::lock_guard lock(mutex_);
+      thread_reads_ = connected_ && !(waiters_.size() == 1 && state_ == SubState::subscribed);
+      if (thread_reads_) {
+        fd = connection_fd_;
+        generation = generation_;
+      }
+    }
     std::array<pollfd, 2> fds{};
     fds[0] = {event_fd_, POLLIN, 0};
-    fds[1] = {connected_ ? connection_.fd() : -1, POLLIN, 0};
+    fds[1] = {fd, POLLIN, 0};
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) continue;
-    if (fds[0].revents & POLLIN) {
-      std::uint64_t value = 0;
-      [[maybe_unused]] const auto got = ::read(event_fd_, &value, sizeof value);
-    }
-    if (connected_ && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) read_messages();
+    if (fds[0].revents & POLLIN) drain_fd(event_fd_);
+    if (fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) read_available(generation, false);
   }
+  std::lock_guard io(io_mutex_);
   drop_connection();
 }
 
 bool Subscriber::connect() {
+  std::lock_guard io(io_mutex_);
   try {
     connection_.mark_broken();  // always a fresh socket
     connection_.ensure_connected();
@@ -143,6 +263,8 @@ bool Subscriber::connect() {
   std::lock_guard lock(mutex_);
   connected_ = true;
   state_ = SubState::none;
+  connection_fd_ = connection_.fd();
+  ++generation_;
   return true;
 }
 
@@ -173,6 +295,7 @@ int Subscriber::sync_subscription() {
     }
   }
   if (command.empty()) return sleep_ms;
+  std::lock_guard io(io_mutex_);
   try {
     const std::array<std::string_view, 2> args{command, channel};
     connection_.append(args);
@@ -183,25 +306,44 @@ int Subscriber::sync_subscription() {
   return sleep_ms;
 }
 
-void Subscriber::read_messages() {
+void Subscriber::read_available(std::uint64_t generation, bool direct) noexcept {
+  const auto current = [&] {
+    std::lock_guard lock(mutex_);
+    return connected_ && generation_ == generation;
+  };
+  if (!current()) return;  // a stale reader must not wait for a reconnect
+  std::lock_guard io(io_mutex_);
+  if (!current()) return;
   redisContext* context = connection_.raw();
-  if (redisBufferRead(context) != REDIS_OK) {
-    drop_connection();
+  std::array<char, 16384> buffer{};
+  while (true) {
+    const auto got = ::recv(context->fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
+    if (got > 0) {
+      if (redisReaderFeed(context->reader, buffer.data(), static_cast<std::size_t>(got)) != REDIS_OK) {
+        drop_connection();
+        return;
+      }
+      if (static_cast<std::size_t>(got) < buffer.size()) break;
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // the other reader was first
+    drop_connection();  // EOF or error
     return;
   }
   while (true) {
     void* raw = nullptr;
-    if (redisGetReplyFromReader(context, &raw) != REDIS_OK) {
+    if (redisReaderGetReply(context->reader, &raw) != REDIS_OK) {
       drop_connection();
       return;
     }
     if (raw == nullptr) return;
     ReplyPtr reply(static_cast<redisReply*>(raw));
-    on_message(*reply);
+    on_message(*reply, direct);
   }
 }
 
-void Subscriber::on_message(const redisReply& reply) {
+void Subscriber::on_message(const redisReply& reply, bool direct) {
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 3) return;
   const std::string_view kind = element_text(reply, 0);
   std::lock_guard lock(mutex_);
@@ -224,6 +366,8 @@ void Subscriber::on_message(const redisReply& reply) {
       slot.fence = fence;
     }
     slot.cv.notify_one();
+    // Its owner polls the socket, not the condition variable.
+    if (!direct && &slot == direct_reader_) poke_reader();
   } else if (kind == "subscribe") {
     if (state_ == SubState::subscribing) state_ = SubState::subscribed;
     confirmed_.notify_all();
@@ -235,12 +379,18 @@ void Subscriber::on_message(const redisReply& reply) {
 
 void Subscriber::drop_connection() noexcept {
   connection_.mark_broken();
-  std::lock_guard lock(mutex_);
-  connected_ = false;
-  state_ = SubState::none;
-  // Nobody may sleep on a message that can no longer arrive.
-  for (auto& [id, slot] : waiters_) nudge(*slot);
-  confirmed_.notify_all();
+  {
+    std::lock_guard lock(mutex_);
+    connected_ = false;
+    state_ = SubState::none;
+    connection_fd_ = -1;
+    ++generation_;
+    // Nobody may sleep on a message that can no longer arrive.
+    for (auto& [id, slot] : waiters_) nudge(*slot);
+    confirmed_.notify_all();
+  }
+  poke_reader();
+  poke();  // reconnect (a no-op wake when the thread itself dropped it)
 }
 
 }  // namespace lockon::detail

@@ -10,6 +10,14 @@
 // does not pay SUBSCRIBE/UNSUBSCRIBE (and the confirmation's round trip) on
 // every acquisition. If the connection drops, every waiter is nudged: they
 // retry and poll until the subscription is back.
+//
+// Who reads the socket: normally this thread, which then wakes the waiter
+// it concerns. When a process has a single waiter on a live subscription,
+// that waiter reads the socket itself (the "direct reader") and sees its
+// hand-off without a second thread wake-up in between; every other message
+// it reads is dispatched as this thread would. Only one thread reads at a
+// time (io_mutex_), and reads never block (MSG_DONTWAIT), so a message the
+// other reader consumed first costs nothing but a look.
 #pragma once
 
 #include <chrono>
@@ -36,8 +44,10 @@ class Subscriber {
     std::condition_variable cv;
     bool nudged = false;
     bool handed = false;
+    bool reevaluate = false;  // became the only waiter: may read directly now
     std::uint64_t fence = 0;
-    /// Sleeps until handed the lock, nudged, or `until`. Clears the nudge.
+    /// Sleeps until handed the lock, nudged, asked to re-evaluate (reported
+    /// as timeout, with `reevaluate` left set), or `until`. Clears the nudge.
     Wake wait_until(Clock::time_point until);
   };
 
@@ -52,6 +62,9 @@ class Subscriber {
     /// false if not in time: the waiter then cannot be handed the lock by
     /// message and relies on its periodic attempts.
     bool wait_subscribed(Clock::time_point until) const;
+    /// Sleeps until handed the lock, nudged, or `until`; reads the socket
+    /// itself when it is the process's only waiter. Clears the nudge.
+    Slot::Wake wait_until(Clock::time_point until);
 
    private:
     friend class Subscriber;
@@ -80,15 +93,34 @@ class Subscriber {
   void run();
   bool connect();
   int sync_subscription();
-  void read_messages();
-  void on_message(const redisReply& reply);
+  // Reads what has arrived on connection `generation` and dispatches it.
+  // Never blocks. `direct` = called by the direct reader.
+  void read_available(std::uint64_t generation, bool direct) noexcept;
+  void on_message(const redisReply& reply, bool direct);
+  // Caller holds io_mutex_.
   void drop_connection() noexcept;
   void poke() noexcept;
+  void poke_reader() noexcept;
+  // Direct reading (see the header comment).
+  bool become_reader(const Slot& slot, int& fd, std::uint64_t& generation);
+  void read_directly(int fd, std::uint64_t generation, Clock::time_point until) noexcept;
+  void leave_reader() noexcept;
 
   const std::string id_;
+  // Serializes every use of connection_ (reads, writes, reconnects). Taken
+  // before mutex_, never while holding it.
+  std::mutex io_mutex_;
   Connection connection_;
-  int event_fd_ = -1;
+  int event_fd_ = -1;   // wakes this thread
+  int reader_fd_ = -1;  // wakes the direct reader
   mutable std::mutex mutex_;
+  const Slot* direct_reader_ = nullptr;
+  // Whether this thread polled the socket when it last looked. It leaves the
+  // socket to a lone waiter on a live subscription (who reads directly), so
+  // the two do not race for every message.
+  bool thread_reads_ = true;
+  int connection_fd_ = -1;           // socket of the live connection
+  std::uint64_t generation_ = 0;     // bumped by every (re)connect and drop
   std::condition_variable confirmed_;
   std::map<std::string, std::shared_ptr<Slot>> waiters_;
   std::string subscribed_channel_;  // what the server has (or is getting)
