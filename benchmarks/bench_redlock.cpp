@@ -16,6 +16,7 @@
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
 
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -93,20 +94,56 @@ const std::string kToken = "0123456789abcdef0123456789abcdef";
 
 // Both phases to all N nodes at once: write to every node, then read every
 // reply. What the machine can do at best.
+// One acquire + release on all nodes; false if a node did not answer OK.
+bool raw_parallel_cycle(std::vector<Context>& contexts, const std::string& sha) {
+  for (auto& c : contexts) append(c.get(), {"SET", "bench:raw-parallel", kToken, "NX", "PX", "30000"});
+  const bool acquired =
+      phase(contexts, [](const redisReply& r) { return r.type == REDIS_REPLY_STATUS; }) == contexts.size();
+  for (auto& c : contexts) append(c.get(), {"EVALSHA", sha, "1", "bench:raw-parallel", kToken});
+  const bool released = phase(contexts, [](const redisReply& r) {
+                          return r.type == REDIS_REPLY_INTEGER && r.integer == 1;
+                        }) == contexts.size();
+  return acquired && released;
+}
+
 void BM_RawParallelFloor(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
   std::string sha;
   std::vector<Context> contexts = connect_all(urls_for(state), sha);
-  const std::string& token = kToken;
-  for (auto _ : state) {
-    for (auto& c : contexts) append(c.get(), {"SET", "bench:raw-parallel", token, "NX", "PX", "30000"});
-    if (phase(contexts, [](const redisReply& r) { return r.type == REDIS_REPLY_STATUS; }) != n)
-      state.SkipWithError("raw acquire failed");
-    for (auto& c : contexts) append(c.get(), {"EVALSHA", sha, "1", "bench:raw-parallel", token});
-    if (phase(contexts, [](const redisReply& r) { return r.type == REDIS_REPLY_INTEGER && r.integer == 1; }) != n)
-      state.SkipWithError("raw release failed");
-  }
+  for (auto _ : state)
+    if (!raw_parallel_cycle(contexts, sha)) state.SkipWithError("raw cycle failed");
   state.SetItemsProcessed(state.iterations());
+}
+
+// Servers on this machine: the floor and Redlock in alternating blocks of
+// cycles inside one measurement (immune to the machine's speed drift).
+void BM_RedlockVsFloorAlternating(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<std::string> urls = lockon::bench::server_urls(n);
+  std::string sha;
+  std::vector<Context> contexts = connect_all(urls, sha);
+  lockon::Redlock lock(urls, "bench:redlock-alt");
+  constexpr int kBlocks = 20;
+  constexpr int kCycles = 100;
+  double floor_seconds = 0;
+  double redlock_seconds = 0;
+  for (auto _ : state) {
+    floor_seconds = 0;
+    redlock_seconds = 0;
+    for (int block = 0; block < kBlocks; ++block) {
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCycles; ++i)
+        if (!raw_parallel_cycle(contexts, sha)) state.SkipWithError("raw cycle failed");
+      floor_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      start = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCycles; ++i) {
+        if (!lock.try_lock()) state.SkipWithError("redlock unexpectedly busy");
+        lock.unlock();
+      }
+      redlock_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
+  state.counters["floor_us"] = 1e6 * floor_seconds / (kBlocks * kCycles);
+  state.counters["redlock_us"] = 1e6 * redlock_seconds / (kBlocks * kCycles);
 }
 
 // The same cycle, one node after another (what a sequential Redlock client
@@ -169,6 +206,8 @@ void nodes_and_delay(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_RawParallelFloor)->Apply(nodes_and_delay);
 BENCHMARK(BM_RawSequentialFloor)->Apply(nodes_and_delay);
+BENCHMARK(BM_RedlockVsFloorAlternating)->ArgName("nodes")->Arg(1)->Arg(3)->Arg(5)->Iterations(1)->Repetitions(3)
+    ->UseRealTime()->ReportAggregatesOnly(true);
 BENCHMARK(BM_RedlockCycle)->Apply(nodes_and_delay);
 BENCHMARK(BM_RedlockCycleNoRenew)->Apply(nodes_and_delay);
 BENCHMARK(BM_RedlockCycleFenced)->Apply(nodes_and_delay);
@@ -200,8 +239,10 @@ const bool registered = [] {
                               name("BM_RedlockCycle", 1, 0), true));
     register_ratio(time_ratio("  raw parallel floor N=" + ns + " / N=1, servers on this machine",
                               name("BM_RawParallelFloor", n, 0), name("BM_RawParallelFloor", 1, 0), true));
-    register_ratio(time_ratio("Redlock cycle / raw parallel floor, N=" + ns + ", servers on this machine",
-                              name("BM_RedlockCycle", n, 0), name("BM_RawParallelFloor", n, 0)));
+    const std::string alternating = "BM_RedlockVsFloorAlternating/nodes:" + ns;
+    register_ratio({.label = "Redlock cycle / raw parallel floor, N=" + ns + ", servers on this machine",
+                    .subject = alternating, .baseline = alternating, .metric = "redlock_us", .target = 1.3,
+                    .higher_is_better = false, .baseline_metric = "floor_us"});
   }
   register_ratio(time_ratio("Redlock N=1 / single-instance Lock, 0.5 ms network", name("BM_RedlockCycle", 1, 250),
                             name("BM_SingleLockCycle", 1, 250), true));

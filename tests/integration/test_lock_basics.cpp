@@ -1,7 +1,7 @@
 // integration/test_lock_basics.cpp — lockon::Lock against a real server: the
 // C++ port of redis-py's tests/test_lock.py: token, locked/owned, timeouts,
 // blocking timeout, guards (LockGuard and the std:: adapters),
-// release/unlock/extend/reacquire and their errors. Wire compatibility,
+// release/unlock and their errors (extend/reacquire: test_lock_extend.cpp). Wire compatibility,
 // WRONGTYPE keys, bad input and server failures are in test_lock_renewal.cpp.
 #include <algorithm>
 #include <cctype>
@@ -409,114 +409,6 @@ TEST_F(LockBasics, UnlockOfALostLeaseIsNoexceptAndRecordsTheError) {
   EXPECT_FALSE(exists(name));
   const std::lock_guard guard(mutex);
   EXPECT_EQ(events.size(), 1u);
-}
-
-// ------------------------------------------------------ extend / reacquire
-
-TEST_F(LockBasics, ExtendAddsToTheRemainingTtl) {
-  const std::string name = key("lock");
-  Lock lock(client(), name, {.ttl = 10s, .auto_renew = false});
-  ASSERT_TRUE(lock.try_lock());
-  lock.extend(10s);
-  EXPECT_GT(pttl(name), 19000);
-  EXPECT_LE(pttl(name), 20000);
-}
-
-TEST_F(LockBasics, ExtendCanReplaceTheTtl) {
-  const std::string name = key("lock");
-  Lock lock(client(), name, {.ttl = 10s, .auto_renew = false});
-  ASSERT_TRUE(lock.try_lock());
-  lock.extend(5s, true);
-  EXPECT_GT(pttl(name), 4000);
-  EXPECT_LE(pttl(name), 5000);
-}
-
-TEST_F(LockBasics, ExtendWithFractionalSeconds) {
-  const std::string name = key("lock");
-  Lock lock(client(), name, {.ttl = 500ms, .auto_renew = false});
-  ASSERT_TRUE(lock.try_lock());
-  lock.extend(500ms);
-  EXPECT_GT(pttl(name), 900);
-  EXPECT_LE(pttl(name), 1000);
-  lock.extend(250ms, true);
-  EXPECT_GT(pttl(name), 150);
-  EXPECT_LE(pttl(name), 250);
-}
-
-TEST_F(LockBasics, ExtendErrors) {
-  const std::string name = key("lock");
-  Lock lock(client(), name, {.ttl = 10s});
-  try {
-    lock.extend(1s);
-    ADD_FAILURE() << "extended an unlocked lock";
-  } catch (const LockNotOwned&) {
-    ADD_FAILURE() << "an unlocked lock is misuse (LockError), not LockNotOwned";
-  } catch (const LockError& error) {
-    EXPECT_EQ(error.name(), name);
-  }
-  ASSERT_TRUE(lock.try_lock());
-  EXPECT_THROW(lock.extend(0ms), ConfigError);
-  EXPECT_THROW(lock.extend(-5ms), ConfigError);
-  ASSERT_TRUE(raw({"SET", name, "someone-else"}).is("OK"));
-  try {
-    lock.extend(1s);
-    ADD_FAILURE() << "extended someone else's lock";
-  } catch (const LockNotOwned& error) {
-    EXPECT_EQ(error.name(), name);
-  }
-  EXPECT_EQ(value(name), "someone-else");
-  EXPECT_EQ(pttl(name), -1);  // untouched
-
-  const std::string forever = key("forever");
-  Lock no_expiry(client(), forever, {.no_expiry = true});
-  ASSERT_TRUE(no_expiry.try_lock());
-  try {
-    no_expiry.extend(1s);
-    ADD_FAILURE() << "extended a lock without expiry";
-  } catch (const LockError& error) {
-    EXPECT_EQ(error.name(), forever);
-  }
-  EXPECT_EQ(pttl(forever), -1);
-}
-
-TEST_F(LockBasics, ReacquireResetsTheTtl) {
-  const std::string name = key("lock");
-  Lock lock(client(), name, {.ttl = 10s, .auto_renew = false});
-  ASSERT_TRUE(lock.try_lock());
-  ASSERT_EQ(raw({"PEXPIRE", name, "1000"}).integer, 1);
-  lock.reacquire();
-  EXPECT_GT(pttl(name), 9000);
-  EXPECT_LE(pttl(name), 10000);
-  lock.extend(20s, true);
-  lock.reacquire();  // back to ttl, not max(ttl, remaining)
-  EXPECT_LE(pttl(name), 10000);
-}
-
-TEST_F(LockBasics, ReacquireErrors) {
-  const std::string name = key("lock");
-  Lock lock(client(), name, {.ttl = 10s});
-  EXPECT_THROW(lock.reacquire(), LockError);  // not held
-  ASSERT_TRUE(lock.try_lock());
-  ASSERT_EQ(raw({"DEL", name}).integer, 1);
-  try {
-    lock.reacquire();
-    ADD_FAILURE() << "reacquired a deleted lock";
-  } catch (const LockNotOwned& error) {
-    EXPECT_EQ(error.name(), name);
-  }
-  EXPECT_FALSE(exists(name));  // not recreated
-
-  const std::string forever = key("forever");
-  Lock no_expiry(client(), forever, {.no_expiry = true});
-  ASSERT_TRUE(no_expiry.try_lock());
-  try {
-    no_expiry.reacquire();
-    ADD_FAILURE() << "reacquired a lock without expiry";
-  } catch (const LockNotOwned&) {
-    ADD_FAILURE() << "a no-expiry lock is misuse (LockError), not LockNotOwned";
-  } catch (const LockError& error) {
-    EXPECT_EQ(error.name(), forever);
-  }
 }
 
 TEST_F(LockBasics, AcquiringTheSameObjectTwiceThrowsInsteadOfDeadlocking) {
