@@ -82,5 +82,95 @@ TEST_F(LockSubscription, IsDroppedWhenNobodyWaitsAndRestoredForTheNextWaiter) {
   EXPECT_EQ(probe.command({"DBSIZE"}).integer, 0);  // no lock or queue key left behind
 }
 
+// Two waiters of one process share its subscription: the background thread
+// reads for both. When the first is served, the second becomes the lone
+// waiter and must take over reading at once, not at its next poll (30 s).
+TEST_F(LockSubscription, SecondWaiterOfAProcessIsHandedTheLockAfterTheFirstLeaves) {
+  const Client client(server().url());
+  const std::string name = key("lock");
+  Lock holder(client, name);
+  ASSERT_TRUE(holder.try_lock());
+  RawConnection probe = server().connect();
+  const auto queued = [&](long long n) {
+    return eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == n; });
+  };
+  std::atomic<long long> first_ns{0};
+  std::atomic<long long> second_ns{0};
+  const auto stamp = [](std::atomic<long long>& into) {
+    into = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  };
+  std::thread first([&] {
+    Lock lock(client, name, {.wait_poll_interval = 30s});
+    if (!lock.try_lock_for(10s)) return;
+    stamp(first_ns);
+    // The second waiter is alone now; past the background thread's idle
+    // poll (1 s) it has stopped reading for it.
+    std::this_thread::sleep_for(1300ms);
+    lock.unlock();
+  });
+  ASSERT_TRUE(queued(1));
+  std::thread second([&] {
+    Lock lock(client, name, {.wait_poll_interval = 30s});
+    if (lock.try_lock_for(10s)) stamp(second_ns);
+  });
+  const bool both_queued = queued(2);
+  holder.unlock();
+  first.join();
+  second.join();
+  ASSERT_TRUE(both_queued);
+  ASSERT_NE(first_ns.load(), 0) << "the first waiter was not served";
+  ASSERT_NE(second_ns.load(), 0) << "the second waiter was not served";
+  const long long gap_ms = (second_ns.load() - first_ns.load()) / 1'000'000;
+  std::cout << "second waiter served " << gap_ms << " ms after the first (1300 ms hold)\n";
+  EXPECT_LT(gap_ms, 2300) << "the second waiter's hand-off waited for its poll";
+}
+
+// A process's lone waiter reads its subscription itself. A second waiter of
+// the same process, on another lock, must still hear of its hand-off
+// promptly, also after the first stopped reading (its 100 ms polls make it
+// leave and retry; with two waiters it then sleeps and the background thread
+// reads).
+TEST_F(LockSubscription, WaiterJoiningADirectReaderIsHandedItsLockPromptly) {
+  const Client client(server().url());
+  const std::string slow = key("slow");
+  const std::string fast = key("fast");
+  Lock slow_holder(client, slow);
+  Lock fast_holder(client, fast);
+  ASSERT_TRUE(slow_holder.try_lock());
+  ASSERT_TRUE(fast_holder.try_lock());
+  RawConnection probe = server().connect();
+  const auto queued = [&](const std::string& name) {
+    return eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == 1; });
+  };
+  std::atomic<bool> slow_served{false};
+  std::thread reader([&] {  // alone at first: reads directly
+    Lock lock(client, slow, {.wait_poll_interval = 100ms});
+    slow_served = lock.try_lock_for(10s);
+  });
+  ASSERT_TRUE(queued(slow));
+  std::atomic<long long> fast_after_ms{-1};
+  Clock::time_point released_at;
+  std::atomic<bool> released{false};
+  std::thread joiner([&] {
+    Lock lock(client, fast, {.wait_poll_interval = 30s});
+    if (!lock.try_lock_for(10s)) return;
+    while (!released) std::this_thread::yield();
+    fast_after_ms = ms_since(released_at);
+  });
+  const bool fast_queued = queued(fast);
+  std::this_thread::sleep_for(500ms);  // the first waiter polled a few times
+  released_at = Clock::now();
+  released = true;
+  fast_holder.unlock();
+  joiner.join();
+  slow_holder.unlock();
+  reader.join();
+  ASSERT_TRUE(fast_queued);
+  EXPECT_TRUE(slow_served.load());
+  ASSERT_GE(fast_after_ms.load(), 0) << "the joining waiter was not served";
+  std::cout << "joining waiter served " << fast_after_ms.load() << " ms after its release\n";
+  EXPECT_LT(fast_after_ms.load(), 250) << "nobody read the joining waiter's hand-off";
+}
+
 }  // namespace
 }  // namespace lockon::test
