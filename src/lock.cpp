@@ -186,7 +186,7 @@ class Lock::Impl {
     const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
                               (state_.options.fencing ? "1" : "0") + "|" + token_;
     const auto poll = state_.options.wait_poll_interval;
-    auto watch = subscriber.watch(waiter_id);
+    auto watch = subscriber.watch(waiter_id, detail::wake_channel(state_.name, subscriber.id()));
     // Subscribed before queueing: a hand-over can't precede our ability to
     // hear about it. Bounded, so a dead subscriber only costs polling.
     watch.wait_subscribed(std::min(deadline, detail::add_saturating(Clock::now(), poll)));

@@ -19,10 +19,10 @@ std::string companion_key(std::string_view key, std::string_view suffix) {
   return out;
 }
 
-std::string wake_channel(std::string_view subscriber_id) {
-  std::string out("lockon:wake:");
-  out.append(subscriber_id);
-  return out;
+std::string wake_channel(std::string_view key, std::string_view subscriber_id) {
+  std::string suffix("wake:");
+  suffix.append(subscriber_id);
+  return companion_key(key, suffix);
 }
 
 namespace scripts {
@@ -30,8 +30,10 @@ namespace {
 
 // Gives K to the first queued waiter whose process still listens, or
 // deletes K when there is none. KEYS[1..4] = lock, queue, fence, hand-over
-// fence. Defined in every script that hands over.
+// fence. Defined in every script that hands over. The wake-up channel is
+// the queue key with "q" replaced by "wake:<subscriber id>" (wake_channel()).
 #define LOCKON_LUA_HAND_OVER                                                                        \
+  "local wake_prefix = string.sub(KEYS[2], 1, -2) .. 'wake:'\n"                                    \
   "local function hand_over()\n"                                                                    \
   "  while true do\n"                                                                               \
   "    local entry = redis.call('LPOP', KEYS[2])\n"                                                 \
@@ -48,7 +50,7 @@ namespace {
   "        fence = redis.call('INCR', KEYS[3])\n"                                                   \
   "        redis.call('SET', KEYS[4], token .. ' ' .. fence, 'PX', ttl == '0' and 86400000 or ttl)\n" \
   "      end\n"                                                                                     \
-  "      if redis.call('PUBLISH', 'lockon:wake:' .. sid, wid .. ' ' .. fence) > 0 then return true end\n" \
+  "      if redis.call('PUBLISH', wake_prefix .. sid, wid .. ' ' .. fence) > 0 then return true end\n" \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \
   "end\n"

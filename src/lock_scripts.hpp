@@ -8,8 +8,9 @@
 //   companion(K, "fence")  counter, INCRed per fenced acquisition
 //   companion(K, "hf")     "<token> <fence>" of the last fenced hand-over, for a
 //                          waiter that missed its wake-up message
-//   channel "lockon:wake:<subscriber id>"  one per waiting process (per Client); payload
-//                          "<waiter id> <fence>" tells a waiter it now owns K
+//   companion(K, "wake:<subscriber id>")  pub/sub channel of one waiting process
+//                          (per Client) for K; payload "<waiter id> <fence>"
+//                          tells a waiter it now owns K
 //
 // Hand-over: a release pops the first waiter, sets K to that waiter's token
 // (with its TTL) and publishes to its process. The waiter returns at once,
@@ -30,8 +31,9 @@ namespace lockon::detail {
 /// one, else "{K}:suffix".
 std::string companion_key(std::string_view key, std::string_view suffix);
 
-/// The wake-up channel of a subscriber (see Subscriber::id()).
-std::string wake_channel(std::string_view subscriber_id);
+/// The channel on which subscriber `subscriber_id` (Subscriber::id()) hears
+/// of hand-overs of `key`: in key's hash slot, like the companion keys.
+std::string wake_channel(std::string_view key, std::string_view subscriber_id);
 
 namespace scripts {
 

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "lock_scripts.hpp"
 #include "token.hpp"
@@ -104,10 +105,8 @@ Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until) {
 
 bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
   std::unique_lock lock(owner_->mutex_);
-  return owner_->confirmed_.wait_until(lock, until, [this] {
-    return owner_->stopping_ || (owner_->state_ == SubState::subscribed &&
-                                 owner_->subscribed_channel_ == wake_channel(owner_->id_));
-  });
+  return owner_->confirmed_.wait_until(lock, until,
+                                       [this] { return owner_->stopping_ || owner_->subscribed(channel_); });
 }
 
 Subscriber::Subscriber(ConnectionOptions options) : id_(random_hex(8)), connection_(std::move(options)) {
@@ -135,24 +134,26 @@ Subscriber::~Subscriber() {
   ::close(reader_fd_);
 }
 
-Subscriber::Watch Subscriber::watch(const std::string& id) {
+Subscriber::Watch Subscriber::watch(const std::string& id, const std::string& channel) {
   auto slot = std::make_shared<Slot>();
   bool needs_thread = false;
   {
     std::lock_guard lock(mutex_);
-    waiters_[id] = slot;
-    // Wake the thread when it must (re)subscribe, when it must start
-    // reading for several waiters, or when it must stop reading because a
-    // lone waiter will read directly (two readers woken by every message
-    // would compete for the cores). In a process that contends repeatedly
-    // none of these holds: the subscription lingers and the thread already
-    // left the socket to the waiters.
-    const bool subscribed = connected_ && state_ == SubState::subscribed;
-    needs_thread = !(subscribed || (connected_ && state_ == SubState::subscribing)) ||
-                   (waiters_.size() > 1 && !thread_reads_) || (waiters_.size() == 1 && subscribed && thread_reads_);
+    waiters_[id] = {slot, channel};
+    Channel& entry = channels_[channel];
+    ++entry.waiters;
+    // Wake the thread when it must subscribe, when it must start reading
+    // for several waiters, or when it must stop reading because a lone
+    // waiter will read directly (two readers woken by every message would
+    // compete for the cores). In a process that contends repeatedly none of
+    // these holds: the channel lingers and the thread already left the
+    // socket to the waiters.
+    const bool live = subscribed(channel);
+    needs_thread = !(live || (connected_ && entry.state == SubState::subscribing)) ||
+                   (waiters_.size() > 1 && !thread_reads_) || (waiters_.size() == 1 && live && thread_reads_);
   }
   if (needs_thread) poke();
-  return Watch(this, id, std::move(slot));
+  return Watch(this, id, channel, std::move(slot));
 }
 
 // No poke: the thread notices the idle subscription on its own (its poll
@@ -165,9 +166,12 @@ void Subscriber::unwatch(const std::string& id) noexcept {
   std::shared_ptr<Slot> lone;
   {
     std::lock_guard lock(mutex_);
-    waiters_.erase(id);
-    if (waiters_.empty()) idle_since_ = Clock::now();
-    if (waiters_.size() == 1 && direct_reader_ == nullptr) lone = waiters_.begin()->second;
+    const auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    const auto channel = channels_.find(it->second.channel);
+    if (channel != channels_.end() && --channel->second.waiters == 0) channel->second.idle_since = Clock::now();
+    waiters_.erase(it);
+    if (waiters_.size() == 1 && direct_reader_ == nullptr) lone = waiters_.begin()->second.slot;
   }
   if (lone) {
     {
@@ -176,6 +180,15 @@ void Subscriber::unwatch(const std::string& id) noexcept {
     }
     lone->cv.notify_one();
   }
+}
+
+bool Subscriber::subscribed(const std::string& channel) const {
+  const auto it = channels_.find(channel);
+  return connected_ && it != channels_.end() && it->second.state == SubState::subscribed;
+}
+
+bool Subscriber::lone_waiter_subscribed() const {
+  return waiters_.size() == 1 && subscribed(waiters_.begin()->second.channel);
 }
 
 void Subscriber::poke() noexcept { signal_fd(event_fd_); }
@@ -187,9 +200,7 @@ void Subscriber::poke_reader() noexcept { signal_fd(reader_fd_); }
 // schedule.
 bool Subscriber::become_reader(const Slot& slot, int& fd, std::uint64_t& generation) {
   std::lock_guard lock(mutex_);
-  if (stopping_ || !connected_ || state_ != SubState::subscribed || direct_reader_ != nullptr ||
-      waiters_.size() != 1)
-    return false;
+  if (stopping_ || direct_reader_ != nullptr || !lone_waiter_subscribed()) return false;
   direct_reader_ = &slot;
   fd = connection_fd_;
   generation = generation_;
@@ -235,7 +246,7 @@ void Subscriber::run() {
     std::uint64_t generation = 0;
     {
       std::lock_guard lock(mutex_);
-      thread_reads_ = connected_ && !(waiters_.size() == 1 && state_ == SubState::subscribed);
+      thread_reads_ = connected_ && !lone_waiter_subscribed();
       if (thread_reads_) {
         fd = connection_fd_;
         generation = generation_;
@@ -262,7 +273,7 @@ bool Subscriber::connect() {
   }
   std::lock_guard lock(mutex_);
   connected_ = true;
-  state_ = SubState::none;
+  for (auto& [name, channel] : channels_) channel.state = SubState::none;
   connection_fd_ = connection_.fd();
   ++generation_;
   return true;
@@ -272,34 +283,42 @@ bool Subscriber::connect() {
 // thread writes to the connection.
 // Returns how long the caller may sleep before the linger ends.
 int Subscriber::sync_subscription() {
-  std::string command;
-  std::string channel;
+  std::vector<std::string> subscribe{"SUBSCRIBE"};
+  std::vector<std::string> unsubscribe{"UNSUBSCRIBE"};
   int sleep_ms = kIdlePollMs;
   {
     std::lock_guard lock(mutex_);
-    const bool wanted = !waiters_.empty();
-    if (wanted && state_ == SubState::none) {
-      command = "SUBSCRIBE";
-      channel = wake_channel(id_);
-      subscribed_channel_ = channel;
-      state_ = SubState::subscribing;
-    } else if (!wanted && state_ == SubState::subscribed) {
-      const auto idle = Clock::now() - idle_since_;
-      if (idle >= kLinger) {
-        command = "UNSUBSCRIBE";
-        channel = subscribed_channel_;
-        state_ = SubState::unsubscribing;
-      } else {
-        sleep_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(kLinger - idle).count());
+    const auto now = Clock::now();
+    for (auto it = channels_.begin(); it != channels_.end();) {
+      Channel& channel = it->second;
+      if (channel.waiters > 0 && channel.state == SubState::none) {
+        channel.state = SubState::subscribing;
+        subscribe.push_back(it->first);
+      } else if (channel.waiters == 0 && channel.state == SubState::subscribed) {
+        const auto idle = now - channel.idle_since;
+        if (idle >= kLinger) {
+          channel.state = SubState::unsubscribing;
+          unsubscribe.push_back(it->first);
+        } else {
+          const auto left = std::chrono::ceil<std::chrono::milliseconds>(kLinger - idle).count();
+          sleep_ms = std::min(sleep_ms, static_cast<int>(left));
+        }
+      } else if (channel.waiters == 0 && channel.state == SubState::none) {
+        it = channels_.erase(it);
+        continue;
       }
+      ++it;
     }
   }
-  if (command.empty()) return sleep_ms;
+  if (subscribe.size() == 1 && unsubscribe.size() == 1) return sleep_ms;
   std::lock_guard io(io_mutex_);
   try {
-    const std::array<std::string_view, 2> args{command, channel};
-    connection_.append(args);
-    connection_.flush(command);
+    for (const auto* command : {&subscribe, &unsubscribe}) {
+      if (command->size() == 1) continue;
+      const std::vector<std::string_view> args(command->begin(), command->end());
+      connection_.append(args);
+    }
+    connection_.flush("SUBSCRIBE");
   } catch (...) {
     drop_connection();
   }
@@ -359,7 +378,7 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
     }
     const auto it = waiters_.find(id);
     if (it == waiters_.end()) return;
-    Slot& slot = *it->second;
+    Slot& slot = *it->second.slot;
     {
       std::lock_guard slot_lock(slot.mutex);
       slot.handed = true;
@@ -369,11 +388,26 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
     // Its owner polls the socket, not the condition variable.
     if (!direct && &slot == direct_reader_) poke_reader();
   } else if (kind == "subscribe") {
-    if (state_ == SubState::subscribing) state_ = SubState::subscribed;
+    const auto it = channels_.find(std::string(element_text(reply, 1)));
+    if (it != channels_.end() && it->second.state == SubState::subscribing) it->second.state = SubState::subscribed;
     confirmed_.notify_all();
+    // A lone waiter that began sleeping before its channel was confirmed
+    // (after a reconnect, or a slow confirmation) reads directly from now
+    // on: this thread stops reading for it.
+    if (direct_reader_ == nullptr && lone_waiter_subscribed()) {
+      Slot& lone = *waiters_.begin()->second.slot;
+      {
+        std::lock_guard slot_lock(lone.mutex);
+        lone.reevaluate = true;
+      }
+      lone.cv.notify_one();
+    }
   } else if (kind == "unsubscribe") {
-    state_ = SubState::none;  // resubscribes at once if someone waits again
-    if (!waiters_.empty()) poke();
+    const auto it = channels_.find(std::string(element_text(reply, 1)));
+    if (it == channels_.end()) return;
+    it->second.state = SubState::none;
+    if (it->second.waiters > 0) poke();  // someone came back meanwhile: resubscribe
+    else channels_.erase(it);
   }
 }
 
@@ -382,11 +416,11 @@ void Subscriber::drop_connection() noexcept {
   {
     std::lock_guard lock(mutex_);
     connected_ = false;
-    state_ = SubState::none;
+    for (auto& [name, channel] : channels_) channel.state = SubState::none;
     connection_fd_ = -1;
     ++generation_;
     // Nobody may sleep on a message that can no longer arrive.
-    for (auto& [id, slot] : waiters_) nudge(*slot);
+    for (auto& [id, waiter] : waiters_) nudge(*waiter.slot);
     confirmed_.notify_all();
   }
   poke_reader();

@@ -1,15 +1,19 @@
 // The process's pub/sub connection to one server, shared by every waiter.
 //
-// Each subscriber (one per Client, i.e. usually one per process and server)
-// listens on its own channel "lockon:wake:<subscriber id>" while at least one
-// thread waits for a lock there; a release that hands a lock to one of its
-// waiters publishes "<waiter id> <fence>" on it, and PUBLISH's receiver
-// count tells the script whether this very subscriber is alive. One connection and one thread per server serve every waiting lock and
-// thread. The subscription stays up while anyone waits and for a short
-// linger after the last waiter left, so a process that contends repeatedly
-// does not pay SUBSCRIBE/UNSUBSCRIBE (and the confirmation's round trip) on
-// every acquisition. If the connection drops, every waiter is nudged: they
-// retry and poll until the subscription is back.
+// A waiter for lock K listens on channel "{K}:wake:<subscriber id>": derived
+// from the lock key (same hash slot, so a sharded SPUBLISH can replace
+// PUBLISH in a cluster) and private to this subscriber (one per Client,
+// i.e. usually one per process and server). A release that hands K to one
+// of its waiters publishes "<waiter id> <fence>" there, and PUBLISH's
+// receiver count tells the script whether this very subscriber is alive.
+// One connection and one thread per server serve every waiting lock and
+// thread: subscriptions are reference-counted per channel (1,000 threads
+// waiting on 100 keys: 100 channels on one connection). A channel stays
+// subscribed while anyone waits on it and for a short linger after the last
+// waiter left, so a process that contends repeatedly does not pay
+// SUBSCRIBE/UNSUBSCRIBE (and the confirmation's round trip) on every
+// acquisition. If the connection drops, every waiter is nudged: they retry
+// and poll until their subscription is back.
 //
 // Who reads the socket: normally this thread, which then wakes the waiter
 // it concerns. When a process has a single waiter on a live subscription,
@@ -68,10 +72,11 @@ class Subscriber {
 
    private:
     friend class Subscriber;
-    Watch(Subscriber* owner, std::string id, std::shared_ptr<Slot> slot)
-        : owner_(owner), id_(std::move(id)), slot_(std::move(slot)) {}
+    Watch(Subscriber* owner, std::string id, std::string channel, std::shared_ptr<Slot> slot)
+        : owner_(owner), id_(std::move(id)), channel_(std::move(channel)), slot_(std::move(slot)) {}
     Subscriber* owner_;
     std::string id_;
+    std::string channel_;
     std::shared_ptr<Slot> slot_;
   };
 
@@ -81,10 +86,11 @@ class Subscriber {
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
-  /// Registers waiter `id` (unique in this process). Never blocks on I/O.
-  Watch watch(const std::string& id);
+  /// Registers waiter `id` (unique in this process) for messages on
+  /// `channel` (see wake_channel()). Never blocks on I/O.
+  Watch watch(const std::string& id, const std::string& channel);
 
-  /// Random id naming this subscriber's channel (queue entries carry it).
+  /// Random id naming this subscriber's channels (queue entries carry it).
   const std::string& id() const noexcept { return id_; }
  private:
   enum class SubState { none, subscribing, subscribed, unsubscribing };
@@ -122,10 +128,21 @@ class Subscriber {
   int connection_fd_ = -1;           // socket of the live connection
   std::uint64_t generation_ = 0;     // bumped by every (re)connect and drop
   std::condition_variable confirmed_;
-  std::map<std::string, std::shared_ptr<Slot>> waiters_;
-  std::string subscribed_channel_;  // what the server has (or is getting)
-  SubState state_ = SubState::none;
-  Clock::time_point idle_since_{};  // when the last waiter left
+  struct Waiter {
+    std::shared_ptr<Slot> slot;
+    std::string channel;
+  };
+  struct Channel {
+    std::size_t waiters = 0;
+    SubState state = SubState::none;  // what the server has (or is getting)
+    Clock::time_point idle_since{};   // when its last waiter left
+  };
+  // Caller holds mutex_.
+  bool subscribed(const std::string& channel) const;
+  bool lone_waiter_subscribed() const;
+
+  std::map<std::string, Waiter> waiters_;    // by waiter id
+  std::map<std::string, Channel> channels_;  // by channel name
   bool connected_ = false;
   bool stopping_ = false;
   std::thread thread_;

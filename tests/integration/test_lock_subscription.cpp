@@ -172,5 +172,41 @@ TEST_F(LockSubscription, WaiterJoiningADirectReaderIsHandedItsLockPromptly) {
   EXPECT_LT(fast_after_ms.load(), 250) << "nobody read the joining waiter's hand-off";
 }
 
+// A lone waiter whose subscription dropped sleeps until it is back; once the
+// server confirms it, the waiter must read directly again (the background
+// thread leaves a lone waiter's socket to it), not wait for its 5 s poll.
+TEST_F(LockSubscription, LoneWaiterHearsItsHandOffAfterTheSubscriptionReturns) {
+  RedisServer own;  // no other test's subscribers to kill or count
+  RawConnection probe = own.connect();
+  const Client client(own.url());
+  const std::string name = key("lock");
+  Lock holder(client, name);
+  ASSERT_TRUE(holder.try_lock());
+  std::atomic<long long> served_after_ms{-1};
+  Clock::time_point released_at;
+  std::atomic<bool> released{false};
+  std::thread waiter([&] {
+    Lock lock(client, name, {.wait_poll_interval = 5s});
+    if (!lock.try_lock_for(10s)) return;
+    while (!released) std::this_thread::yield();
+    served_after_ms = ms_since(released_at);
+  });
+  const bool queued =
+      eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == 1; });
+  const long long killed = probe.command({"CLIENT", "KILL", "TYPE", "pubsub"}).integer;
+  const bool back = eventually(3s, [&] { return subscribed_channels(probe) == 1; });
+  std::this_thread::sleep_for(100ms);  // the waiter has retried and sleeps again
+  released_at = Clock::now();
+  released = true;
+  holder.unlock();
+  waiter.join();
+  ASSERT_TRUE(queued);
+  EXPECT_EQ(killed, 1);
+  ASSERT_TRUE(back) << "the subscription did not come back";
+  ASSERT_GE(served_after_ms.load(), 0) << "the waiter was not served";
+  std::cout << "served " << served_after_ms.load() << " ms after the release\n";
+  EXPECT_LT(served_after_ms.load(), 1000) << "the hand-off waited for the waiter's poll";
+}
+
 }  // namespace
 }  // namespace lockon::test
