@@ -187,6 +187,44 @@ void BM_RedlockCycleFenced(benchmark::State& state) { redlock_cycle(state, true)
 // renewal thread per acquisition, competing with the servers for the cores).
 void BM_RedlockCycleNoRenew(benchmark::State& state) { redlock_cycle(state, false, false); }
 
+// Behind the relay, Redlock over 1, 3 and 5 nodes (plain and fenced) in
+// alternating blocks of cycles inside one measurement: the VM's speed drift
+// and its slow timer wake-ups (the relay sleeps between chunks) hit every
+// N alike, so the N-scaling ratios compare like with like.
+void BM_RedlockScalingAlternating(benchmark::State& state) {
+  const std::chrono::microseconds one_way(state.range(0));
+  struct Variant {
+    std::string name;
+    std::unique_ptr<lockon::Redlock> lock;
+    double seconds = 0;
+  };
+  std::vector<Variant> variants;
+  for (const bool fenced : {false, true}) {
+    for (const std::size_t n : {1, 3, 5}) {
+      const std::string name = std::string(fenced ? "fenced_" : "") + "n" + std::to_string(n);
+      variants.push_back({name, std::make_unique<lockon::Redlock>(lockon::bench::delayed_server_urls(n, one_way),
+                                                                  "bench:redlock-scaling-" + name,
+                                                                  lockon::LockOptions{.fencing = fenced})});
+    }
+  }
+  constexpr int kRounds = 12;
+  constexpr int kCycles = 20;
+  for (auto _ : state) {
+    for (auto& v : variants) v.seconds = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      for (auto& v : variants) {
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < kCycles; ++i) {
+          if (!v.lock->try_lock()) state.SkipWithError("redlock unexpectedly busy");
+          v.lock->unlock();
+        }
+        v.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+    }
+  }
+  for (const auto& v : variants) state.counters["us_" + v.name] = 1e6 * v.seconds / (kRounds * kCycles);
+}
+
 // The single-instance Lock through the same relay: Redlock N = 1 against it
 // shows the quorum machinery's own cost.
 void BM_SingleLockCycle(benchmark::State& state) {
@@ -211,6 +249,8 @@ BENCHMARK(BM_RedlockVsFloorAlternating)->ArgName("nodes")->Arg(1)->Arg(3)->Arg(5
 BENCHMARK(BM_RedlockCycle)->Apply(nodes_and_delay);
 BENCHMARK(BM_RedlockCycleNoRenew)->Apply(nodes_and_delay);
 BENCHMARK(BM_RedlockCycleFenced)->Apply(nodes_and_delay);
+BENCHMARK(BM_RedlockScalingAlternating)->ArgName("one_way_us")->Arg(250)->Iterations(1)->Repetitions(3)->UseRealTime()
+    ->ReportAggregatesOnly(true);
 BENCHMARK(BM_SingleLockCycle)->ArgNames({"nodes", "one_way_us"})->Args({1, 0})->Args({1, 250})->UseRealTime()
     ->MinTime(0.5)->Repetitions(5)->ReportAggregatesOnly(true);
 
@@ -227,11 +267,17 @@ const bool registered = [] {
   using lockon::bench::register_ratio;
   for (const int n : {3, 5}) {
     const std::string ns = std::to_string(n);
-    // The target, where the network dominates (servers on separate hosts).
-    register_ratio(time_ratio("Redlock cycle N=" + ns + " / N=1, 0.5 ms network", name("BM_RedlockCycle", n, 250),
-                              name("BM_RedlockCycle", 1, 250)));
-    register_ratio(time_ratio("Redlock fenced cycle N=" + ns + " / N=1, 0.5 ms network",
-                              name("BM_RedlockCycleFenced", n, 250), name("BM_RedlockCycleFenced", 1, 250)));
+    // The target, where the network dominates (servers on separate hosts),
+    // measured in alternating blocks.
+    const std::string scaling = "BM_RedlockScalingAlternating/one_way_us:250";
+    register_ratio({.label = "Redlock cycle N=" + ns + " / N=1, 0.5 ms network", .subject = scaling,
+                    .baseline = scaling, .metric = "us_n" + ns, .target = 1.3, .higher_is_better = false,
+                    .baseline_metric = "us_n1"});
+    register_ratio({.label = "Redlock fenced cycle N=" + ns + " / N=1, 0.5 ms network", .subject = scaling,
+                    .baseline = scaling, .metric = "us_fenced_n" + ns, .target = 1.3, .higher_is_better = false,
+                    .baseline_metric = "us_fenced_n1"});
+    register_ratio(time_ratio("  separate runs: Redlock cycle N=" + ns + " / N=1, 0.5 ms network",
+                              name("BM_RedlockCycle", n, 250), name("BM_RedlockCycle", 1, 250), true));
     register_ratio(time_ratio("  one node after another (raw) N=" + ns + " / N=1, 0.5 ms network",
                               name("BM_RawSequentialFloor", n, 250), name("BM_RawSequentialFloor", 1, 250), true));
     // Co-located servers: CPU-bound on this machine; lockon against the floor.
