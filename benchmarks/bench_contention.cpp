@@ -146,6 +146,17 @@ void report_latencies(benchmark::State& state, const std::string& prefix, const 
   state.counters[prefix + "max_us"] = percentile(latencies, 1.0);
 }
 
+// Holder and waiter actions of lockon's hand-off (see measure_handoff).
+auto lockon_handoff_pair(const lockon::Client& client, const std::string& key) {
+  auto holder = std::make_shared<lockon::Lock>(client, key);
+  auto waiter = std::make_shared<lockon::Lock>(client, key);
+  return std::tuple{[=] { holder->lock(); }, [=] { holder->unlock(); },
+                    [=] {
+                      if (!waiter->try_lock_for(10s)) throw std::runtime_error("hand-off waiter timed out");
+                    },
+                    [=] { waiter->unlock(); }};
+}
+
 // The raw spin baseline and lockon alternate in blocks of rounds inside one
 // measurement, so the machine's speed drift hits both alike.
 constexpr int kHandoffBlocks = 8;
@@ -168,15 +179,7 @@ void BM_Handoff(benchmark::State& state) {
         },
         [=] { raw_waiter->run({"EVALSHA", *sha, "1", "bench:handoff-raw", "waiter"}); }};
   };
-  const auto lockon_pair = [&] {
-    auto holder = std::make_shared<lockon::Lock>(client, "bench:handoff");
-    auto waiter = std::make_shared<lockon::Lock>(client, "bench:handoff");
-    return std::tuple{[=] { holder->lock(); }, [=] { holder->unlock(); },
-                      [=] {
-                        if (!waiter->try_lock_for(10s)) throw std::runtime_error("hand-off waiter timed out");
-                      },
-                      [=] { waiter->unlock(); }};
-  };
+  const auto lockon_pair = [&] { return lockon_handoff_pair(client, "bench:handoff"); };
   std::vector<double> raw;
   std::vector<double> lockon;
   for (auto _ : state) {
@@ -203,15 +206,7 @@ void BM_HandoffLockon(benchmark::State& state) {
   const lockon::Client client(lockon::bench::server_url());
   std::vector<double> latencies;
   for (auto _ : state) {
-    latencies = measure_handoff(400, [&] {
-      auto holder = std::make_shared<lockon::Lock>(client, "bench:handoff-alone");
-      auto waiter = std::make_shared<lockon::Lock>(client, "bench:handoff-alone");
-      return std::tuple{[=] { holder->lock(); }, [=] { holder->unlock(); },
-                        [=] {
-                          if (!waiter->try_lock_for(10s)) throw std::runtime_error("hand-off waiter timed out");
-                        },
-                        [=] { waiter->unlock(); }};
-    });
+    latencies = measure_handoff(400, [&] { return lockon_handoff_pair(client, "bench:handoff-alone"); });
   }
   report_latencies(state, "", latencies);
 }
