@@ -156,12 +156,12 @@ Subscriber::Watch Subscriber::watch(const std::string& id, const std::string& ch
   return Watch(this, id, channel, std::move(slot));
 }
 
-// No poke: the thread notices the idle subscription on its own (its poll
-// times out at least every kIdlePollMs) and unsubscribes after the linger.
-// Waking it here would put a context switch on every acquisition's path.
-// The thread stops reading when one waiter is left; that waiter may be
-// asleep on its condition variable (it began waiting beside others), so it
-// is told to re-evaluate and read directly.
+// The thread is not poked: it notices an idle channel on its own (its poll
+// times out at least every kIdlePollMs) and unsubscribes after the linger;
+// waking it here would put a context switch on every acquisition's path.
+// When one waiter is left the thread stops reading for it, and that waiter
+// may be asleep on its condition variable (it began waiting beside others),
+// so it is told to re-evaluate and read directly.
 void Subscriber::unwatch(const std::string& id) noexcept {
   std::shared_ptr<Slot> lone;
   {
