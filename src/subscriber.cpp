@@ -49,6 +49,16 @@ timespec timeout_until(std::chrono::steady_clock::time_point until) {
   return {static_cast<time_t>(capped / 1'000'000'000), static_cast<long>(capped % 1'000'000'000)};
 }
 
+// Tells a waiter asleep on its condition variable to look again whether it
+// may read directly (it became the process's lone waiter).
+void ask_to_reevaluate(Subscriber::Slot& slot) noexcept {
+  {
+    std::lock_guard lock(slot.mutex);
+    slot.reevaluate = true;
+  }
+  slot.cv.notify_one();
+}
+
 void nudge(Subscriber::Slot& slot) noexcept {
   {
     std::lock_guard lock(slot.mutex);
@@ -173,13 +183,7 @@ void Subscriber::unwatch(const std::string& id) noexcept {
     waiters_.erase(it);
     if (waiters_.size() == 1 && direct_reader_ == nullptr) lone = waiters_.begin()->second.slot;
   }
-  if (lone) {
-    {
-      std::lock_guard slot_lock(lone->mutex);
-      lone->reevaluate = true;
-    }
-    lone->cv.notify_one();
-  }
+  if (lone) ask_to_reevaluate(*lone);
 }
 
 bool Subscriber::subscribed(const std::string& channel) const {
@@ -394,14 +398,7 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
     // A lone waiter that began sleeping before its channel was confirmed
     // (after a reconnect, or a slow confirmation) reads directly from now
     // on: this thread stops reading for it.
-    if (direct_reader_ == nullptr && lone_waiter_subscribed()) {
-      Slot& lone = *waiters_.begin()->second.slot;
-      {
-        std::lock_guard slot_lock(lone.mutex);
-        lone.reevaluate = true;
-      }
-      lone.cv.notify_one();
-    }
+    if (direct_reader_ == nullptr && lone_waiter_subscribed()) ask_to_reevaluate(*waiters_.begin()->second.slot);
   } else if (kind == "unsubscribe") {
     const auto it = channels_.find(std::string(element_text(reply, 1)));
     if (it == channels_.end()) return;

@@ -294,22 +294,6 @@ TEST_F(LockContention, ReleasingHolderDoesNotRetakeWhileOthersWait) {
 
 class LockWaiting : public LockContention {};
 
-// The number after " sub=" in a CLIENT LIST line (channels subscribed), or -1.
-long long subscriptions(const std::string& client_line) {
-  const auto at = client_line.find(" sub=");
-  return at == std::string::npos ? -1 : std::stoll(client_line.substr(at + 5));
-}
-
-// `pubsub` lines of CLIENT LIST on `connection`.
-std::vector<std::string> pubsub_clients(RawConnection& connection) {
-  std::vector<std::string> out;
-  std::istringstream lines(connection.command({"CLIENT", "LIST", "TYPE", "pubsub"}).str);
-  std::string line;
-  while (std::getline(lines, line))
-    if (!line.empty()) out.push_back(line);
-  return out;
-}
-
 TEST_F(LockWaiting, WaiterGetsTheLockWithinMillisecondsOfTheRelease) {
   const std::string name = key("lock");
   Lock holder(client(), name, {.ttl = 30s});

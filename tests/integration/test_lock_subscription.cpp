@@ -2,10 +2,10 @@
 // wake-up subscription (issue 4): it exists only while someone waits (plus a
 // short linger), goes away when nobody does, and comes back for the next
 // waiter without costing it a hand-off.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -20,16 +20,16 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Channels subscribed by the server's pub/sub clients, summed ("sub=" fields).
+// Channels subscribed by the server's pub/sub clients, summed.
 long long subscribed_channels(RawConnection& probe) {
-  std::istringstream lines(probe.command({"CLIENT", "LIST", "TYPE", "pubsub"}).str);
-  std::string line;
   long long total = 0;
-  while (std::getline(lines, line)) {
-    const auto at = line.find(" sub=");
-    if (at != std::string::npos) total += std::stoll(line.substr(at + 5));
-  }
+  for (const auto& line : pubsub_clients(probe)) total += std::max(0LL, subscriptions(line));
   return total;
+}
+
+// Waits (bounded) until `n` waiters are queued for lock `name`.
+bool queued(RawConnection& probe, const std::string& name, long long n) {
+  return eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == n; });
 }
 
 // One waiter that queues behind `holder` and is handed the lock by its
@@ -47,12 +47,12 @@ long long handed_over_ms(const Client& client, Lock& holder, RawConnection& prob
       acquired_after_ms = ms_since(released_at);
     }
   });
-  const bool queued = eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == 1; });
+  const bool in_line = queued(probe, name, 1);
   released_at = Clock::now();
   released = true;
   holder.unlock();
   waiter.join();
-  return queued ? acquired_after_ms.load() : -1;
+  return in_line ? acquired_after_ms.load() : -1;
 }
 
 class LockSubscription : public RedisTest {};
@@ -91,9 +91,6 @@ TEST_F(LockSubscription, SecondWaiterOfAProcessIsHandedTheLockAfterTheFirstLeave
   Lock holder(client, name);
   ASSERT_TRUE(holder.try_lock());
   RawConnection probe = server().connect();
-  const auto queued = [&](long long n) {
-    return eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == n; });
-  };
   std::atomic<long long> first_ns{0};
   std::atomic<long long> second_ns{0};
   const auto stamp = [](std::atomic<long long>& into) {
@@ -108,12 +105,12 @@ TEST_F(LockSubscription, SecondWaiterOfAProcessIsHandedTheLockAfterTheFirstLeave
     std::this_thread::sleep_for(1300ms);
     lock.unlock();
   });
-  ASSERT_TRUE(queued(1));
+  ASSERT_TRUE(queued(probe, name, 1));
   std::thread second([&] {
     Lock lock(client, name, {.wait_poll_interval = 30s});
     if (lock.try_lock_for(10s)) stamp(second_ns);
   });
-  const bool both_queued = queued(2);
+  const bool both_queued = queued(probe, name, 2);
   holder.unlock();
   first.join();
   second.join();
@@ -139,15 +136,12 @@ TEST_F(LockSubscription, WaiterJoiningADirectReaderIsHandedItsLockPromptly) {
   ASSERT_TRUE(slow_holder.try_lock());
   ASSERT_TRUE(fast_holder.try_lock());
   RawConnection probe = server().connect();
-  const auto queued = [&](const std::string& name) {
-    return eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == 1; });
-  };
   std::atomic<bool> slow_served{false};
   std::thread reader([&] {  // alone at first: reads directly
     Lock lock(client, slow, {.wait_poll_interval = 100ms});
     slow_served = lock.try_lock_for(10s);
   });
-  ASSERT_TRUE(queued(slow));
+  ASSERT_TRUE(queued(probe, slow, 1));
   std::atomic<long long> fast_after_ms{-1};
   Clock::time_point released_at;
   std::atomic<bool> released{false};
@@ -157,7 +151,7 @@ TEST_F(LockSubscription, WaiterJoiningADirectReaderIsHandedItsLockPromptly) {
     while (!released) std::this_thread::yield();
     fast_after_ms = ms_since(released_at);
   });
-  const bool fast_queued = queued(fast);
+  const bool fast_queued = queued(probe, fast, 1);
   std::this_thread::sleep_for(500ms);  // the first waiter polled a few times
   released_at = Clock::now();
   released = true;
@@ -191,8 +185,7 @@ TEST_F(LockSubscription, LoneWaiterHearsItsHandOffAfterTheSubscriptionReturns) {
     while (!released) std::this_thread::yield();
     served_after_ms = ms_since(released_at);
   });
-  const bool queued =
-      eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == 1; });
+  const bool in_line = queued(probe, name, 1);
   const long long killed = probe.command({"CLIENT", "KILL", "TYPE", "pubsub"}).integer;
   const bool back = eventually(3s, [&] { return subscribed_channels(probe) == 1; });
   std::this_thread::sleep_for(100ms);  // the waiter has retried and sleeps again
@@ -200,7 +193,7 @@ TEST_F(LockSubscription, LoneWaiterHearsItsHandOffAfterTheSubscriptionReturns) {
   released = true;
   holder.unlock();
   waiter.join();
-  ASSERT_TRUE(queued);
+  ASSERT_TRUE(in_line);
   EXPECT_EQ(killed, 1);
   ASSERT_TRUE(back) << "the subscription did not come back";
   ASSERT_GE(served_after_ms.load(), 0) << "the waiter was not served";

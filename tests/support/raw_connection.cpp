@@ -5,6 +5,7 @@
 #include <sys/time.h>
 
 #include <cerrno>
+#include <sstream>
 
 namespace lockon::test {
 namespace {
@@ -131,6 +132,20 @@ RawReply RawConnection::command(const std::vector<std::string>& args) {
 
 void RawConnection::set_command_timeout(std::chrono::milliseconds timeout) {
   if (context_) redisSetTimeout(context_.get(), to_timeval(timeout));
+}
+
+std::vector<std::string> pubsub_clients(RawConnection& connection) {
+  std::vector<std::string> out;
+  std::istringstream lines(connection.command({"CLIENT", "LIST", "TYPE", "pubsub"}).str);
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+long long subscriptions(const std::string& client_line) {
+  const auto at = client_line.find(" sub=");
+  return at == std::string::npos ? -1 : std::stoll(client_line.substr(at + 5));
 }
 
 }  // namespace lockon::test

@@ -80,4 +80,10 @@ class RawConnection {
   std::string endpoint_;
 };
 
+/// The `CLIENT LIST TYPE pubsub` lines of the server behind `connection`.
+std::vector<std::string> pubsub_clients(RawConnection& connection);
+
+/// The number after " sub=" in a CLIENT LIST line (channels subscribed), or -1.
+long long subscriptions(const std::string& client_line);
+
 }  // namespace lockon::test
