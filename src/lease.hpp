@@ -33,8 +33,32 @@ class LeaseSignal {
   LeaseSignal(std::string name, std::function<void(const LossEvent&)> on_lost)
       : name_(std::move(name)), on_lost_(std::move(on_lost)) {}
 
-  bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
+  using Clock = std::chrono::steady_clock;
+
+  /// True once declared lost, or once the lease end known locally has
+  /// passed while the lease is still in use (a holder resumed after a pause
+  /// longer than its lease must not believe it still holds it).
+  bool lost() const noexcept {
+    if (lost_.load(std::memory_order_acquire)) return true;
+    const auto end = lease_end_ns_.load(std::memory_order_acquire);
+    return end != kOpen && Clock::now().time_since_epoch().count() >= end;
+  }
   std::stop_token token() const noexcept { return stop_.get_token(); }
+
+  /// The lease's end as this process can prove it: the send time of the
+  /// acquisition (or of the last confirmed renewal) plus the ttl. Called at
+  /// acquisition and by every successful renewal or extension.
+  void set_lease_end(Clock::time_point end) noexcept {
+    lease_end_ns_.store(end == Clock::time_point::max() ? kOpen : end.time_since_epoch().count(),
+                        std::memory_order_release);
+  }
+  Clock::time_point lease_end() const noexcept {
+    const auto end = lease_end_ns_.load(std::memory_order_acquire);
+    return end == kOpen ? Clock::time_point::max() : Clock::time_point(Clock::duration(end));
+  }
+  /// The lease ended by a successful release (or never expires): lost()
+  /// no longer turns true by the clock.
+  void close() noexcept { lease_end_ns_.store(kOpen, std::memory_order_release); }
 
   /// Marks the lease lost; the first call requests stop and runs the
   /// callback (exceptions from it are swallowed: we are on lockon's thread).
@@ -43,7 +67,9 @@ class LeaseSignal {
  private:
   std::string name_;
   std::function<void(const LossEvent&)> on_lost_;
+  static constexpr std::int64_t kOpen = INT64_MAX;
   std::atomic<bool> lost_{false};
+  std::atomic<std::int64_t> lease_end_ns_{kOpen};
   std::stop_source stop_;
 };
 

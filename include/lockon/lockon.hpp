@@ -14,6 +14,7 @@
 
 #include "lockon/client.hpp"
 #include "lockon/decorate.hpp"
+#include "lockon/diagnostics.hpp"
 #include "lockon/encoding.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/key.hpp"
