@@ -1,21 +1,33 @@
 // lockon::Lock — the single-instance lock.
 //
-// Uncontended, a cycle is two round trips (acquire script, release script),
-// like the raw SET NX PX + EVALSHA floor. Contended, a waiter subscribes to
-// the lock's wake channel *before* queueing itself, so a release between its
-// failed attempt and its sleep is never missed; the release wakes exactly
-// the waiter at the head of the FIFO queue.
+// Uncontended, a cycle is two round trips (acquire, release script), like the
+// raw SET NX PX + EVALSHA floor. Contended, a waiter subscribes to the lock's
+// wake channel *before* queueing itself, so a release between its failed
+// attempt and its sleep is never missed; the release hands the key straight
+// to the waiter at the head of the FIFO queue.
+//
+// Safety rules this file keeps (each has a fault test):
+// - A lease is counted from a moment that precedes its grant (the send time
+//   of the request that won it, or of the waiter's last attempt before a
+//   hand-over). An acquisition that cannot prove at least half a lease left
+//   (the caller was paused, the reply was slow) confirms ownership with one
+//   round trip, and otherwise is not an acquisition.
+// - An attempt whose outcome is unknown (timeout, dropped connection,
+//   deadline) is handed to Orphans, which releases whatever it may have won
+//   and removes its queue place.
+// - A release that fails for any reason surfaces as a lost lease.
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <string>
 
-#include "client_impl.hpp"
-#include "error_map.hpp"
+#include "diagnostics.hpp"
 #include "lease.hpp"
+#include "lock_calls.hpp"
 #include "lock_scripts.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
-#include "script.hpp"
+#include "subscriber.hpp"
 #include "token.hpp"
 #include "watchdog.hpp"
 
@@ -24,30 +36,50 @@ namespace lockon {
 using detail::ReplyPtr;
 using Clock = DistributedLock::Clock;
 
+namespace {
+
+// How long a waiter that gives up waits for its cancel before leaving it to
+// the background clean-up: a healthy server answers in well under 1 ms.
+constexpr std::chrono::milliseconds kCancelGrace{25};
+// Queue entries outlive any wait; emptied lists vanish by themselves.
+constexpr std::string_view kQueueTtl = "600000";
+
+void warn_publish_denied(const detail::ClientImpl& client) {
+  const auto& options = client.options();
+  const std::string user = options.user.empty() ? std::string("default") : options.user;
+  detail::warn_once("acl:publish:" + client.endpoint(),
+                    "user '" + user + "' on " + client.endpoint() +
+                        " may not PUBLISH to lockon's wake-up channels ('{<key>}:wake:*'): releases cannot wake "
+                        "waiters, which fall back to polling every wait_poll_interval. Grant the channels, e.g. "
+                        "ACL SETUSER " + user + " &{<key prefix>*");
+}
+
+}  // namespace
+
 class Lock::Impl {
  public:
   Impl(Client client, State& state)
       : client_(std::move(client)),
+        calls_(client_.impl(), state.name),
         state_(state),
-        queue_key_(detail::companion_key(state.name, "q")),
-        fence_key_(detail::companion_key(state.name, "fence")),
-        handover_fence_key_(detail::companion_key(state.name, "hf")),
         ttl_text_(state.options.no_expiry ? "0" : std::to_string(state.options.ttl.count())) {}
 
   struct Attempt {
     bool acquired = false;
+    bool deadline_passed = false;  // no reply before the caller's deadline
     std::uint64_t fence = 0;
     long long pttl = -2;
-    Clock::time_point sent_at;
+    Clock::time_point sent_at;     // precedes the grant: the lease starts here
   };
 
   bool acquire_until(Clock::time_point deadline) {
     if (state_.held)
       throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
+    if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
     token_ = state_.options.token ? *state_.options.token : detail::random_hex();
-    const Attempt first = state_.options.fencing ? fast_fenced_attempt() : fast_attempt();
-    if (first.acquired) return on_acquired(first);
-    if (deadline == Clock::time_point::min() || Clock::now() >= deadline) return false;
+    Attempt first = fast_attempt(deadline);
+    if (first.acquired && confirm_lease(first)) return on_acquired(first);
+    if (first.deadline_passed || deadline == Clock::time_point::min() || Clock::now() >= deadline) return false;
     return wait_for_turn(deadline);
   }
 
@@ -55,46 +87,62 @@ class Lock::Impl {
     if (!state_.held) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
     stop_renewal();
     state_.held = false;
-    const std::array<std::string_view, 4> keys{state_.name, queue_key_, fence_key_, handover_fence_key_};
     const std::array<std::string_view, 1> args{state_.token};
-    const ReplyPtr reply = run(detail::scripts::release(), keys, args, "release lock");
-    if (reply->type != REDIS_REPLY_INTEGER || reply->integer != 1) {
+    ReplyPtr reply;
+    try {
+      reply = calls_.run4(detail::scripts::release(), args, "release lock");
+    } catch (const Error& e) {
+      // Whether the release ran is unknown, so the lease cannot be proven
+      // held to its end. The clean-up releases it if it is still ours.
+      calls_.abandon(orphan_entry(state_.token), true);
+      state_.lease->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
+      throw;
+    }
+    if (reply->type != REDIS_REPLY_INTEGER || reply->integer < 1) {
       state_.lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
       throw LockNotOwned("cannot release lock '" + state_.name + "': it is no longer owned", state_.name);
     }
+    if (reply->integer == 2) warn_publish_denied(*client_.impl());
+    state_.lease->close();
   }
 
   void extend(std::chrono::milliseconds additional, bool replace_ttl) {
     require_extendable("extend");
     if (additional.count() <= 0) throw ConfigError("extend lock '" + state_.name + "': additional time must be positive");
     const std::string ms = std::to_string(additional.count());
-    const std::array<std::string_view, 1> keys{state_.name};
     const std::array<std::string_view, 3> args{state_.token, ms, replace_ttl ? "1" : "0"};
-    check_owned(run(detail::scripts::extend(), keys, args, "extend lock"), "extend");
+    const auto sent_at = Clock::now();
+    check_owned(calls_.run1(detail::scripts::extend(), args, "extend lock"), "extend");
+    // What we can prove: the new expiry is at least the old proven end plus
+    // `additional`, or (replace) at least `additional` after we sent.
+    const auto end = replace_ttl ? detail::add_saturating(sent_at, additional)
+                                 : detail::add_saturating(state_.lease->lease_end(), additional);
+    if (!state_.lease->lost()) state_.lease->set_lease_end(end);
   }
 
   void reacquire() {
     require_extendable("reacquire");
-    const std::array<std::string_view, 1> keys{state_.name};
     const std::array<std::string_view, 3> args{state_.token, ttl_text_, "0"};
-    check_owned(run(detail::scripts::renew(), keys, args, "reacquire lock"), "reacquire");
+    const auto sent_at = Clock::now();
+    check_owned(calls_.run1(detail::scripts::renew(), args, "reacquire lock"), "reacquire");
+    if (!state_.lease->lost()) state_.lease->set_lease_end(detail::add_saturating(sent_at, state_.options.ttl));
   }
 
   bool owned() {
     if (!state_.held) return false;
     const std::array<std::string_view, 2> args{"GET", state_.name};
-    const ReplyPtr reply = command(args, "GET");
+    const ReplyPtr reply = calls_.command(args, "GET");
     return reply->type == REDIS_REPLY_STRING && std::string_view(reply->str, reply->len) == state_.token;
   }
 
   bool locked() {
     const std::array<std::string_view, 2> args{"EXISTS", state_.name};
-    return command(args, "EXISTS")->integer == 1;
+    return calls_.command(args, "EXISTS")->integer == 1;
   }
 
   std::optional<std::chrono::milliseconds> remaining_ttl() {
     const std::array<std::string_view, 2> args{"PTTL", state_.name};
-    const long long pttl = command(args, "PTTL")->integer;
+    const long long pttl = calls_.command(args, "PTTL")->integer;
     if (pttl == -2) return std::nullopt;
     if (pttl == -1) return std::chrono::milliseconds::max();
     return std::chrono::milliseconds(pttl);
@@ -106,71 +154,116 @@ class Lock::Impl {
     renewal_.reset();
   }
 
- private:
-  // The uncontended path costs what the raw floor costs: one plain command.
-  // GET makes a key of the wrong type fail with WRONGTYPE instead of looking
-  // held; a reserved hand-over makes it fail for newcomers (no barging).
-  Attempt fast_attempt() {
-    Attempt result;
-    result.sent_at = Clock::now();
-    ReplyPtr reply;
-    if (state_.options.no_expiry) {
-      const std::array<std::string_view, 5> args{"SET", state_.name, token_, "NX", "GET"};
-      reply = command(args, "acquire lock");
-    } else {
-      const std::array<std::string_view, 7> args{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
-      reply = command(args, "acquire lock");
-    }
-    result.acquired = reply->type == REDIS_REPLY_NIL;
-    return result;
+  // Gives up a queue place kept between timed attempts (keep_queue_place).
+  void abandon_wait() noexcept {
+    if (!wait_) return;
+    const std::string entry = wait_->entry;
+    wait_.reset();
+    calls_.cancel_now(entry, kCancelGrace);
   }
 
-  // Fencing without a script: MULTI/EXEC makes SET and INCR atomic in one
-  // round trip. INCR runs even when SET finds the lock held, so fences skip
-  // numbers, but an acquisition's fence is always above every earlier one.
-  Attempt fast_fenced_attempt() {
+ private:
+  // A queue place: kept across timed attempts with keep_queue_place.
+  struct Wait {
+    std::string entry;
+    std::string token;
+    std::unique_ptr<detail::Subscriber::Watch> watch;
+    Attempt last;
+  };
+
+  bool random_token() const noexcept { return !state_.options.token.has_value(); }
+
+  // An entry for the clean-up of an acquisition that has no queue place.
+  std::string orphan_entry(const std::string& token) const {
+    return "-|-|" + ttl_text_ + "|" + (state_.options.fencing ? "1" : "0") + "|" + token;
+  }
+
+  [[noreturn]] void throw_token_in_use() const {
+    throw LockError("lock '" + state_.name +
+                        "': the key already holds this lock's custom token (another Lock object with the same "
+                        "token, or an acquisition never released); a custom token must identify a single holder",
+                    state_.name);
+  }
+
+  // SET NX [PX] GET (or the fenced script): what the raw floor costs. GET
+  // makes a key of the wrong type fail with WRONGTYPE instead of looking
+  // held. A reply lost with the connection is retried once with the same
+  // token: finding the key already holding our random token means the first
+  // request won.
+  Attempt fast_attempt(Clock::time_point deadline) {
     Attempt result;
     result.sent_at = Clock::now();
-    auto connection = client_.impl()->pool().borrow();
-    connection->ensure_connected();
-    const std::array<std::string_view, 1> multi{"MULTI"};
-    const std::array<std::string_view, 2> incr{"INCR", fence_key_};
-    const std::array<std::string_view, 1> exec{"EXEC"};
-    connection->append(multi);
-    if (state_.options.no_expiry) {
-      const std::array<std::string_view, 5> set{"SET", state_.name, token_, "NX", "GET"};
-      connection->append(set);
+    const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
+    for (int round = 0;; ++round) {
+      try {
+        const int outcome = fast_request(result, until);
+        if (outcome < 0) throw_token_in_use();
+        return result;
+      } catch (const ClosedError&) {
+        if (round == 0 && random_token()) continue;
+        calls_.abandon(orphan_entry(token_), true);
+        throw;
+      } catch (const TimeoutError&) {
+        calls_.abandon(orphan_entry(token_), true);
+        throw;
+      }
+    }
+  }
+
+  // Returns 1 acquired, 0 busy or deadline passed, -1 custom token in use.
+  int fast_request(Attempt& result, Clock::time_point until) {
+    ReplyPtr reply;
+    if (state_.options.fencing) {
+      const std::array<std::string_view, 3> args{token_, ttl_text_, random_token() ? "1" : "0"};
+      reply = calls_.run4_until(detail::scripts::fenced_acquire(), args, "acquire lock", until);
+    } else if (state_.options.no_expiry) {
+      const std::array<std::string_view, 5> args{"SET", state_.name, token_, "NX", "GET"};
+      reply = calls_.command_until(args, "acquire lock", until);
     } else {
-      const std::array<std::string_view, 7> set{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
-      connection->append(set);
+      const std::array<std::string_view, 7> args{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
+      reply = calls_.command_until(args, "acquire lock", until);
     }
-    connection->append(incr);
-    connection->append(exec);
-    for (int queued = 0; queued < 3; ++queued) {
-      const ReplyPtr reply = connection->read_reply("acquire lock");
-      detail::check_reply(*reply, client_.impl()->endpoint(), "acquire lock");
+    if (!reply) {
+      // No answer before the deadline: the SET may still win later.
+      calls_.abandon(orphan_entry(token_), true);
+      result.deadline_passed = true;
+      return 0;
     }
-    const ReplyPtr reply = connection->read_reply("acquire lock");
-    detail::check_reply(*reply, client_.impl()->endpoint(), "acquire lock");
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
-      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.impl()->endpoint() + ": unexpected EXEC reply");
-    detail::check_reply(*reply->element[0], client_.impl()->endpoint(), "acquire lock");
-    detail::check_reply(*reply->element[1], client_.impl()->endpoint(), "acquire lock (fence counter)");
-    result.acquired = reply->element[0]->type == REDIS_REPLY_NIL;
-    if (result.acquired) result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
-    return result;
+    if (state_.options.fencing) {
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_INTEGER)
+        throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
+      if (reply->element[0]->integer < 0) return -1;
+      result.acquired = reply->element[0]->integer == 1;
+      if (result.acquired) result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
+      return result.acquired ? 1 : 0;
+    }
+    if (reply->type == REDIS_REPLY_NIL) {
+      result.acquired = true;
+      return 1;
+    }
+    if (reply->type == REDIS_REPLY_STRING && std::string_view(reply->str, reply->len) == token_) {
+      if (!random_token()) return -1;
+      result.acquired = true;  // our first request won; its lease started at result.sent_at
+      return 1;
+    }
+    return 0;
   }
 
   // One scripted attempt of a queued waiter (see scripts::wait_attempt).
-  Attempt wait_attempt(std::string_view entry, bool enqueue) {
-    const std::array<std::string_view, 4> keys{state_.name, queue_key_, fence_key_, handover_fence_key_};
-    const std::array<std::string_view, 3> args{entry, enqueue ? "1" : "0", kQueueTtl};
+  Attempt wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline) {
+    const std::array<std::string_view, 4> args{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0"};
     Attempt result;
     result.sent_at = Clock::now();
-    const ReplyPtr reply = run(detail::scripts::wait_attempt(), keys, args, "acquire lock");
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER)
-      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.impl()->endpoint() + ": unexpected script reply");
+    const ReplyPtr reply = calls_.run4_until(detail::scripts::wait_attempt(), args, "acquire lock", deadline);
+    if (!reply) {
+      result.deadline_passed = true;
+      return result;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
+        reply->element[1]->type != REDIS_REPLY_INTEGER || reply->element[2]->type != REDIS_REPLY_INTEGER)
+      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
+    if (reply->element[2]->integer == 1) warn_publish_denied(*client_.impl());
+    if (reply->element[0]->integer < 0) throw_token_in_use();
     result.acquired = reply->element[0]->integer == 1;
     if (result.acquired) result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
     else result.pttl = reply->element[1]->integer;
@@ -181,66 +274,112 @@ class Lock::Impl {
   // the lock (no round trip then), the holder's lease runs out, or the poll
   // interval passes (safety net if a message was missed).
   bool wait_for_turn(Clock::time_point deadline) {
-    auto& subscriber = client_.impl()->subscriber();
-    const std::string waiter_id = detail::random_hex(8);
-    const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
-                              (state_.options.fencing ? "1" : "0") + "|" + token_;
-    const auto poll = state_.options.wait_poll_interval;
-    auto watch = subscriber.watch(waiter_id, detail::wake_channel(state_.name, subscriber.id()));
-    // Subscribed before queueing: a hand-over can't precede our ability to
-    // hear about it. Bounded, so a dead subscriber only costs polling.
-    watch.wait_subscribed(std::min(deadline, detail::add_saturating(Clock::now(), poll)));
+    const bool resumed = wait_ != nullptr;
+    if (!resumed) {
+      auto& subscriber = client_.impl()->subscriber();
+      const std::string waiter_id = detail::random_hex(8);
+      wait_ = std::make_unique<Wait>();
+      wait_->token = token_;
+      wait_->entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (state_.options.fencing ? "1" : "0") +
+                     "|" + token_;
+      wait_->watch = std::make_unique<detail::Subscriber::Watch>(
+          subscriber.watch(waiter_id, detail::wake_channel(state_.name, subscriber.id())));
+      // Subscribed before queueing: a hand-over can't precede our ability
+      // to hear about it. Bounded, so a dead subscriber only costs polling.
+      wait_->watch->wait_subscribed(
+          std::min(deadline, detail::add_saturating(Clock::now(), state_.options.wait_poll_interval)));
+    } else {
+      token_ = wait_->token;
+    }
     try {
-      Attempt last = wait_attempt(entry, true);
+      Attempt last = wait_attempt(wait_->entry, !resumed, deadline);
       while (true) {
-        if (last.acquired) return on_acquired(last);
+        if (last.acquired && confirm_lease(last)) return finish_wait(last);
+        if (!last.deadline_passed) wait_->last = last;
         const auto now = Clock::now();
-        if (now >= deadline) return give_up(entry, watch, last.sent_at);
-        auto wake_at = std::min(deadline, detail::add_saturating(now, poll));
+        if (last.deadline_passed || now >= deadline) return give_up();
+        auto wake_at = std::min(deadline, detail::add_saturating(now, state_.options.wait_poll_interval));
         // A holder that crashed releases nothing: look again when its lease ends.
         if (last.pttl >= 0)
           wake_at = std::min(wake_at, detail::add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
-        if (watch.wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
-          // The release set the key to our token before publishing.
-          Attempt handed;
-          handed.acquired = true;
-          handed.fence = watch.slot().fence;
-          handed.sent_at = last.sent_at;
-          return on_acquired(handed);
+        if (wait_->watch->wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
+          Attempt handed = handed_attempt();
+          if (confirm_lease(handed)) return finish_wait(handed);
+          reset_slot();  // handed, but the lease ran out while we did not run: queue again
         }
-        last = wait_attempt(entry, false);
+        last = wait_attempt(wait_->entry, false, deadline);
       }
     } catch (...) {
-      cancel_wait(entry);
+      const std::string entry = wait_->entry;
+      wait_.reset();
+      calls_.cancel_now(entry, kCancelGrace);
       throw;
     }
   }
 
+  // The release set the key to our token before publishing; the lease
+  // started after our last attempt was sent.
+  Attempt handed_attempt() {
+    Attempt handed;
+    handed.acquired = true;
+    handed.fence = wait_->watch->slot().fence;
+    handed.sent_at = wait_->last.sent_at;
+    return handed;
+  }
+
+  void reset_slot() {
+    auto& slot = wait_->watch->slot();
+    std::lock_guard lock(slot.mutex);
+    slot.handed = false;
+  }
+
   // Deadline passed. If a hand-over raced with it, take the lock after all
   // rather than bouncing it: we own it already.
-  bool give_up(const std::string& entry, detail::Subscriber::Watch& watch, Clock::time_point last_sent_at) {
-    if (watch.wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
-      Attempt handed;
-      handed.acquired = true;
-      handed.fence = watch.slot().fence;
-      // Handed over after our last attempt was sent: its send time is a
-      // safe (early) lease start, and cannot underflow like now - poll.
-      handed.sent_at = last_sent_at;
-      return on_acquired(handed);
+  bool give_up() {
+    if (wait_->watch->wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
+      Attempt handed = handed_attempt();
+      if (confirm_lease(handed, Clock::now() + kCancelGrace)) return finish_wait(handed);
+      reset_slot();
     }
-    cancel_wait(entry);
+    if (state_.options.keep_queue_place) return false;  // the next timed attempt continues from our place
+    const std::string entry = wait_->entry;
+    wait_.reset();
+    calls_.cancel_now(entry, kCancelGrace);
     return false;
   }
 
-  void cancel_wait(const std::string& entry) noexcept {
+  bool finish_wait(const Attempt& attempt) {
+    wait_.reset();
+    return on_acquired(attempt);
+  }
+
+  // A grant is only as good as the lease we can prove: counted from a send
+  // time that precedes it. With less than half a lease provably left (we
+  // were paused, the reply or the wake-up was slow), ask the server: one
+  // round trip that also restarts the lease. Returns false when the key is
+  // no longer ours (the lease ran out and someone else may have run).
+  bool confirm_lease(Attempt& attempt, Clock::time_point until = Clock::time_point::max()) {
+    if (state_.options.no_expiry) return true;
+    const auto half = state_.options.ttl / 2;
+    if (Clock::now() < detail::add_saturating(attempt.sent_at, half)) return true;
+    const std::array<std::string_view, 3> args{token_, ttl_text_, "0"};
+    const auto sent_at = Clock::now();
+    ReplyPtr reply;
     try {
-      const std::array<std::string_view, 4> keys{state_.name, queue_key_, fence_key_, handover_fence_key_};
-      const std::array<std::string_view, 1> args{entry};
-      run(detail::scripts::cancel_wait(), keys, args, "cancel wait");
+      reply = calls_.run4_until(detail::scripts::renew(), args, "confirm a late grant", until);
     } catch (...) {
-      // Best effort: a stale entry is skipped once our process stops
-      // listening, and the queue key expires on its own.
+      calls_.abandon(orphan_entry(token_), true);
+      throw;
     }
+    if (!reply) {
+      calls_.abandon(orphan_entry(token_), true);
+      return false;
+    }
+    if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 1) {
+      attempt.sent_at = sent_at;
+      return true;
+    }
+    return false;
   }
 
   bool on_acquired(const Attempt& attempt) {
@@ -248,6 +387,8 @@ class Lock::Impl {
     state_.token = token_;
     state_.fence = attempt.fence;
     state_.begin_lease();
+    if (!state_.options.no_expiry)
+      state_.lease->set_lease_end(detail::add_saturating(attempt.sent_at, state_.options.ttl));
     if (state_.options.auto_renew && !state_.options.no_expiry) {
       auto entry = std::make_shared<detail::RenewalEntry>();
       entry->name = state_.name;
@@ -278,31 +419,12 @@ class Lock::Impl {
     throw LockNotOwned(std::string("cannot ") + what + " lock '" + state_.name + "': it is no longer owned", state_.name);
   }
 
-  ReplyPtr run(const detail::Script& script, std::span<const std::string_view> keys,
-               std::span<const std::string_view> args, std::string_view operation) {
-    auto connection = client_.impl()->pool().borrow();
-    ReplyPtr reply = detail::eval(*connection, script, keys, args, operation);
-    detail::check_reply(*reply, client_.impl()->endpoint(), operation);
-    return reply;
-  }
-
-  ReplyPtr command(std::span<const std::string_view> args, std::string_view operation) {
-    auto connection = client_.impl()->pool().borrow();
-    ReplyPtr reply = connection->command(args, operation);
-    detail::check_reply(*reply, client_.impl()->endpoint(), operation);
-    return reply;
-  }
-
   Client client_;
+  detail::LockCalls calls_;
   State& state_;
-  // Queue keys outlive any wait; emptied lists vanish by themselves.
-  static constexpr std::string_view kQueueTtl = "600000";
-
-  const std::string queue_key_;
-  const std::string fence_key_;
-  const std::string handover_fence_key_;
   const std::string ttl_text_;
   std::string token_;
+  std::unique_ptr<Wait> wait_;
   std::shared_ptr<detail::RenewalEntry> renewal_;
 };
 
@@ -311,6 +433,7 @@ Lock::Lock(Client client, std::string name, LockOptions options)
 
 Lock::~Lock() {
   unlock();
+  impl_->abandon_wait();
   impl_->stop_renewal();
 }
 
@@ -321,5 +444,6 @@ void Lock::reacquire() { impl_->reacquire(); }
 bool Lock::owned() { return impl_->owned(); }
 bool Lock::locked() { return impl_->locked(); }
 std::optional<std::chrono::milliseconds> Lock::remaining_ttl() { return impl_->remaining_ttl(); }
+void Lock::abandon_wait() noexcept { impl_->abandon_wait(); }
 
 }  // namespace lockon

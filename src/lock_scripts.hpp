@@ -5,9 +5,14 @@
 // exactly like redis-py's Lock, so other clients interoperate):
 //   companion(K, "q")      LIST of waiting lockon waiters, FIFO. An entry is
 //                          "<subscriber id>|<waiter id>|<ttl ms>|<fenced 0/1>|<token>"
-//   companion(K, "fence")  counter, INCRed per fenced acquisition
-//   companion(K, "hf")     "<token> <fence>" of the last fenced hand-over, for a
-//                          waiter that missed its wake-up message
+//   companion(K, "fence")  the last fence handed out for K; a new fence is
+//                          max(last + 1, server TIME in µs), so fences keep
+//                          increasing across restarts and failovers (as long
+//                          as the server clock does not step back). Expires
+//                          an hour after its last use.
+//   companion(K, "hf")     "<waiter id> <fence>" of the last hand-over: how a
+//                          waiter that missed its wake-up message knows K was
+//                          handed to *it* (not merely set to an equal token)
 //   companion(K, "wake:<subscriber id>")  pub/sub channel of one waiting process
 //                          (per Client) for K; payload "<waiter id> <fence>"
 //                          tells a waiter it now owns K
@@ -37,18 +42,29 @@ std::string wake_channel(std::string_view key, std::string_view subscriber_id);
 
 namespace scripts {
 
-/// KEYS: lock, queue, fence counter, hand-over fence.
-/// ARGV: queue entry, enqueue-if-missing ("1"/"0"), queue ttl ms.
-/// Acquires when K holds this entry's token (handed over) or when K is free
-/// and this waiter is first in line (handing over to the first live waiter
-/// ahead otherwise). Else queues the entry (if asked) and returns K's PTTL.
-/// Returns {1, fence} when acquired, else {0, pttl} (pttl -1: no expiry,
-/// -2: free and just handed to a waiter ahead).
+/// KEYS: lock, queue, fence counter, hand-over record.
+/// ARGV: queue entry, enqueue-if-missing ("1"/"0"), queue ttl ms, token is
+/// random ("1": K holding it can only mean an earlier attempt of ours won).
+/// Acquires when K was handed to this entry or when K is free and this
+/// waiter is first in line (handing over to the first live waiter ahead
+/// otherwise). Else queues the entry (if asked) and returns K's PTTL.
+/// Returns {1, fence, denied} when acquired, {0, pttl, denied} when not
+/// (pttl -1: no expiry, -2: free and just handed to a waiter ahead), and
+/// {-1, 0, denied} when K holds this caller-chosen token for someone else.
+/// denied = 1 when a wake-up could not be published (ACL channel rights).
 const Script& wait_attempt();
 
-/// KEYS: lock, queue, fence counter, hand-over fence. ARGV: token.
+/// KEYS: lock, queue, fence counter, hand-over record.
+/// ARGV: token, ttl ms ("0": no expiry), token is random ("1"/"0").
+/// The fenced fast path: SET NX [PX] GET plus a fence when it wins.
+/// Returns {1, fence} acquired, {0, 0} busy, {-1, 0} K holds this
+/// caller-chosen token already.
+const Script& fenced_acquire();
+
+/// KEYS: lock, queue, fence counter, hand-over record. ARGV: token.
 /// If K holds the token: hands K to the first live waiter or deletes it.
-/// Returns 1 if released, 0 if not owned.
+/// Returns 1 if released, 2 if released but a wake-up could not be
+/// published (ACL channel rights), 0 if not owned.
 const Script& release();
 
 /// KEYS: lock. ARGV: token, ms, replace ("1"/"0").
@@ -59,9 +75,11 @@ const Script& extend();
 /// shortening a hand-extended lease; "0": reset to ttl). Returns 1 or 0.
 const Script& renew();
 
-/// KEYS: lock, queue, fence counter, hand-over fence. ARGV: queue entry.
-/// Removes a waiter that gives up; if K was handed to it meanwhile, passes
-/// K on to the next live waiter. Returns 1 if K had been handed to it.
+/// KEYS: lock, queue, fence counter, hand-over record. ARGV: queue entry.
+/// Removes a waiter that gives up; if K holds its token (handed to it
+/// meanwhile, or won by an attempt whose reply was lost), passes K on to the
+/// next live waiter. Returns 1 if K held its token (3: and a wake-up could
+/// not be published), else 0.
 const Script& cancel_wait();
 
 }  // namespace scripts

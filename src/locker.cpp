@@ -97,6 +97,8 @@ PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
   options.ttl = policy.ttl;
   options.auto_renew = policy.auto_renew;
   options.fencing = policy.fencing;
+  // One queue place for the whole call: each retry window continues from it.
+  options.keep_queue_place = true;
   static std::atomic<std::uint64_t> next_id{1};
   return PreparedPolicy{std::move(policy), std::move(options), next_id.fetch_add(1, std::memory_order_relaxed)};
 }
@@ -182,6 +184,7 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
       } catch (...) {
         // Not every backend releases in its destructor: never leak a held lock.
         if (acquired) lock->unlock();
+        lock->abandon_wait();
         throw;
       }
     }
@@ -190,6 +193,7 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
     // The deadline wins when both limits are reached by the same attempt.
     const bool timed_out = bounded && Clock::now() >= deadline;
     if (timed_out || (policy.max_retry > 0 && attempt >= policy.max_retry)) {
+      lock->abandon_wait();
       const std::string key = lock->name();
       const long long waited_ms = elapsed_ms(start).count();
       site.core.idle->put(site.policy, site.digest, std::move(encoded_args), std::move(lock));

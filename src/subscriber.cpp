@@ -79,7 +79,7 @@ Subscriber::Slot::Wake Subscriber::Slot::wait_until(Clock::time_point until) {
 }
 
 Subscriber::Watch::Watch(Watch&& other) noexcept
-    : owner_(other.owner_), id_(std::move(other.id_)), slot_(std::move(other.slot_)) {
+    : owner_(other.owner_), id_(std::move(other.id_)), channel_(std::move(other.channel_)), slot_(std::move(other.slot_)) {
   other.owner_ = nullptr;
 }
 

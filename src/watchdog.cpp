@@ -30,6 +30,7 @@ void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at) 
   switch (result) {
     case RenewResult::renewed:
       entry.lease_expires = add_saturating(sent_at, entry.ttl);
+      entry.signal->set_lease_end(entry.lease_expires);
       entry.next_due = add_saturating(now, renew_interval(entry));
       return;
     case RenewResult::not_owned:

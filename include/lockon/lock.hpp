@@ -65,6 +65,13 @@ struct LockOptions {
   /// Safety net while waiting: the longest sleep between two attempts when
   /// no notification arrives (subscriber down, holder crashed). Must be > 0.
   std::chrono::milliseconds wait_poll_interval{250};
+  /// A timed attempt (try_lock_for/until) that gives up keeps this object's
+  /// place in the FIFO queue, and the next attempt on the same object
+  /// continues from it instead of queueing again at the tail; lock_on's
+  /// retry windows use this. abandon_wait(), a successful acquisition or
+  /// destruction gives the place up. Between attempts the lock may be
+  /// handed to this object: the next attempt then returns at once.
+  bool keep_queue_place = false;
   /// Called once, from lockon's watchdog thread, when a held lease is lost.
   /// Keep it short; it must not call into the same lock object.
   std::function<void(const LossEvent&)> on_lost{};
@@ -130,6 +137,11 @@ class DistributedLock {
   /// Resets the TTL to the lock's ttl. Throws like extend().
   virtual void reacquire() = 0;
 
+  /// Gives up a queue place kept by LockOptions::keep_queue_place (no-op
+  /// otherwise). Never throws; a removal that fails is retried in the
+  /// background.
+  virtual void abandon_wait() noexcept {}
+
   /// Asks Redis whether the key holds this object's token (one round trip).
   virtual bool owned() = 0;
   /// Asks Redis whether anyone holds the key.
@@ -180,6 +192,7 @@ class Lock final : public DistributedLock {
   bool owned() override;
   bool locked() override;
   std::optional<std::chrono::milliseconds> remaining_ttl() override;
+  void abandon_wait() noexcept override;
 
  protected:
   bool acquire_until(Clock::time_point deadline) override;
