@@ -1,6 +1,8 @@
 #include "orphans.hpp"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <array>
 
 #include "client_impl.hpp"
@@ -14,34 +16,57 @@ Orphans& Orphans::instance() {
   return orphans;
 }
 
+Orphans::Orphans() {
+  auto* fresh = new State();
+  fresh->pid = static_cast<long>(::getpid());
+  state_.store(fresh);
+}
+
+Orphans::State& Orphans::state() {
+  State* current = state_.load(std::memory_order_acquire);
+  const long pid = static_cast<long>(::getpid());
+  if (current->pid == pid) return *current;
+  // A forked child: the parent's State is abandoned (leaked) on purpose.
+  auto* fresh = new State();
+  fresh->pid = pid;
+  if (state_.compare_exchange_strong(current, fresh)) return *fresh;
+  delete fresh;
+  return *current;
+}
+
 Orphans::~Orphans() {
+  State* current = state_.load();
+  if (current->pid != static_cast<long>(::getpid())) return;
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(current->mutex);
+    current->stopping = true;
   }
-  changed_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  current->changed.notify_all();
+  if (current->thread.joinable()) current->thread.join();
+  delete current;
 }
 
 void Orphans::adopt(Orphan orphan) noexcept {
   try {
+    State& s = state();
     const auto now = Clock::now();
     const int sweeps = orphan.unknown_outcome ? 2 : 1;
     {
-      std::lock_guard lock(mutex_);
-      if (stopping_) return;
-      jobs_.push_back(Job{std::move(orphan), now + kFirstRetry, now + kGiveUpAfter, kFirstRetry, sweeps});
-      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+      std::lock_guard lock(s.mutex);
+      if (s.stopping) return;
+      s.jobs.push_back(Job{std::move(orphan), now + kFirstRetry, now + kGiveUpAfter, kFirstRetry, sweeps});
+      if (!s.thread.joinable()) s.thread = std::thread([&s] { run(s); });
     }
-    changed_.notify_all();
+    s.changed.notify_all();
   } catch (...) {
     // Out of memory or no thread: the entry and key expire by their TTLs.
   }
 }
 
-std::size_t Orphans::pending() const {
-  std::lock_guard lock(mutex_);
-  return jobs_.size();
+std::size_t Orphans::pending() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.jobs.size();
 }
 
 bool Orphans::clean(const Orphan& orphan) noexcept {
@@ -56,20 +81,20 @@ bool Orphans::clean(const Orphan& orphan) noexcept {
   }
 }
 
-void Orphans::run() {
-  std::unique_lock lock(mutex_);
-  while (!stopping_) {
+void Orphans::run(State& s) {
+  std::unique_lock lock(s.mutex);
+  while (!s.stopping) {
     const auto now = Clock::now();
-    auto due = std::find_if(jobs_.begin(), jobs_.end(), [&](const Job& job) { return job.due <= now; });
-    if (due == jobs_.end()) {
+    auto due = std::find_if(s.jobs.begin(), s.jobs.end(), [&](const Job& job) { return job.due <= now; });
+    if (due == s.jobs.end()) {
       auto next = Clock::time_point::max();
-      for (const Job& job : jobs_) next = std::min(next, job.due);
-      if (next == Clock::time_point::max()) changed_.wait(lock);
-      else changed_.wait_until(lock, next);
+      for (const Job& job : s.jobs) next = std::min(next, job.due);
+      if (next == Clock::time_point::max()) s.changed.wait(lock);
+      else s.changed.wait_until(lock, next);
       continue;
     }
     Job job = std::move(*due);
-    jobs_.erase(due);
+    s.jobs.erase(due);
     // The I/O runs without the mutex: adopt() never waits behind a server.
     lock.unlock();
     const bool cleaned = clean(job.orphan);
@@ -78,14 +103,14 @@ void Orphans::run() {
     if (cleaned) {
       if (--job.sweeps_left > 0) {
         job.due = after + kSecondSweep;
-        jobs_.push_back(std::move(job));
+        s.jobs.push_back(std::move(job));
       }
       continue;
     }
     if (after >= job.give_up_at) continue;
     job.interval = std::min(job.interval * 2, kMaxRetryInterval);
     job.due = after + job.interval;
-    jobs_.push_back(std::move(job));
+    s.jobs.push_back(std::move(job));
   }
 }
 

@@ -20,6 +20,7 @@
 // after kSecondSweep.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -58,7 +59,7 @@ class Orphans {
   void adopt(Orphan orphan) noexcept;
 
   /// Orphans not yet cleaned (for tests and diagnostics).
-  std::size_t pending() const;
+  std::size_t pending();
 
   ~Orphans();
 
@@ -71,15 +72,25 @@ class Orphans {
     int sweeps_left;
   };
 
-  Orphans() = default;
-  void run();
+  // Everything the thread shares, per process: a child forked while the
+  // thread ran (or while the mutex was held) starts from a fresh State and
+  // leaves its copy of the parent's untouched (its thread does not exist
+  // there; destroying it would wait for it forever).
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<Job> jobs;
+    bool stopping = false;
+    std::thread thread;
+    long pid = 0;
+  };
+
+  Orphans();
+  State& state();
+  static void run(State& state);
   static bool clean(const Orphan& orphan) noexcept;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<Job> jobs_;
-  bool stopping_ = false;
-  std::thread thread_;
+  std::atomic<State*> state_{nullptr};
 };
 
 }  // namespace lockon::detail
