@@ -59,8 +59,13 @@ struct LockOptions {
   std::chrono::milliseconds max_hold{0};
   /// Produce a strictly increasing 64-bit fence per acquisition (fence()).
   bool fencing = false;
-  /// Caller-supplied token; empty means 128 random bits (OpenSSL RAND_bytes)
-  /// in hex, fresh for each acquisition. Must not be empty if set.
+  /// Caller-supplied token; unset means 128 random bits (OpenSSL RAND_bytes)
+  /// in hex, fresh for each acquisition. Must not be empty if set. A custom
+  /// token must identify ONE holder: acquiring while the key already holds
+  /// it (another Lock object with the same token, an acquisition never
+  /// released) throws LockError instead of sharing the lock. With a custom
+  /// token an acquisition whose reply was lost is not retried (it could not
+  /// tell its own grant from another holder's); it throws IoError.
   std::optional<std::string> token{};
   /// Safety net while waiting: the longest sleep between two attempts when
   /// no notification arrives (subscriber down, holder crashed). Must be > 0.
@@ -72,8 +77,11 @@ struct LockOptions {
   /// destruction gives the place up. Between attempts the lock may be
   /// handed to this object: the next attempt then returns at once.
   bool keep_queue_place = false;
-  /// Called once, from lockon's watchdog thread, when a held lease is lost.
-  /// Keep it short; it must not call into the same lock object.
+  /// Called once when a held lease is lost: from lockon's watchdog thread
+  /// (renewal found the key taken, or renewals failed until the lease could
+  /// have lapsed), or from the thread calling unlock()/release() when the
+  /// release fails. No lockon mutex is held while it runs, so it may unlock
+  /// other locks; keep it short, and do not call into the same lock object.
   std::function<void(const LossEvent&)> on_lost{};
 };
 
@@ -94,8 +102,13 @@ class DistributedLock {
   /// Throws as lock().
   bool try_lock();
 
-  /// Waits at most `timeout` (never oversleeps it by more than one round
-  /// trip). Returns false on timeout. Throws as lock().
+  /// Waits at most `timeout`. Returns false on timeout. Never oversleeps it
+  /// by more than one round trip, except for (re)connecting, which is
+  /// bounded by connect_timeout: a reply still missing at the deadline (a
+  /// stalled server) is given up, and whatever that request may still win
+  /// is released, and its queue place removed, by a background clean-up.
+  /// Throws as lock(); also TimeoutError when a reply misses the socket
+  /// timeout before the deadline.
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
     if (timeout <= timeout.zero()) return acquire_until(Clock::time_point::min());
@@ -119,9 +132,11 @@ class DistributedLock {
   }
 
   /// Releases if held; never throws. Renewal stops before the release
-  /// script runs. A failure (lease already lost, server unreachable — the
-  /// key then expires by its TTL) is recorded in last_unlock_error(); a lost
-  /// lease is also signalled through lost()/on_lost. No-op when not held.
+  /// script runs. A failure (lease already lost, server unreachable) is
+  /// recorded in last_unlock_error() and declares the lease lost (lost(),
+  /// on_lost): a lease whose release failed cannot be proven to have been
+  /// held to its end. A release that could not be sent is retried in the
+  /// background (else the key expires by its TTL). No-op when not held.
   void unlock() noexcept;
 
   /// Releases, reporting failure: LockError if not held by this object,
@@ -153,12 +168,24 @@ class DistributedLock {
   /// True between a successful acquisition and unlock()/release() (local
   /// state, no round trip). Stays true after a loss until unlock.
   bool held() const noexcept;
-  /// True once the current (or last) lease was declared lost.
+  /// True once the current (or last) lease was declared lost, and also as
+  /// soon as the lease end this process can prove (the send time of the
+  /// acquisition or of the last confirmed renewal, plus the ttl) has passed:
+  /// a holder that resumes after a pause longer than its lease sees true
+  /// before the watchdog had a chance to look. Never turns true after a
+  /// successful release. Local, no round trip.
   bool lost() const noexcept;
   /// Requested-stop when the current lease is lost; a fresh token per
   /// acquisition. Poll it or register a std::stop_callback.
   std::stop_token lost_token() const noexcept;
   /// The fence of the current acquisition (LockOptions::fencing), else 0.
+  /// Fences of one key strictly increase from one acquisition to the next,
+  /// including hand-overs, restarts of the server without persistence and
+  /// failovers: a fence is max(previous + 1, the server's TIME in µs), so
+  /// an emptied counter restarts above every earlier fence. Condition: the
+  /// clock of the server answering (the new master after a failover) does
+  /// not run behind the old one by more than the time between the two
+  /// acquisitions. Fences are not consecutive.
   std::uint64_t fence() const noexcept;
   /// The lock key.
   const std::string& name() const noexcept;

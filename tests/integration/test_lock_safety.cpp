@@ -311,5 +311,45 @@ TEST_F(LockSafety, FenceCountersOfManyArgumentsAllExpire) {
   }
 }
 
+// The ACL rules the README gives a lockon user are enough: plain locks,
+// contention with hand-over, fencing, renewal, and lock_on.
+TEST_F(LockSafety, TheReadmeAclRulesAreSufficient) {
+  const std::string rules =
+      "app on >pw resetkeys ~orders:* ~{orders:* resetchannels &{orders:* -@all "
+      "+get +set +del +exists +pttl +pexpire +eval +evalsha +lpop +rpush +lindex +lpos +lrem +time "
+      "+publish +subscribe +unsubscribe +ping +hello +auth +select";
+  RedisServer own({.acl_users = {rules}});
+  std::mutex mutex;
+  std::vector<std::string> warnings;
+  set_warning_handler([&](std::string_view topic, std::string_view) {
+    const std::lock_guard guard(mutex);
+    warnings.emplace_back(topic);
+  });
+  const Client client("redis://app:pw@127.0.0.1:" + std::to_string(own.port()));
+  const std::string name = "orders:" + key("lock");
+  Lock holder(client, name, {.ttl = 3s, .fencing = true});
+  Lock waiter(client, name, {.ttl = 3s, .fencing = true});
+  ASSERT_TRUE(holder.try_lock());
+  std::atomic<int> got{-1};
+  const auto start = Clock::now();
+  std::thread t([&] { got = waiter.try_lock_for(5s) ? 1 : 0; });
+  RawConnection probe = own.connect();
+  ASSERT_TRUE(eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == 1; }));
+  std::this_thread::sleep_for(1100ms);  // one renewal (ttl/3) of the holder's lease
+  EXPECT_FALSE(holder.lost());
+  holder.unlock();
+  t.join();
+  EXPECT_EQ(got.load(), 1);
+  EXPECT_GT(waiter.fence(), holder.fence());
+  EXPECT_LT(ms_since(start), 2000) << "the hand-over fell back to polling";
+  waiter.unlock();
+  EXPECT_EQ(holder.last_unlock_error(), nullptr);
+  RedisLocker locker(client, {.max_retry = 1, .ttl = 3s, .key_prefix = "orders", .fencing = true});
+  EXPECT_EQ(locker.lock_on<0>("pay", [](int x) { return x * 2; })(21), 42);
+  set_warning_handler({});
+  const std::lock_guard guard(mutex);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+}
+
 }  // namespace
 }  // namespace lockon::test
