@@ -1,0 +1,145 @@
+// The single-instance lock behind a FaultProxy: lost replies, error replies
+// and unanswered requests at the moments that matter. Each test states the
+// outcome the lock promises for its fault.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "lock_scripts.hpp"
+#include "lockon/lockon.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/fixtures.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class LockFaults : public RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    proxy_ = std::make_unique<FaultProxy>(server().host(), server().port());
+  }
+  FaultProxy& proxy() { return *proxy_; }
+  RawReply raw(const std::vector<std::string>& args) { return server().command(args); }
+  long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "q")}).integer; }
+
+  std::unique_ptr<FaultProxy> proxy_;
+};
+
+// The acquiring SET executed but its reply was lost with the connection:
+// the lock retries once with the same (random) token and finds it won.
+TEST_F(LockFaults, AcquisitionWhoseReplyWasLostIsRetriedWithTheSameToken) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  const int rule = proxy().add_rule({.command = "SET", .action = FaultAction::close_after_forward, .times = 1});
+  Lock lock(client, name, {.ttl = 5s});
+  bool acquired = false;
+  EXPECT_NO_THROW(acquired = lock.try_lock());
+  EXPECT_EQ(proxy().matched(rule), 1u);
+  ASSERT_TRUE(acquired);
+  EXPECT_TRUE(lock.owned());
+  EXPECT_GT(raw({"PTTL", name}).integer, 4000);
+  lock.unlock();
+  EXPECT_EQ(raw({"EXISTS", name}).integer, 0);
+}
+
+TEST_F(LockFaults, FencedAcquisitionWhoseReplyWasLostIsRetriedWithTheSameToken) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  Lock warm(client, key("warm"), {.ttl = 5s, .fencing = true});  // loads the script: EVALSHA from now on
+  ASSERT_TRUE(warm.try_lock());
+  warm.unlock();
+  const int rule = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::close_after_forward, .times = 1});
+  Lock lock(client, name, {.ttl = 5s, .fencing = true});
+  bool acquired = false;
+  EXPECT_NO_THROW(acquired = lock.try_lock());
+  EXPECT_EQ(proxy().matched(rule), 1u);
+  ASSERT_TRUE(acquired);
+  EXPECT_GT(lock.fence(), 0u);
+  EXPECT_TRUE(lock.owned());
+  lock.unlock();
+}
+
+// With a caller-chosen token the lock cannot tell its own lost grant from
+// another holder's: it reports the I/O error, and the background clean-up
+// releases what the lost request won.
+TEST_F(LockFaults, CustomTokenAcquisitionWithALostReplyFailsAndIsCleanedUp) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  proxy().add_rule({.command = "SET", .action = FaultAction::close_after_forward, .times = 1});
+  Lock lock(client, name, {.ttl = 30s, .token = std::string("custom-token")});
+  EXPECT_THROW(lock.try_lock(), IoError);
+  EXPECT_FALSE(lock.held());
+  EXPECT_TRUE(eventually(3s, [&] { return raw({"EXISTS", name}).integer == 0; }))
+      << "the key won by the lost request was left for its whole ttl";
+}
+
+// An error reply to the fenced acquisition (READONLY: a demoted master)
+// throws ReplyError and leaves the pooled connection usable.
+TEST_F(LockFaults, ErrorReplyToTheAcquisitionLeavesThePoolInStep) {
+  const Client client(proxy().url(), {.size = 1});
+  const std::string held = key("held");
+  ASSERT_TRUE(raw({"SET", held, "someone-else", "PX", "60000"}).is("OK"));
+  for (const std::string code : {"READONLY", "NOPERM", "OOM", "BUSY", "LOADING", "MASTERDOWN", "TRYAGAIN"}) {
+    proxy().add_rule({.command = "EVALSHA", .action = FaultAction::error_reply, .error = FaultRule::error_text(code),
+                      .times = 1});
+    proxy().add_rule({.command = "EVAL", .action = FaultAction::error_reply, .error = FaultRule::error_text(code),
+                      .times = 1});
+    Lock fenced(client, key("free"), {.ttl = 5s, .fencing = true});
+    EXPECT_THROW(fenced.try_lock(), ReplyError) << code;
+    proxy().clear_rules();
+    Lock other(client, held, {.ttl = 5s});
+    bool acquired = true;
+    EXPECT_NO_THROW(acquired = other.try_lock()) << code;
+    EXPECT_FALSE(acquired) << code;
+  }
+}
+
+// The server stops answering the waiter's attempt just before its
+// deadline: try_lock_for returns false in time, and its queue place is
+// removed by the background clean-up once the server answers again.
+TEST_F(LockFaults, UnansweredWaitAttemptAtTheDeadlineReturnsInTimeAndLeavesNoQueueEntry) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  Lock holder(client, name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  Lock waiter(client, name, {.ttl = 10s, .wait_poll_interval = 50ms});
+  // The waiter's first attempt queues it; its later polls go unanswered.
+  const int rule = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::blackhole});
+  proxy().add_rule({.command = "EVAL", .action = FaultAction::blackhole});
+  const auto start = Clock::now();
+  bool acquired = true;
+  EXPECT_NO_THROW(acquired = waiter.try_lock_for(400ms));
+  const long long took = ms_since(start);
+  EXPECT_FALSE(acquired);
+  EXPECT_LE(took, 400 + 60) << "the deadline was overrun";
+  EXPECT_GE(proxy().matched(rule), 1u);
+  proxy().clear_rules();
+  EXPECT_TRUE(eventually(3s, [&] { return queued(name) == 0; })) << "the abandoned waiter stayed queued";
+  EXPECT_TRUE(holder.owned());
+  holder.unlock();
+}
+
+// A release whose connection drops before the reply: whether it ran is
+// unknown, so the lease is declared lost; the key does not outlive it.
+TEST_F(LockFaults, ReleaseWithALostReplyIsALossAndTheKeyIsGone) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  Lock lock(client, name, {.ttl = 30s});
+  ASSERT_TRUE(lock.try_lock());
+  proxy().add_rule({.command = "EVALSHA", .action = FaultAction::close_before_forward, .times = 1});
+  proxy().add_rule({.command = "EVAL", .action = FaultAction::close_before_forward, .times = 1});
+  lock.unlock();
+  EXPECT_NE(lock.last_unlock_error(), nullptr);
+  EXPECT_TRUE(lock.lost());
+  EXPECT_TRUE(eventually(3s, [&] { return raw({"EXISTS", name}).integer == 0; }))
+      << "the key of a failed release stayed for its whole ttl";
+}
+
+}  // namespace
+}  // namespace lockon::test
