@@ -15,6 +15,12 @@
 //   any time the overall `timeout` passes ─── AcquireTimeout
 //
 // The last wait is cut to the deadline: the locker never sleeps past it.
+//
+// A call keeps ONE place in the lock's FIFO queue across all its attempts
+// (LockOptions::keep_queue_place): attempts are a counting of windows, not
+// a re-queueing, so calls are served in arrival order whatever their
+// windows. The place is given up when the call acquires or gives up for
+// good (RetriesExhausted, AcquireTimeout, an exception).
 #pragma once
 
 #include <chrono>
