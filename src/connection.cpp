@@ -15,6 +15,7 @@
 
 #include "error_map.hpp"
 #include "lockon/errors.hpp"
+#include "server_version.hpp"
 
 namespace lockon::detail {
 namespace {
@@ -26,75 +27,40 @@ timeval to_timeval(std::chrono::milliseconds ms) {
   return tv;
 }
 
+// Our own send(2) rather than hiredis' write(2): MSG_NOSIGNAL. Writing to a
+// connection the peer has reset (a killed server, once a request needs a
+// second write or a keep-alive probe was answered with a reset) would
+// otherwise raise SIGPIPE, whose default action kills the whole process.
+// SO_SNDTIMEO (the socket timeout) bounds a blocked send with EAGAIN.
+// Returns the bytes written; on failure errno is set and fewer were.
+std::size_t send_all(int fd, std::string_view data) {
+  std::size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) errno = EPIPE;
+    break;
+  }
+  return sent;
+}
+
+// Records an errno failure as hiredis would, so the one mapping in
+// error_map applies.
+void record_io_error(redisContext* context, int saved_errno) {
+  context->err = REDIS_ERR_IO;
+  std::snprintf(context->errstr, sizeof context->errstr, "%s", std::strerror(saved_errno));
+  errno = saved_errno;
+}
+
 }  // namespace
 
-Connection::Connection(ConnectionOptions options)
-    : options_(std::move(options)), endpoint_(options_.endpoint()) {}
-
-int Connection::fd() const noexcept { return context_ ? context_->fd : -1; }
-
-void Connection::fail(std::string_view operation) {
-  const int saved_errno = errno;
-  broken_ = true;
-  throw_context_error(context_.get(), saved_errno, Phase::command, endpoint_, operation);
-}
-
-void Connection::ensure_connected() {
-  if (context_ && !broken_) return;
-  context_.reset();
-  broken_ = false;
-  current_timeout_ = std::chrono::milliseconds(-1);
-  redisContext* raw = nullptr;
-  const bool bounded = options_.connect_timeout.count() > 0;
-  if (!options_.unix_path.empty()) {
-    raw = bounded ? redisConnectUnixWithTimeout(options_.unix_path.c_str(), to_timeval(options_.connect_timeout))
-                  : redisConnectUnix(options_.unix_path.c_str());
-  } else {
-    raw = bounded ? redisConnectWithTimeout(options_.host.c_str(), options_.port, to_timeval(options_.connect_timeout))
-                  : redisConnect(options_.host.c_str(), options_.port);
-  }
-  ContextPtr context(raw);
-  out_.clear();  // requests queued for the broken socket are not replayed
-  if (!context || context->err) {
-    const int saved_errno = errno;
-    throw_context_error(context.get(), saved_errno, Phase::connect, endpoint_, "connect");
-  }
-  if (options_.keepalive && options_.unix_path.empty()) redisEnableKeepAlive(context.get());
-  context_ = std::move(context);
-  try {
-    restore_timeout();
-    handshake();
-  } catch (...) {
-    context_.reset();
-    throw;
-  }
-}
-
-void Connection::handshake() {
-  if (!options_.password.empty()) {
-    ReplyPtr reply;
-    if (options_.user.empty()) {
-      const std::array<std::string_view, 2> args{"AUTH", options_.password};
-      reply = command(args, "AUTH");
-    } else {
-      const std::array<std::string_view, 3> args{"AUTH", options_.user, options_.password};
-      reply = command(args, "AUTH");
-    }
-    check_reply(*reply, endpoint_, "AUTH");
-  }
-  if (options_.db != 0) {
-    const std::string db = std::to_string(options_.db);
-    const std::array<std::string_view, 2> args{"SELECT", db};
-    ReplyPtr reply = command(args, "SELECT " + db);
-    check_reply(*reply, endpoint_, "SELECT " + db);
-  }
-}
-
-void Connection::append(std::span<const std::string_view> args) {
+void append_resp(std::string& out, std::span<const std::string_view> args) {
   // hiredis 0.14 formats argv through sdscatfmt, which costs more client CPU
   // than the rest of a lock cycle; RESP is simple enough to write directly.
-  // Requests stay in our own buffer until flush() sends them.
-  std::string& out = out_;
   std::size_t size = out.size() + 16;
   for (auto arg : args) size += arg.size() + 24;
   out.reserve(size);
@@ -114,42 +80,170 @@ void Connection::append(std::span<const std::string_view> args) {
   }
 }
 
-void Connection::flush(std::string_view operation) {
-  // Our own send(2) rather than hiredis' write(2): MSG_NOSIGNAL. Writing to
-  // a connection the peer has reset (a killed server, once a request needs a
-  // second write or a keep-alive probe was answered with a reset) would
-  // otherwise raise SIGPIPE, whose default action kills the whole process.
-  // SO_SNDTIMEO (the socket timeout) bounds a blocked send with EAGAIN.
-  std::size_t sent = 0;
-  while (sent < out_.size()) {
-    const ssize_t n = ::send(context_->fd, out_.data() + sent, out_.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    const int saved_errno = n < 0 ? errno : EPIPE;
-    out_.clear();
-    // Record it as hiredis would, so the one mapping in error_map applies.
-    context_->err = REDIS_ERR_IO;
-    std::snprintf(context_->errstr, sizeof context_->errstr, "%s", std::strerror(saved_errno));
-    errno = saved_errno;
-    fail(operation);
+Connection::Connection(ConnectionOptions options)
+    : options_(std::move(options)), endpoint_(options_.endpoint()) {}
+
+int Connection::fd() const noexcept { return context_ ? context_->fd : -1; }
+
+void Connection::fail(std::string_view operation) {
+  const int saved_errno = errno;
+  broken_ = true;
+  throw_context_error(context_.get(), saved_errno, Phase::command, endpoint_, operation);
+}
+
+void Connection::fail_send(int saved_errno, std::string_view operation) {
+  record_io_error(context_.get(), saved_errno);
+  fail(operation);
+}
+
+// An idle request/reply socket has nothing to read: readable bytes, EOF or
+// an error mean the server closed it (restart, client `timeout`) or the
+// stream is out of step. Only looked at after kIdleCheckAfter of quiet, so
+// back-to-back commands pay one clock read and no syscall.
+bool Connection::stale() const noexcept {
+  if (Clock::now() - last_reply_ < kIdleCheckAfter) return false;
+  const redisReader* reader = context_->reader;
+  if (reader != nullptr && reader->len > reader->pos) return true;  // unread reply bytes
+  pollfd probe{context_->fd, POLLIN | POLLRDHUP, 0};
+  const int n = ::poll(&probe, 1, 0);
+  return n != 0;  // readable, hung up, or poll itself failed: not to be trusted
+}
+
+void Connection::ensure_connected() {
+  if (context_ && !broken_ && (owes_replies() || !stale())) return;
+  open(false);
+}
+
+void Connection::open(bool keep_queued) {
+  context_.reset();
+  broken_ = true;  // until the handshake succeeded
+  in_flight_ = 0;
+  used_ = false;
+  if (!keep_queued) {
+    out_.clear();  // requests queued for the broken socket are not replayed
+    queued_ = 0;
   }
+  current_timeout_ = std::chrono::milliseconds(-1);
+  redisContext* raw = nullptr;
+  const bool bounded = options_.connect_timeout.count() > 0;
+  if (!options_.unix_path.empty()) {
+    raw = bounded ? redisConnectUnixWithTimeout(options_.unix_path.c_str(), to_timeval(options_.connect_timeout))
+                  : redisConnectUnix(options_.unix_path.c_str());
+  } else {
+    raw = bounded ? redisConnectWithTimeout(options_.host.c_str(), options_.port, to_timeval(options_.connect_timeout))
+                  : redisConnect(options_.host.c_str(), options_.port);
+  }
+  ContextPtr context(raw);
+  if (!context || context->err) {
+    const int saved_errno = errno;
+    throw_context_error(context.get(), saved_errno, Phase::connect, endpoint_, "connect");
+  }
+  if (options_.keepalive && options_.unix_path.empty()) redisEnableKeepAlive(context.get());
+  context_ = std::move(context);
+  try {
+    restore_timeout();
+    handshake();
+  } catch (...) {
+    context_.reset();
+    throw;
+  }
+  broken_ = false;
+  last_reply_ = Clock::now();
+}
+
+// HELLO 2 (carrying AUTH when credentials are set) checks the server's
+// version and authenticates in one command; SELECT is pipelined behind it,
+// so the handshake is one round trip. Its own buffer: out_ may hold requests
+// waiting for this (re)connection.
+void Connection::handshake() {
+  std::string request;
+  const std::string_view user = options_.user.empty() ? std::string_view("default") : std::string_view(options_.user);
+  if (options_.password.empty()) {
+    const std::array<std::string_view, 2> hello{"HELLO", "2"};
+    append_resp(request, hello);
+  } else {
+    const std::array<std::string_view, 5> hello{"HELLO", "2", "AUTH", user, options_.password};
+    append_resp(request, hello);
+  }
+  const std::string db = std::to_string(options_.db);
+  if (options_.db != 0) {
+    const std::array<std::string_view, 2> select{"SELECT", db};
+    append_resp(request, select);
+  }
+  const std::string operation = options_.password.empty() ? "handshake (HELLO)" : "handshake (HELLO with AUTH)";
+  redisContext* context = context_.get();
+  const auto io_failure = [&] {
+    const int saved_errno = errno;
+    throw_context_error(context, saved_errno, Phase::connect, endpoint_, operation);
+  };
+  if (send_all(context->fd, request) != request.size()) {
+    record_io_error(context, errno);
+    io_failure();
+  }
+  std::array<ReplyPtr, 2> replies;
+  const std::size_t expected = options_.db != 0 ? 2 : 1;
+  for (std::size_t i = 0; i < expected; ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(context, &raw) != REDIS_OK) io_failure();
+    replies[i].reset(static_cast<redisReply*>(raw));
+  }
+  check_hello_reply(*replies[0], endpoint_);
+  if (expected == 2) check_reply(*replies[1], endpoint_, "SELECT " + db);
+}
+
+void Connection::append(std::span<const std::string_view> args) {
+  append_resp(out_, args);
+  ++queued_;
+}
+
+void Connection::flush(std::string_view operation) {
+  if (out_.empty()) return;
+  std::size_t sent = send_all(context_->fd, out_);
+  if (sent == 0 && used_ && in_flight_ == 0) {
+    // Not a byte left, on a socket that worked before and owes nothing: it
+    // went stale after the idle check (or within kIdleCheckAfter). The
+    // request cannot have reached the server: send it once on a fresh
+    // socket. A failure to open one is a ConnectError (nothing sent).
+    open(true);
+    sent = send_all(context_->fd, out_);
+    if (sent == 0) {
+      const int saved_errno = errno;
+      out_.clear();
+      queued_ = 0;
+      broken_ = true;
+      throw_context_error(context_.get(), saved_errno, Phase::connect, endpoint_, operation);
+    }
+  }
+  if (sent != out_.size()) {
+    const int saved_errno = errno;
+    out_.clear();
+    fail_send(saved_errno, operation);
+  }
+  in_flight_ += queued_;
+  queued_ = 0;
+  used_ = true;
   out_.clear();
   if (out_.capacity() > (std::size_t{1} << 20)) out_ = std::string();  // no MBs kept after a huge request
 }
 
-ReplyPtr Connection::read_reply_until(std::chrono::steady_clock::time_point deadline, std::string_view operation) {
-  if (!out_.empty()) flush(operation);
+void Connection::got_reply() noexcept {
+  if (in_flight_ > 0) --in_flight_;
+  last_reply_ = Clock::now();
+}
+
+ReplyPtr Connection::read_reply_until(Clock::time_point deadline, std::string_view operation) {
+  flush(operation);
   redisContext* context = context_.get();
   while (true) {
     void* raw = nullptr;
     if (redisGetReplyFromReader(context, &raw) != REDIS_OK) fail(operation);
-    if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
+    if (raw != nullptr) {
+      got_reply();
+      return ReplyPtr(static_cast<redisReply*>(raw));
+    }
     // No complete reply buffered: wait for bytes with poll() instead of
     // changing SO_RCVTIMEO per call (two syscalls each time, per node).
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     pollfd ready{context->fd, POLLIN, 0};
     // Past the deadline still look (timeout 0): a reply that arrived while
     // we waited on a slower node is sitting in the socket buffer.
@@ -157,9 +251,7 @@ ReplyPtr Connection::read_reply_until(std::chrono::steady_clock::time_point dead
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) {
       // The reply is still owed: this connection's stream is out of step.
-      context->err = REDIS_ERR_IO;
-      std::snprintf(context->errstr, sizeof context->errstr, "%s", std::strerror(ETIMEDOUT));
-      errno = ETIMEDOUT;
+      record_io_error(context, ETIMEDOUT);
       fail(operation);
     }
     if (redisBufferRead(context) != REDIS_OK) fail(operation);
@@ -167,9 +259,10 @@ ReplyPtr Connection::read_reply_until(std::chrono::steady_clock::time_point dead
 }
 
 ReplyPtr Connection::read_reply(std::string_view operation) {
-  if (!out_.empty()) flush(operation);  // hiredis then has nothing to write
+  flush(operation);  // hiredis then has nothing to write
   void* raw = nullptr;
   if (redisGetReply(context_.get(), &raw) != REDIS_OK) fail(operation);
+  got_reply();
   return ReplyPtr(static_cast<redisReply*>(raw));
 }
 

@@ -2,10 +2,26 @@
 //
 // A Connection is used by one thread at a time (the pool guarantees it). Any
 // I/O failure marks it broken: the reply stream can no longer be trusted, so
-// the next use drops the socket and reconnects (AUTH and SELECT included).
+// the next use drops the socket and reconnects (HELLO, AUTH, SELECT).
+//
+// Request/reply bookkeeping: the connection counts the requests appended and
+// the replies read. One that still owes replies (a caller threw between
+// sending and reading) is out of step: the pool marks it broken rather than
+// hand the next caller an earlier command's reply.
+//
+// Stale sockets: a pooled connection may have been closed by the server
+// (restart, `timeout`, kill) while it sat idle. Before a request is sent on a
+// connection idle for more than kIdleCheckAfter, a non-blocking poll()
+// checks that nothing is readable (an idle request/reply socket has nothing
+// to say; EOF or stray bytes mean it is dead or out of step) and reconnects
+// first. A send() that fails before writing any byte on a reused socket is
+// retried once on a fresh one. Both happen before the request could have
+// reached the server, so they are invisible to the caller; a failure after
+// bytes were written is never retried here (see errors.hpp).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,10 +33,18 @@ namespace lockon::detail {
 
 class Connection {
  public:
+  using Clock = std::chrono::steady_clock;
+  /// A connection used more recently than this is not polled before the
+  /// next request: the uncontended lock cycle stays free of extra syscalls.
+  static constexpr auto kIdleCheckAfter = std::chrono::milliseconds(2);
+
   explicit Connection(ConnectionOptions options);
 
-  /// Connects (or reconnects a broken connection). Throws ConnectError,
-  /// AuthError, ReplyError (bad db index).
+  /// Connects (or reconnects a broken, stale or out-of-step connection) and
+  /// does the handshake. Throws ConnectError (nothing was sent, including
+  /// I/O failures during the handshake), AuthError, UnsupportedServerError,
+  /// ReplyError (bad db index). Does nothing while replies are owed: the
+  /// caller is in the middle of an exchange.
   void ensure_connected();
 
   /// Sends one command and waits for its reply. Error replies are returned,
@@ -28,7 +52,8 @@ class Connection {
   /// IoError subclasses; the connection is then broken.
   ReplyPtr command(std::span<const std::string_view> args, std::string_view operation);
 
-  /// Queues a command in the output buffer (no I/O).
+  /// Queues a command in the output buffer (no I/O). Every appended command
+  /// owes one reply until read.
   void append(std::span<const std::string_view> args);
   /// Writes the output buffer completely. Throws IoError.
   void flush(std::string_view operation);
@@ -36,7 +61,10 @@ class Connection {
   ReplyPtr read_reply(std::string_view operation);
   /// As read_reply, but waits for the reply only until `deadline`
   /// (TimeoutError after it; the connection is then broken).
-  ReplyPtr read_reply_until(std::chrono::steady_clock::time_point deadline, std::string_view operation);
+  ReplyPtr read_reply_until(Clock::time_point deadline, std::string_view operation);
+
+  /// Whether commands were appended whose replies were not read yet.
+  bool owes_replies() const noexcept { return queued_ + in_flight_ != 0; }
 
   /// Changes the read/write timeout for the following calls (0 = none). The
   /// configured socket timeout is restored by restore_timeout().
@@ -53,7 +81,13 @@ class Connection {
 
  private:
   [[noreturn]] void fail(std::string_view operation);
+  [[noreturn]] void fail_send(int saved_errno, std::string_view operation);
+  // Opens a new socket and does the handshake; queued requests are kept
+  // only if `keep_queued` (a resend of requests that never left).
+  void open(bool keep_queued);
   void handshake();
+  bool stale() const noexcept;
+  void got_reply() noexcept;
 
   ConnectionOptions options_;
   std::string endpoint_;
@@ -61,6 +95,13 @@ class Connection {
   bool broken_ = false;
   std::string out_;  // requests formatted as RESP, not yet sent (see flush)
   std::chrono::milliseconds current_timeout_{-1};
+  std::uint64_t queued_ = 0;     // requests in out_
+  std::uint64_t in_flight_ = 0;  // requests sent whose reply was not read
+  bool used_ = false;            // a request was sent on this socket
+  Clock::time_point last_reply_{};
 };
+
+/// Formats one command as RESP and appends it to `out`.
+void append_resp(std::string& out, std::span<const std::string_view> args);
 
 }  // namespace lockon::detail

@@ -25,7 +25,7 @@ void throw_context_error(const redisContext* context, int saved_errno, Phase pha
   const std::string cause = context->errstr[0] != '\0' ? context->errstr : "unknown hiredis error";
   const bool timed_out = context->err == REDIS_ERR_IO && is_timeout_errno(saved_errno);
   if (phase == Phase::connect) {
-    // Whatever went wrong, nothing reached the server.
+    // Whatever went wrong, nothing of the caller's command reached the server.
     throw ConnectError(describe(operation, endpoint, timed_out ? "connect timed out" : "cannot connect: " + cause));
   }
   switch (context->err) {
@@ -41,17 +41,43 @@ void throw_context_error(const redisContext* context, int saved_errno, Phase pha
   }
 }
 
-void throw_reply_error(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
-  const std::string_view text(reply.str, reply.len);
-  const std::string code(text.substr(0, text.find(' ')));
+ReplyKind classify_reply_error(std::string_view text) noexcept {
+  const std::string_view code = text.substr(0, text.find(' '));
+  if (code == "WRONGTYPE") return ReplyKind::wrong_type;
+  if (code == "NOAUTH" || code == "WRONGPASS") return ReplyKind::auth;
+  // Redis 5 and older word authentication failures as plain ERR.
+  if (code == "ERR" && (text.find("invalid password") != std::string_view::npos ||
+                        text.find("AUTH <password> called without") != std::string_view::npos ||
+                        text.find("no password is set") != std::string_view::npos))
+    return ReplyKind::auth;
+  if (code == "NOPERM") return ReplyKind::permission;
+  if (code == "READONLY") return ReplyKind::read_only;
+  if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN") return ReplyKind::busy;
+  return ReplyKind::generic;
+}
+
+void throw_reply_error(std::string_view text, std::string_view endpoint, std::string_view operation) {
+  std::string code(text.substr(0, text.find(' ')));
   const std::string message = describe(operation, endpoint, text);
-  if (code == "WRONGTYPE") throw WrongTypeError(message, code);
-  if (code == "NOAUTH" || code == "WRONGPASS" ||
-      (code == "ERR" && (text.find("invalid password") != std::string_view::npos ||
-                         text.find("AUTH <password> called without") != std::string_view::npos ||
-                         text.find("no password is set") != std::string_view::npos)))
-    throw AuthError(message, code);
-  throw ReplyError(message, code);
+  switch (classify_reply_error(text)) {
+    case ReplyKind::wrong_type:
+      throw WrongTypeError(message, std::move(code));
+    case ReplyKind::auth:
+      throw AuthError(message, std::move(code));
+    case ReplyKind::permission:
+      throw PermissionError(message, std::move(code));
+    case ReplyKind::read_only:
+      throw ReadOnlyError(message, std::move(code));
+    case ReplyKind::busy:
+      throw ServerBusyError(message, std::move(code));
+    case ReplyKind::generic:
+      break;
+  }
+  throw ReplyError(message, std::move(code));
+}
+
+void throw_reply_error(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
+  throw_reply_error(std::string_view(reply.str, reply.len), endpoint, operation);
 }
 
 }  // namespace lockon::detail

@@ -41,6 +41,10 @@ Pool::Lease Pool::borrow() {
 }
 
 void Pool::give_back(std::unique_ptr<Connection> connection) noexcept {
+  // A caller that threw between sending and reading (an error reply checked
+  // mid-pipeline, a timeout, an exception of its own) left replies in the
+  // stream: the next borrower would read them as its own. Reconnect instead.
+  if (connection->owes_replies()) connection->mark_broken();
   {
     std::lock_guard lock(mutex_);
     idle_.push_back(std::move(connection));

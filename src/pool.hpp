@@ -14,7 +14,8 @@ namespace lockon::detail {
 
 class Pool {
  public:
-  /// An exclusively borrowed connection; returns itself to the pool.
+  /// An exclusively borrowed connection; returns itself to the pool, marked
+  /// broken (it reconnects on its next use) if it still owes replies.
   class Lease {
    public:
     Lease(Lease&& other) noexcept : pool_(other.pool_), connection_(std::move(other.connection_)) {

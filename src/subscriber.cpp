@@ -14,6 +14,7 @@
 #include <system_error>
 #include <vector>
 
+#include "diagnostics.hpp"
 #include "lock_scripts.hpp"
 #include "token.hpp"
 
@@ -115,8 +116,11 @@ Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until) {
 
 bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
   std::unique_lock lock(owner_->mutex_);
-  return owner_->confirmed_.wait_until(lock, until,
-                                       [this] { return owner_->stopping_ || owner_->subscribed(channel_); });
+  // A refused channel will not be confirmed: no point waiting for it.
+  owner_->confirmed_.wait_until(lock, until, [this] {
+    return owner_->stopping_ || owner_->subscribed(channel_) || owner_->denied(channel_);
+  });
+  return owner_->subscribed(channel_);
 }
 
 Subscriber::Subscriber(ConnectionOptions options) : id_(random_hex(8)), connection_(std::move(options)) {
@@ -159,7 +163,8 @@ Subscriber::Watch Subscriber::watch(const std::string& id, const std::string& ch
     // these holds: the channel lingers and the thread already left the
     // socket to the waiters.
     const bool live = subscribed(channel);
-    needs_thread = !(live || (connected_ && entry.state == SubState::subscribing)) ||
+    const bool pending_or_denied = entry.state == SubState::subscribing || entry.state == SubState::denied;
+    needs_thread = !(live || (connected_ && pending_or_denied)) ||
                    (waiters_.size() > 1 && !thread_reads_) || (waiters_.size() == 1 && live && thread_reads_);
   }
   if (needs_thread) poke();
@@ -189,6 +194,11 @@ void Subscriber::unwatch(const std::string& id) noexcept {
 bool Subscriber::subscribed(const std::string& channel) const {
   const auto it = channels_.find(channel);
   return connected_ && it != channels_.end() && it->second.state == SubState::subscribed;
+}
+
+bool Subscriber::denied(const std::string& channel) const {
+  const auto it = channels_.find(channel);
+  return it != channels_.end() && it->second.state == SubState::denied;
 }
 
 bool Subscriber::lone_waiter_subscribed() const {
@@ -278,6 +288,7 @@ bool Subscriber::connect() {
   std::lock_guard lock(mutex_);
   connected_ = true;
   for (auto& [name, channel] : channels_) channel.state = SubState::none;
+  pending_.clear();
   connection_fd_ = connection_.fd();
   ++generation_;
   return true;
@@ -287,22 +298,28 @@ bool Subscriber::connect() {
 // thread writes to the connection.
 // Returns how long the caller may sleep before the linger ends.
 int Subscriber::sync_subscription() {
-  std::vector<std::string> subscribe{"SUBSCRIBE"};
-  std::vector<std::string> unsubscribe{"UNSUBSCRIBE"};
+  std::vector<Pending> commands;
   int sleep_ms = kIdlePollMs;
   {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     for (auto it = channels_.begin(); it != channels_.end();) {
       Channel& channel = it->second;
+      if (channel.state == SubState::denied && now - channel.denied_at >= kDeniedRetry) {
+        if (channel.waiters == 0) {
+          it = channels_.erase(it);
+          continue;
+        }
+        channel.state = SubState::none;  // ask again
+      }
       if (channel.waiters > 0 && channel.state == SubState::none) {
         channel.state = SubState::subscribing;
-        subscribe.push_back(it->first);
+        commands.push_back({true, it->first});
       } else if (channel.waiters == 0 && channel.state == SubState::subscribed) {
         const auto idle = now - channel.idle_since;
         if (idle >= kLinger) {
           channel.state = SubState::unsubscribing;
-          unsubscribe.push_back(it->first);
+          commands.push_back({false, it->first});
         } else {
           const auto left = std::chrono::ceil<std::chrono::milliseconds>(kLinger - idle).count();
           sleep_ms = std::min(sleep_ms, static_cast<int>(left));
@@ -314,13 +331,18 @@ int Subscriber::sync_subscription() {
       ++it;
     }
   }
-  if (subscribe.size() == 1 && unsubscribe.size() == 1) return sleep_ms;
+  if (commands.empty()) return sleep_ms;
   std::lock_guard io(io_mutex_);
   try {
-    for (const auto* command : {&subscribe, &unsubscribe}) {
-      if (command->size() == 1) continue;
-      const std::vector<std::string_view> args(command->begin(), command->end());
+    // One channel per command: every command gets exactly one reply (a
+    // confirmation or an error), so pending_ pairs them up.
+    for (const Pending& command : commands) {
+      const std::array<std::string_view, 2> args{command.subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", command.channel};
       connection_.append(args);
+    }
+    {
+      std::lock_guard lock(mutex_);
+      for (Pending& command : commands) pending_.push_back(std::move(command));
     }
     connection_.flush("SUBSCRIBE");
   } catch (...) {
@@ -367,9 +389,15 @@ void Subscriber::read_available(std::uint64_t generation, bool direct) noexcept 
 }
 
 void Subscriber::on_message(const redisReply& reply, bool direct) {
+  if (reply.type == REDIS_REPLY_ERROR) {
+    std::lock_guard lock(mutex_);
+    on_error_reply({reply.str, reply.len});
+    return;
+  }
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 3) return;
   const std::string_view kind = element_text(reply, 0);
   std::lock_guard lock(mutex_);
+  if ((kind == "subscribe" || kind == "unsubscribe") && !pending_.empty()) pending_.pop_front();
   if (kind == "message") {
     // Payload: "<waiter id> <fence>".
     const std::string_view payload = element_text(reply, 2);
@@ -408,12 +436,40 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
   }
 }
 
+void Subscriber::on_error_reply(std::string_view text) {
+  if (pending_.empty()) return;
+  const Pending command = std::move(pending_.front());
+  pending_.pop_front();
+  if (!command.subscribe) return;
+  const auto it = channels_.find(command.channel);
+  if (it == channels_.end()) return;
+  it->second.state = SubState::denied;
+  it->second.denied_at = Clock::now();
+  confirmed_.notify_all();  // its waiters stop waiting for a confirmation
+  const std::string& endpoint = connection_.endpoint();
+  // "{K}:wake:<subscriber id>" → "{K}:wake:*": the rule an operator grants.
+  const std::string pattern = command.channel.substr(0, command.channel.rfind(':') + 1) + "*";
+  const std::string_view code = text.substr(0, text.find(' '));
+  const std::string user = connection_.options().user.empty() ? "default" : connection_.options().user;
+  if (code == "NOPERM") {
+    warn_once("acl:subscribe " + endpoint,
+              "ACL user '" + user + "' lacks channel permission for '" + pattern + "' on " + endpoint +
+                  ": lock waiters fall back to polling every wait_poll_interval; grant '&*', or resetchannels + "
+                  "'&<lock key prefix>*'");
+  } else {
+    warn_once("subscribe " + endpoint, "SUBSCRIBE to '" + pattern + "' on " + endpoint + " was refused (" +
+                                           std::string(code) +
+                                           "): lock waiters fall back to polling every wait_poll_interval");
+  }
+}
+
 void Subscriber::drop_connection() noexcept {
   connection_.mark_broken();
   {
     std::lock_guard lock(mutex_);
     connected_ = false;
     for (auto& [name, channel] : channels_) channel.state = SubState::none;
+    pending_.clear();
     connection_fd_ = -1;
     ++generation_;
     // Nobody may sleep on a message that can no longer arrive.

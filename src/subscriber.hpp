@@ -22,11 +22,19 @@
 // it reads is dispatched as this thread would. Only one thread reads at a
 // time (io_mutex_), and reads never block (MSG_DONTWAIT), so a message the
 // other reader consumed first costs nothing but a look.
+//
+// A server may refuse a SUBSCRIBE (-NOPERM: an ACL user without the channel
+// permission, Redis 7's default `acl-pubsub-default resetchannels`). The
+// channel is then marked denied: its waiters stop waiting for a
+// confirmation and rely on their periodic attempts (wait_poll_interval), the
+// subscription is retried only after kDeniedRetry, and the operator hears
+// about it once per server through the warning handler.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,7 +101,10 @@ class Subscriber {
   /// Random id naming this subscriber's channels (queue entries carry it).
   const std::string& id() const noexcept { return id_; }
  private:
-  enum class SubState { none, subscribing, subscribed, unsubscribing };
+  enum class SubState { none, subscribing, subscribed, unsubscribing, denied };
+  /// A refused channel is asked for again after this long (permissions may
+  /// have been granted meanwhile).
+  static constexpr auto kDeniedRetry = std::chrono::seconds(30);
 
   void unwatch(const std::string& id) noexcept;
   void run();
@@ -103,6 +114,8 @@ class Subscriber {
   // Never blocks. `direct` = called by the direct reader.
   void read_available(std::uint64_t generation, bool direct) noexcept;
   void on_message(const redisReply& reply, bool direct);
+  // Caller holds mutex_. An error reply answers the oldest pending command.
+  void on_error_reply(std::string_view text);
   // Caller holds io_mutex_.
   void drop_connection() noexcept;
   void poke() noexcept;
@@ -136,9 +149,19 @@ class Subscriber {
     std::size_t waiters = 0;
     SubState state = SubState::none;  // what the server has (or is getting)
     Clock::time_point idle_since{};   // when its last waiter left
+    Clock::time_point denied_at{};    // when the server refused it
   };
+  // SUBSCRIBE/UNSUBSCRIBE commands sent (one channel each) whose reply has
+  // not arrived, oldest first: replies come in this order, so an error reply
+  // names its channel by position.
+  struct Pending {
+    bool subscribe = true;
+    std::string channel;
+  };
+  std::deque<Pending> pending_;
   // Caller holds mutex_.
   bool subscribed(const std::string& channel) const;
+  bool denied(const std::string& channel) const;
   bool lone_waiter_subscribed() const;
 
   std::map<std::string, Waiter> waiters_;    // by waiter id

@@ -5,14 +5,18 @@
 //
 //   Error
 //   ├── ConfigError            bad input: URL, empty name, TTL out of range...
+//   │   └── UnsupportedServerError  the server is older than Redis 7.0
 //   ├── IoError                the server could not be talked to (infrastructure)
-//   │   ├── ConnectError       refused / unreachable / DNS failure
-//   │   ├── TimeoutError       a command outlived its socket timeout
-//   │   ├── ClosedError        the connection dropped mid-command
-//   │   └── ProtocolError      the bytes on the wire made no sense
+//   │   ├── ConnectError       refused / unreachable / handshake failed: NOT sent
+//   │   ├── TimeoutError       a command outlived its socket timeout: MAYBE ran
+//   │   ├── ClosedError        the connection dropped mid-command: MAYBE ran
+//   │   └── ProtocolError      the bytes on the wire made no sense: MAYBE ran
 //   ├── ReplyError             the server answered with an error reply
 //   │   ├── AuthError          NOAUTH / WRONGPASS / invalid password
-//   │   └── WrongTypeError     WRONGTYPE: the lock key holds a non-string
+//   │   ├── WrongTypeError     WRONGTYPE: the lock key holds a non-string
+//   │   ├── PermissionError    NOPERM: the ACL user may not run it / touch it
+//   │   ├── ReadOnlyError      READONLY: a replica (e.g. after a failover)
+//   │   └── ServerBusyError    LOADING / BUSY / MASTERDOWN / TRYAGAIN
 //   ├── PoolTimeoutError       no pooled connection became free in time
 //   └── LockError              misuse of a lock or a lost / unavailable lease
 //       ├── LockNotOwned       the key is gone or holds another token
@@ -23,6 +27,21 @@
 //
 // Messages name the server (host:port) and the operation; they never contain
 // a password or a lock token.
+//
+// Did the command reach the server? The client layer retries, once and
+// transparently, every failure it detects before a request could have
+// reached the server (a pooled socket found dead or out of step before
+// sending, a send() that failed before writing any byte on a reused socket).
+// After that:
+//   - ConnectError: nothing of the command was sent (connect or handshake
+//     failed). Safe to retry.
+//   - TimeoutError, ClosedError, ProtocolError, and a plain IoError: bytes
+//     were sent; the server may or may not have executed the command. The
+//     client layer never retries these (a retry could run a write twice);
+//     the lock layer retries acquisitions itself, with the same token.
+//   - ReplyError and subclasses: the server answered; the command itself had
+//     no effect (except a Lua script's error after writes the script made).
+//     OOM, NOSCRIPT and other codes stay plain ReplyError: see code().
 #pragma once
 
 #include <stdexcept>
@@ -36,10 +55,20 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Invalid configuration or argument. Nothing was sent to Redis.
+/// Invalid configuration or argument, or a server lockon cannot work with.
+/// The command was not sent to Redis. Retrying does not help.
 class ConfigError : public Error {
  public:
   using Error::Error;
+};
+
+/// The server is older than lockon's minimum (Redis 7.0: `SET ... GET`,
+/// `PEXPIRE ... GT`), found by the HELLO handshake when connecting (a server
+/// that does not know HELLO is older than 6.0). The message names the
+/// endpoint and the version it runs.
+class UnsupportedServerError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
 };
 
 /// Infrastructure failure: the command's outcome on the server is unknown
@@ -50,7 +79,9 @@ class IoError : public Error {
 };
 
 /// The TCP/unix connection could not be established (refused, unreachable,
-/// name resolution failed, connect timed out). Nothing was sent.
+/// name resolution failed, connect timed out), or its handshake (HELLO with
+/// AUTH, SELECT) broke or timed out, or a fresh socket could not send a
+/// single byte. Nothing of the command was sent.
 class ConnectError : public IoError {
  public:
   using IoError::IoError;
@@ -75,8 +106,10 @@ class ProtocolError : public IoError {
   using IoError::IoError;
 };
 
-/// The server executed nothing and answered with an error reply
-/// (`-ERR ...`, `-NOSCRIPT ...`, ...). `code()` is the first word ("ERR").
+/// The server answered with an error reply (`-ERR ...`, `-OOM ...`,
+/// `-NOSCRIPT ...`); the command had no effect. `code()` is the first word
+/// ("ERR", "OOM"); the subclasses below name the codes a caller may want to
+/// handle apart.
 class ReplyError : public Error {
  public:
   ReplyError(const std::string& message, std::string code)
@@ -97,6 +130,27 @@ class AuthError : public ReplyError {
 /// The key exists but holds a value of another type (e.g. a hash where a lock
 /// string was expected). lockon never overwrites such a key.
 class WrongTypeError : public ReplyError {
+ public:
+  using ReplyError::ReplyError;
+};
+
+/// NOPERM: the ACL user lacks the command, key or channel permission.
+class PermissionError : public ReplyError {
+ public:
+  using ReplyError::ReplyError;
+};
+
+/// READONLY: the server is a replica (typically after a failover the client
+/// still points at the old master). Writes must go to the new master.
+class ReadOnlyError : public ReplyError {
+ public:
+  using ReplyError::ReplyError;
+};
+
+/// The server refused for now: LOADING (loading its dataset), BUSY (a script
+/// or function is running), MASTERDOWN (a replica lost its master),
+/// TRYAGAIN (a cluster slot is migrating). Retrying later may succeed.
+class ServerBusyError : public ReplyError {
  public:
   using ReplyError::ReplyError;
 };
