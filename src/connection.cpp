@@ -102,6 +102,9 @@ void Connection::fail_send(int saved_errno, std::string_view operation) {
 // back-to-back commands pay one clock read and no syscall.
 bool Connection::stale() const noexcept {
   if (Clock::now() - last_reply_ < kIdleCheckAfter) return false;
+  // Opened and then left alone before its handshake was read: cheaper to
+  // open again than to tell its replies from a close.
+  if (handshake_replies_ > 0) return true;
   const redisReader* reader = context_->reader;
   if (reader != nullptr && reader->len > reader->pos) return true;  // unread reply bytes
   pollfd probe{context_->fd, POLLIN | POLLRDHUP, 0};
@@ -116,13 +119,17 @@ void Connection::ensure_connected() {
 
 void Connection::open(bool keep_queued) {
   context_.reset();
-  broken_ = true;  // until the handshake succeeded
+  broken_ = true;  // until connected
   in_flight_ = 0;
   used_ = false;
-  if (!keep_queued) {
-    out_.clear();  // requests queued for the broken socket are not replayed
-    queued_ = 0;
+  handshake_replies_ = 0;
+  std::string queued;
+  if (keep_queued) {
+    queued = std::move(out_);
+  } else {
+    queued_ = 0;  // requests queued for the broken socket are not replayed
   }
+  out_.clear();
   current_timeout_ = std::chrono::milliseconds(-1);
   redisContext* raw = nullptr;
   const bool bounded = options_.connect_timeout.count() > 0;
@@ -136,59 +143,95 @@ void Connection::open(bool keep_queued) {
   ContextPtr context(raw);
   if (!context || context->err) {
     const int saved_errno = errno;
+    queued_ = 0;
     throw_context_error(context.get(), saved_errno, Phase::connect, endpoint_, "connect");
   }
   if (options_.keepalive && options_.unix_path.empty()) redisEnableKeepAlive(context.get());
   context_ = std::move(context);
-  try {
-    restore_timeout();
-    handshake();
-  } catch (...) {
-    context_.reset();
-    throw;
+  restore_timeout();
+  // HELLO 2 checks the server's version and, carrying AUTH, authenticates;
+  // SELECT follows. Both go out in the same write as the first requests.
+  const std::string_view user = options_.user.empty() ? std::string_view("default") : std::string_view(options_.user);
+  if (options_.password.empty()) {
+    const std::array<std::string_view, 2> hello{"HELLO", "2"};
+    append_resp(out_, hello);
+  } else {
+    const std::array<std::string_view, 5> hello{"HELLO", "2", "AUTH", user, options_.password};
+    append_resp(out_, hello);
   }
+  if (options_.db != 0) {
+    const std::string db = std::to_string(options_.db);
+    const std::array<std::string_view, 2> select{"SELECT", db};
+    append_resp(out_, select);
+  }
+  out_.append(queued);
+  handshake_replies_ = options_.db != 0 ? 2 : 1;
   broken_ = false;
   last_reply_ = Clock::now();
 }
 
-// HELLO 2 (carrying AUTH when credentials are set) checks the server's
-// version and authenticates in one command; SELECT is pipelined behind it,
-// so the handshake is one round trip. Its own buffer: out_ may hold requests
-// waiting for this (re)connection.
-void Connection::handshake() {
-  std::string request;
-  const std::string_view user = options_.user.empty() ? std::string_view("default") : std::string_view(options_.user);
-  if (options_.password.empty()) {
-    const std::array<std::string_view, 2> hello{"HELLO", "2"};
-    append_resp(request, hello);
-  } else {
-    const std::array<std::string_view, 5> hello{"HELLO", "2", "AUTH", user, options_.password};
-    append_resp(request, hello);
-  }
-  const std::string db = std::to_string(options_.db);
-  if (options_.db != 0) {
-    const std::array<std::string_view, 2> select{"SELECT", db};
-    append_resp(request, select);
-  }
-  const std::string operation = options_.password.empty() ? "handshake (HELLO)" : "handshake (HELLO with AUTH)";
+ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation) {
   redisContext* context = context_.get();
-  const auto io_failure = [&] {
+  const auto failed = [&] {
     const int saved_errno = errno;
-    throw_context_error(context, saved_errno, Phase::connect, endpoint_, operation);
+    broken_ = true;
+    throw_context_error(context, saved_errno, phase, endpoint_, operation);
   };
-  if (send_all(context->fd, request) != request.size()) {
-    record_io_error(context, errno);
-    io_failure();
-  }
-  std::array<ReplyPtr, 2> replies;
-  const std::size_t expected = options_.db != 0 ? 2 : 1;
-  for (std::size_t i = 0; i < expected; ++i) {
+  if (deadline == nullptr) {
     void* raw = nullptr;
-    if (redisGetReply(context, &raw) != REDIS_OK) io_failure();
-    replies[i].reset(static_cast<redisReply*>(raw));
+    if (redisGetReply(context, &raw) != REDIS_OK) failed();
+    return ReplyPtr(static_cast<redisReply*>(raw));
   }
-  check_hello_reply(*replies[0], endpoint_);
-  if (expected == 2) check_reply(*replies[1], endpoint_, "SELECT " + db);
+  while (true) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(context, &raw) != REDIS_OK) failed();
+    if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
+    // No complete reply buffered: wait for bytes with poll() instead of
+    // changing SO_RCVTIMEO per call (two syscalls each time, per node).
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+    pollfd ready{context->fd, POLLIN, 0};
+    // Past the deadline still look (timeout 0): a reply that arrived while
+    // we waited on a slower node is sitting in the socket buffer.
+    const int n = ::poll(&ready, 1, static_cast<int>(std::max<long long>(left.count(), 0)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {
+      // The reply is still owed: this connection's stream is out of step.
+      record_io_error(context, ETIMEDOUT);
+      failed();
+    }
+    if (redisBufferRead(context) != REDIS_OK) failed();
+  }
+}
+
+// Reads and checks the handshake's replies. Requests written behind the
+// handshake make an I/O failure here ambiguous (they may have run), so it
+// maps as any command's; without them nothing was sent (ConnectError).
+void Connection::finish_handshake(const Clock::time_point* deadline, std::string_view caller) {
+  if (handshake_replies_ == 0) return;
+  // Names both: "SET (connection handshake: HELLO with AUTH)".
+  const std::string operation = std::string(caller) + (options_.password.empty()
+                                                           ? " (connection handshake: HELLO)"
+                                                           : " (connection handshake: HELLO with AUTH)");
+  const Phase phase = in_flight_ > 0 ? Phase::command : Phase::connect;
+  std::array<ReplyPtr, 2> replies;
+  const int expected = handshake_replies_;
+  for (int i = 0; i < expected; ++i) {
+    replies[static_cast<std::size_t>(i)] = next_reply(deadline, phase, operation);
+    --handshake_replies_;
+  }
+  try {
+    check_hello_reply(*replies[0], endpoint_, operation);
+    if (expected == 2) check_reply(*replies[1], endpoint_, "SELECT " + std::to_string(options_.db));
+  } catch (...) {
+    broken_ = true;  // the requests behind it are answered by errors, or unknown
+    throw;
+  }
+  last_reply_ = Clock::now();
+}
+
+void Connection::complete_handshake() {
+  flush("connect");
+  finish_handshake(nullptr, "connect");
 }
 
 void Connection::append(std::span<const std::string_view> args) {
@@ -202,17 +245,19 @@ void Connection::flush(std::string_view operation) {
   if (sent == 0 && used_ && in_flight_ == 0) {
     // Not a byte left, on a socket that worked before and owes nothing: it
     // went stale after the idle check (or within kIdleCheckAfter). The
-    // request cannot have reached the server: send it once on a fresh
-    // socket. A failure to open one is a ConnectError (nothing sent).
+    // requests cannot have reached the server: once, send them on a fresh
+    // socket (behind its handshake).
     open(true);
     sent = send_all(context_->fd, out_);
-    if (sent == 0) {
-      const int saved_errno = errno;
-      out_.clear();
-      queued_ = 0;
-      broken_ = true;
-      throw_context_error(context_.get(), saved_errno, Phase::connect, endpoint_, operation);
-    }
+  }
+  if (sent == 0 && in_flight_ == 0) {
+    // Still nothing sent, on a fresh socket: nothing reached the server.
+    const int saved_errno = errno;
+    out_.clear();
+    queued_ = 0;
+    broken_ = true;
+    record_io_error(context_.get(), saved_errno);
+    throw_context_error(context_.get(), saved_errno, Phase::connect, endpoint_, operation);
   }
   if (sent != out_.size()) {
     const int saved_errno = errno;
@@ -233,37 +278,18 @@ void Connection::got_reply() noexcept {
 
 ReplyPtr Connection::read_reply_until(Clock::time_point deadline, std::string_view operation) {
   flush(operation);
-  redisContext* context = context_.get();
-  while (true) {
-    void* raw = nullptr;
-    if (redisGetReplyFromReader(context, &raw) != REDIS_OK) fail(operation);
-    if (raw != nullptr) {
-      got_reply();
-      return ReplyPtr(static_cast<redisReply*>(raw));
-    }
-    // No complete reply buffered: wait for bytes with poll() instead of
-    // changing SO_RCVTIMEO per call (two syscalls each time, per node).
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    pollfd ready{context->fd, POLLIN, 0};
-    // Past the deadline still look (timeout 0): a reply that arrived while
-    // we waited on a slower node is sitting in the socket buffer.
-    const int n = ::poll(&ready, 1, static_cast<int>(std::max<long long>(left.count(), 0)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) {
-      // The reply is still owed: this connection's stream is out of step.
-      record_io_error(context, ETIMEDOUT);
-      fail(operation);
-    }
-    if (redisBufferRead(context) != REDIS_OK) fail(operation);
-  }
+  finish_handshake(&deadline, operation);
+  ReplyPtr reply = next_reply(&deadline, Phase::command, operation);
+  got_reply();
+  return reply;
 }
 
 ReplyPtr Connection::read_reply(std::string_view operation) {
   flush(operation);  // hiredis then has nothing to write
-  void* raw = nullptr;
-  if (redisGetReply(context_.get(), &raw) != REDIS_OK) fail(operation);
+  finish_handshake(nullptr, operation);
+  ReplyPtr reply = next_reply(nullptr, Phase::command, operation);
   got_reply();
-  return ReplyPtr(static_cast<redisReply*>(raw));
+  return reply;
 }
 
 ReplyPtr Connection::command(std::span<const std::string_view> args, std::string_view operation) {

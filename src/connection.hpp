@@ -2,7 +2,16 @@
 //
 // A Connection is used by one thread at a time (the pool guarantees it). Any
 // I/O failure marks it broken: the reply stream can no longer be trusted, so
-// the next use drops the socket and reconnects (HELLO, AUTH, SELECT).
+// the next use drops the socket and reconnects.
+//
+// Handshake: a new socket's first write carries `HELLO 2` (with `AUTH user
+// password` when credentials are set), `SELECT db` (if db != 0) and the
+// caller's first requests: one round trip, bounded like any read (a
+// fan-out's shared deadline bounds a reconnect to a stalled node too). The
+// first read checks HELLO's reply (server >= 7.0, credentials) before the
+// caller's replies: AuthError / UnsupportedServerError then; the requests
+// behind it were answered with errors (NOAUTH) or, on a server lockon does
+// not support or whose default user needs no password, may have run.
 //
 // Request/reply bookkeeping: the connection counts the requests appended and
 // the replies read. One that still owes replies (a caller threw between
@@ -26,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "error_map.hpp"
 #include "hiredis_handles.hpp"
 #include "lockon/options.hpp"
 
@@ -41,11 +51,18 @@ class Connection {
   explicit Connection(ConnectionOptions options);
 
   /// Connects (or reconnects a broken, stale or out-of-step connection) and
-  /// does the handshake. Throws ConnectError (nothing was sent, including
-  /// I/O failures during the handshake), AuthError, UnsupportedServerError,
-  /// ReplyError (bad db index). Does nothing while replies are owed: the
-  /// caller is in the middle of an exchange.
+  /// queues the handshake in front of the requests to come (the next flush
+  /// sends it, the next read checks it). Throws ConnectError (nothing was
+  /// sent). Does nothing while replies are owed: the caller is in the
+  /// middle of an exchange.
   void ensure_connected();
+
+  /// Sends a pending handshake and waits for and checks its replies (reads
+  /// do this by themselves; for users of raw()). Blocks up to the socket
+  /// timeout. Throws ConnectError (I/O failure or timeout: nothing else was
+  /// sent), AuthError, UnsupportedServerError, ReplyError (bad db index);
+  /// the connection is then broken.
+  void complete_handshake();
 
   /// Sends one command and waits for its reply. Error replies are returned,
   /// not thrown (callers decide: NOSCRIPT is handled by scripts). Throws
@@ -55,7 +72,8 @@ class Connection {
   /// Queues a command in the output buffer (no I/O). Every appended command
   /// owes one reply until read.
   void append(std::span<const std::string_view> args);
-  /// Writes the output buffer completely. Throws IoError.
+  /// Writes the output buffer completely. Throws IoError (ConnectError if
+  /// not a byte could be written, even on a fresh socket).
   void flush(std::string_view operation);
   /// Reads the next reply (flushing first if needed). Throws IoError.
   ReplyPtr read_reply(std::string_view operation);
@@ -82,10 +100,13 @@ class Connection {
  private:
   [[noreturn]] void fail(std::string_view operation);
   [[noreturn]] void fail_send(int saved_errno, std::string_view operation);
-  // Opens a new socket and does the handshake; queued requests are kept
+  // Opens a new socket and sends the handshake; queued requests are kept
   // only if `keep_queued` (a resend of requests that never left).
   void open(bool keep_queued);
-  void handshake();
+  void finish_handshake(const Clock::time_point* deadline, std::string_view caller);
+  // Reads the next reply, waiting at most until *deadline if given (else the
+  // socket timeout); I/O failures are mapped for `phase`.
+  ReplyPtr next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation);
   bool stale() const noexcept;
   void got_reply() noexcept;
 
@@ -98,6 +119,7 @@ class Connection {
   std::uint64_t queued_ = 0;     // requests in out_
   std::uint64_t in_flight_ = 0;  // requests sent whose reply was not read
   bool used_ = false;            // a request was sent on this socket
+  int handshake_replies_ = 0;    // handshake replies not read yet
   Clock::time_point last_reply_{};
 };
 

@@ -53,13 +53,13 @@ std::string_view hello_field(const redisReply& reply, std::string_view name) noe
   return {};
 }
 
-void check_hello_reply(const redisReply& reply, std::string_view endpoint) {
+void check_hello_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
   if (reply.type == REDIS_REPLY_ERROR) {
     const std::string_view text(reply.str, reply.len);
     // "ERR unknown command 'HELLO'" (Redis < 6.0, or HELLO renamed away).
     if (text.substr(0, 4) == "ERR " && text.find("unknown command") != std::string_view::npos)
       throw UnsupportedServerError(needs(endpoint, "does not know HELLO (Redis < 6.0, or HELLO is renamed)"));
-    throw_reply_error(reply, endpoint, "HELLO");
+    throw_reply_error(reply, endpoint, operation);
   }
   const std::string_view version = hello_field(reply, "version");
   const auto parsed = parse_server_version(version);

@@ -33,6 +33,7 @@ std::string_view hello_field(const redisReply& reply, std::string_view name) noe
 /// older than 7.0, does not know HELLO, or reports no parsable version (the
 /// message names `endpoint` and the version it runs); AuthError and the
 /// other ReplyError subclasses for any other error reply.
-void check_hello_reply(const redisReply& reply, std::string_view endpoint);
+/// `operation` names the failing call in messages.
+void check_hello_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation = "HELLO");
 
 }  // namespace lockon::detail

@@ -282,6 +282,7 @@ bool Subscriber::connect() {
   try {
     connection_.mark_broken();  // always a fresh socket
     connection_.ensure_connected();
+    connection_.complete_handshake();  // replies are read raw from here on
   } catch (...) {
     return false;
   }

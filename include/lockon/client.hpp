@@ -59,6 +59,10 @@ class Client {
  public:
   /// Does not connect; the first command (or `ping()`) does. Throws
   /// ConfigError if the options are invalid (port range, pool size 0, ...).
+  ///
+  /// Connecting does one handshake round trip: `HELLO 2` (with `AUTH user
+  /// password` when credentials are set), then `SELECT db` if db != 0. A
+  /// server older than Redis 7.0 fails it with UnsupportedServerError.
   explicit Client(ConnectionOptions options, PoolOptions pool = {});
   /// Shorthand for Client(ConnectionOptions::from_url(url), pool).
   explicit Client(std::string_view url, PoolOptions pool = {});
@@ -66,12 +70,16 @@ class Client {
   /// Sends one command and waits for its reply. Blocks up to the pool wait
   /// plus the socket timeout. Throws IoError subclasses, ReplyError
   /// subclasses, PoolTimeoutError. A connection broken by an IoError is
-  /// reconnected on its next use.
+  /// reconnected on its next use. A pooled connection the server closed
+  /// while it sat idle (restart, client `timeout`) is replaced before the
+  /// command is sent, invisibly; see errors.hpp for which IoError means the
+  /// command may have run.
   Reply command(std::initializer_list<std::string_view> args) const;
   Reply command(const std::vector<std::string>& args) const;
 
   /// Sends several commands in one round trip; replies in order. An error
-  /// reply for any command throws after all replies were read.
+  /// reply for any command throws after all replies were read. Whatever
+  /// throws, the connection never goes back to the pool owing replies.
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) const;
 
   /// PING the server; connects if needed. Throws like command().

@@ -83,7 +83,9 @@ TEST(ClientTimeoutsOwnServer, PausedServerTimesOutWithinBoundsAndResumeRestoresS
   ASSERT_NO_THROW(client.ping());
 
   server.pause();
-  for (int attempt = 0; attempt < 2; ++attempt) {  // a broken and then a fresh connection
+  // A broken and then a fresh connection: on the fresh one the handshake
+  // and the PING leave together, so it is the same TimeoutError.
+  for (int attempt = 0; attempt < 2; ++attempt) {
     const auto started = Clock::now();
     const std::string message = expect_throw<TimeoutError>([&] { client.ping(); }, "PING while paused");
     const auto waited = ms_since(started);
@@ -99,7 +101,8 @@ TEST(ClientTimeoutsOwnServer, PausedServerTimesOutWithinBoundsAndResumeRestoresS
 
 TEST(ClientTimeoutsOwnServer, HandshakeOnAPausedServerIsBoundedBySocketTimeout) {
   // The kernel still accepts TCP connections for a stopped process: the
-  // connect succeeds and the AUTH is what must time out.
+  // connect succeeds and the handshake (HELLO with AUTH, sent together with
+  // the PING) is what must time out.
   RedisServer server({.requirepass = "pw"});
   server.pause();
   const Client client(server.url() + "?socket_timeout=100ms&connect_timeout=100ms");
@@ -232,7 +235,9 @@ TEST(ClientServerLoss, ServerKilledMidSessionFailsTheNextCommandThenRestartRecov
 TEST(ClientServerLoss, LargeRequestToAKilledServerIsClosedErrorNotSigpipe) {
   // A request larger than the socket buffers needs several write(2) calls;
   // the dead peer resets the connection after the first one, and the next
-  // write raises SIGPIPE, which by default kills the whole process.
+  // write raises SIGPIPE, which by default kills the whole process. The
+  // requests go straight onto the borrowed socket: ensure_connected()'s idle
+  // check would otherwise notice the closed socket and never write to it.
   RedisServer server;
   const Client client(server.url(), PoolOptions{.size = 1});
   const std::string big(4u << 20, 'x');
@@ -241,21 +246,25 @@ TEST(ClientServerLoss, LargeRequestToAKilledServerIsClosedErrorNotSigpipe) {
     SCOPED_TRACE(pipelined ? "pipeline" : "command");
     server.kill();
     try {
-      if (pipelined) {
-        client.pipeline({{"SET", "k", big}, {"SET", "k2", big}});
-      } else {
-        client.command({"SET", "k", big});
-      }
+      auto lease = client.impl()->pool().borrow();
+      const std::array<std::string_view, 3> set{"SET", "k", big};
+      lease->append(set);
+      if (pipelined) lease->append(set);
+      lease->read_reply("SET");
       ADD_FAILURE() << "a killed server accepted a write";
     } catch (const ClosedError& error) {
       EXPECT_NE(std::string(error.what()).find("127.0.0.1:" + port_of(server)), std::string::npos) << error.what();
+    } catch (const ConnectError& error) {
+      // The reset arrived before the first byte left: resent once on a
+      // fresh socket, which the dead server refused.
+      EXPECT_NE(std::string(error.what()).find("refused"), std::string::npos) << error.what();
     }
     server.restart();
     EXPECT_EQ(client.command({"SET", "k", big}).as_string(), "OK");  // recovered
   }
 }
 
-TEST(ClientServerLoss, EveryPooledConnectionFailsAtMostOnceAfterARestart) {
+TEST(ClientServerLoss, NoPooledConnectionFailsAfterARestart) {
   RedisServer server;
   const Client client(server.url(), PoolOptions{.size = 3, .wait_timeout = 1000ms});
   auto& pool = client.impl()->pool();
@@ -268,15 +277,15 @@ TEST(ClientServerLoss, EveryPooledConnectionFailsAtMostOnceAfterARestart) {
   }
   server.kill();
   server.restart();
-  // Hold all three at once so that each stale connection is exercised.
+  // Hold all three at once so that each stale connection is exercised: each
+  // is found closed before sending and replaced.
   auto a = pool.borrow();
   auto b = pool.borrow();
   auto c = pool.borrow();
   for (auto* lease : {&a, &b, &c}) {
     detail::Connection& connection = **lease;
-    EXPECT_THROW(connection.command(ping, "PING"), IoError) << "a stale socket answered";
-    EXPECT_FALSE(connection.connected());
-    detail::ReplyPtr reply = connection.command(ping, "PING");  // reconnects
+    detail::ReplyPtr reply;
+    EXPECT_NO_THROW(reply = connection.command(ping, "PING")) << "a stale socket was used";
     ASSERT_TRUE(reply != nullptr);
     EXPECT_EQ(std::string_view(reply->str, reply->len), "PONG");
     EXPECT_TRUE(connection.connected());
