@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -323,6 +324,22 @@ TEST_F(FaultProxyTest, RetargetSendsNewConnectionsElsewhere) {
   auto after = through();
   EXPECT_TRUE(before.command({"GET", "where"}).is_nil());
   EXPECT_TRUE(after.command({"GET", "where"}).is("other"));
+}
+
+TEST_F(FaultProxyTest, ProxiesSharingAThreadKeepTheirOwnRulesAndLifetimes) {
+  RedisServer other;
+  const auto thread = FaultProxy::make_thread();
+  auto first = std::make_unique<FaultProxy>(server.host(), server.port(), thread);
+  FaultProxy second(other.host(), other.port(), thread);
+  first->add_rule({.command = "PING", .action = FaultAction::error_reply});
+  auto through_first = RawConnection(first->host(), first->port());
+  auto through_second = RawConnection(second.host(), second.port());
+  EXPECT_TRUE(through_first.command({"PING"}).is_error());
+  EXPECT_TRUE(through_second.command({"PING"}).is("PONG"));
+  first.reset();  // closes its connections only; the thread serves on
+  EXPECT_THROW(through_first.command({"PING"}), RawIoError);
+  EXPECT_TRUE(through_second.command({"PING"}).is("PONG"));
+  EXPECT_EQ(second.connection_count(), 1u);
 }
 
 }  // namespace

@@ -51,10 +51,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 namespace lockon::test {
@@ -87,11 +87,25 @@ struct FaultRule {
 
 class FaultProxy {
  public:
+  /// The thread (one poll loop) that serves proxies. Opaque; share it through
+  /// make_thread() and the three-argument constructor.
+  class Thread;
+
   /// Listens on 127.0.0.1:<free port> and forwards each accepted connection to
-  /// upstream (an IPv4 address, e.g. "127.0.0.1"). Starts the proxy thread.
+  /// upstream (an IPv4 address, e.g. "127.0.0.1"), on a thread of its own.
   /// Throws std::runtime_error on failure.
   FaultProxy(std::string upstream_host, int upstream_port);
-  /// Stops the thread and closes every socket (clients see EOF).
+  /// The same, served by `thread` together with every other proxy built with
+  /// it. Like one switch in front of several hosts: a request fanned out to N
+  /// nodes through N proxies is forwarded in one wake-up, so latency emulation
+  /// adds no per-node scheduling delays (separate threads would compete for
+  /// the cores with the client and the servers). Rules and knobs stay per proxy.
+  FaultProxy(std::string upstream_host, int upstream_port, std::shared_ptr<Thread> thread);
+  /// A new proxy thread for the constructor above; it runs until the last
+  /// proxy using it (and the last shared_ptr) is gone. Throws std::runtime_error.
+  static std::shared_ptr<Thread> make_thread();
+  /// Closes this proxy's listener and connections (clients see EOF); stops the
+  /// thread if no other proxy shares it.
   ~FaultProxy();
   FaultProxy(const FaultProxy&) = delete;
   FaultProxy& operator=(const FaultProxy&) = delete;
@@ -135,7 +149,7 @@ class FaultProxy {
   std::size_t commands_seen() const;
 
  private:
-  class Loop;  // the proxy thread's state (fault_proxy_loop.cpp)
+  struct Link;  // one proxied connection (fault_proxy_link.cpp)
   struct RuleSlot {
     int id;
     FaultRule rule;
@@ -151,11 +165,10 @@ class FaultProxy {
   Decision decide(std::size_t connection, std::string_view name,
                   const std::vector<std::string_view>& arguments);
   void wake() const noexcept;
-  void run() noexcept;  // the proxy thread
 
   int port_ = 0;
   int listen_fd_ = -1;
-  int wake_fd_ = -1;
+  std::shared_ptr<Thread> thread_;
 
   mutable std::mutex mutex_;  // guards the members below
   std::vector<RuleSlot> rules_;
@@ -164,7 +177,6 @@ class FaultProxy {
   int upstream_port_;
   std::size_t drop_requests_ = 0;  // drop_connections() calls so far
   std::size_t drops_done_ = 0;     // of those, handled by the loop
-  bool stopping_ = false;
   std::condition_variable drops_cv_;
 
   std::atomic<long long> latency_us_{0};
@@ -173,8 +185,6 @@ class FaultProxy {
   std::atomic<std::size_t> live_connections_{0};
   std::atomic<std::size_t> accepted_{0};
   std::atomic<std::size_t> commands_seen_{0};
-
-  std::thread thread_;
 };
 
 }  // namespace lockon::test
