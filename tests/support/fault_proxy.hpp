@@ -43,8 +43,10 @@
 // Limits: a single command or reply larger than 64 MiB closes its connection;
 // each direction buffers at most ~1 MiB of complete messages before it stops
 // reading (TCP back-pressure), so memory per connection is bounded.
-// Connections are numbered 0, 1, ... in the order they are accepted and
-// proxied (refused ones do not count).
+// Connections are numbered 0, 1, ... in the order they are accepted (those
+// refused by refuse_new_connections() get no number). If the upstream refuses
+// a connection, the proxy resets the client's; if the upstream closes one, the
+// client gets what was sent before, then EOF.
 #pragma once
 
 #include <atomic>

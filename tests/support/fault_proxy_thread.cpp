@@ -228,7 +228,9 @@ void FaultProxy::Thread::loop() {
         int error = 0;
         socklen_t size = sizeof error;
         ::getsockopt(link.server, SOL_SOCKET, SO_ERROR, &error, &size);
-        if (error != 0) {
+        if (error != 0) {  // the upstream refuses: so does the proxy
+          close_with_reset(link.client);
+          link.client = -1;
           link.closed = true;
           continue;
         }
