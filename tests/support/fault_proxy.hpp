@@ -18,6 +18,15 @@
 //   EXPECT_EQ(proxy.matched(rule), 1u);
 //   proxy.set_latency(250us);                      // every byte, each way
 //   proxy.blackhole(true);                         // partition; false heals it
+//   proxy.drop_connections();                      // every connection, now
+//
+// To learn that a fault happened, await the rule's count (a bounded poll such
+// as fixtures.hpp's eventually(1s, [&] { return proxy.matched(rule) > 0; })),
+// and check the server's state directly (server.command(...)), not through
+// the proxy. Several proxies (say one per Redlock node) can share one thread:
+// `auto t = FaultProxy::make_thread(); FaultProxy a(h, p1, t), b(h, p2, t);`.
+// lockon's Client opens its pooled connections lazily, so `connection = N`
+// means the N-th connection the code under test happened to open.
 //
 // Model. Every client connection gets its own upstream connection. The proxy
 // parses the client's byte stream into commands (RESP multibulk or inline,
@@ -38,7 +47,8 @@
 // Once a connection runs SUBSCRIBE/PSUBSCRIBE/SSUBSCRIBE or MONITOR, the server's
 // bytes on it are forwarded as they come, without pairing (push messages are
 // not replies); close_after_forward and close_mid_reply then close at once
-// after forwarding. RESP3 '>' pushes are always forwarded unpaired.
+// after forwarding. RESP3 '>' pushes are always forwarded unpaired. CLIENT
+// REPLY OFF/SKIP (replies that never come) would break the pairing.
 //
 // Limits: a single command or reply larger than 64 MiB closes its connection;
 // each direction buffers at most ~1 MiB of complete messages before it stops
