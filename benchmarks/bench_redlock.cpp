@@ -8,7 +8,7 @@
 //    with the client, so every extra node adds CPU work that competes for
 //    the same cores: the raw parallel floor below grows ~2-3x from N = 1 to
 //    N = 5 by itself. Reported, and lockon is checked against that floor.
-//  - 250: every node sits behind a DelayProxy holding each direction for
+//  - 250: every node sits behind a FaultProxy holding each direction for
 //    250 us (a 0.5 ms round trip, like servers on separate hosts in one
 //    data centre). The network dominates, as in production; this is where
 //    the N-scaling target is checked. BM_RawSequentialFloor shows what a

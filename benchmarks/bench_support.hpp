@@ -16,8 +16,9 @@ const std::string& server_url();
 /// --redis-url only n == 1 is available). Throws std::runtime_error otherwise.
 std::vector<std::string> server_urls(std::size_t n);
 
-/// URLs of the same `n` servers reached through DelayProxy relays that hold
-/// each direction's bytes for `one_way` (started once per server and delay).
+/// URLs of the same `n` servers reached through FaultProxy instances
+/// (tests/support/fault_proxy.hpp) that hold each direction's bytes for
+/// `one_way` (started once per server and delay).
 std::vector<std::string> delayed_server_urls(std::size_t n, std::chrono::microseconds one_way);
 
 /// A check printed after the run: the median `metric` of `subject` divided

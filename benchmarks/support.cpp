@@ -4,8 +4,8 @@
 #include <stdexcept>
 
 #include "bench_support.hpp"
-#include "delay_proxy.hpp"
 #include "lockon/options.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/redis_server.hpp"
 
 namespace lockon::bench {
@@ -15,10 +15,12 @@ struct Servers {
   std::mutex mutex;
   std::string external_url;
   std::vector<std::unique_ptr<test::RedisServer>> started;
-  // One relay thread per delay; (server index, delay in us) -> its port.
-  // Destroyed before the servers.
-  std::map<long long, std::unique_ptr<DelayProxy>> proxies;
-  std::map<std::pair<std::size_t, long long>, int> relay_ports;
+  // One latency proxy per server and delay: (server index, delay in us) ->
+  // its proxy. All served by one thread, like one switch in front of the
+  // hosts: a fan-out to five nodes is forwarded in one wake-up. Destroyed
+  // before the servers.
+  std::shared_ptr<test::FaultProxy::Thread> proxy_thread;
+  std::map<std::pair<std::size_t, long long>, std::unique_ptr<test::FaultProxy>> proxies;
 };
 
 Servers& servers() {
@@ -37,8 +39,8 @@ void set_external_url(std::string url) { servers().external_url = std::move(url)
 
 void stop_servers() {
   std::lock_guard lock(servers().mutex);
-  servers().relay_ports.clear();
   servers().proxies.clear();
+  servers().proxy_thread.reset();
   servers().started.clear();
 }
 
@@ -66,14 +68,14 @@ std::vector<std::string> delayed_server_urls(std::size_t n, std::chrono::microse
   std::lock_guard lock(s.mutex);
   std::vector<std::string> urls;
   for (std::size_t i = 0; i < n; ++i) {
-    auto& proxy = s.proxies[one_way.count()];
-    if (!proxy) proxy = std::make_unique<DelayProxy>(one_way);
-    int& port = s.relay_ports[{i, one_way.count()}];
-    if (port == 0) {
+    auto& proxy = s.proxies[{i, one_way.count()}];
+    if (!proxy) {
       const auto options = ConnectionOptions::from_url(direct[i]);
-      port = proxy->relay_to(options.host, options.port);
+      if (!s.proxy_thread) s.proxy_thread = test::FaultProxy::make_thread();
+      proxy = std::make_unique<test::FaultProxy>(options.host, options.port, s.proxy_thread);
+      proxy->set_latency(one_way);
     }
-    urls.push_back("redis://127.0.0.1:" + std::to_string(port));
+    urls.push_back(proxy->url());
   }
   return urls;
 }

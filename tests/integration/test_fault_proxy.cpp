@@ -11,13 +11,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "support/fault_proxy.hpp"
+#include "support/fault_proxy_resp.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -73,6 +76,23 @@ class Socket {
     }
     return got;
   }
+  /// Sends all of `bytes` if the socket takes them without blocking; false
+  /// (having sent a prefix) once it is full.
+  bool send_some(const std::string& bytes) {
+    std::size_t sent = 0;
+    const auto deadline = Clock::now() + 200ms;
+    while (sent < bytes.size()) {
+      const auto n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        continue;
+      }
+      // Full: give the proxy a moment to read more, unless it stopped reading.
+      pollfd entry{fd_, POLLOUT, 0};
+      if (Clock::now() >= deadline || ::poll(&entry, 1, 50) <= 0) return false;
+    }
+    return true;
+  }
   /// Whether the proxy closed the connection (seen by a read).
   bool eof() const { return eof_; }
   /// Reads until EOF (true) or `timeout` (false); the bytes are discarded.
@@ -103,6 +123,46 @@ class FaultProxyTest : public ::testing::Test {
   /// The server's view, bypassing the proxy.
   RawReply direct(const std::vector<std::string>& args) { return server.command(args); }
 };
+
+// The framing the proxy relies on, without a server.
+TEST(FaultProxyResp, FindsWhereRepliesEnd) {
+  using resp::Scan;
+  std::size_t length = 0;
+  const auto scan = [&](std::string_view data) { return resp::scan_reply(data, length); };
+  EXPECT_EQ(scan("+OK\r\n:1\r\n"), Scan::complete);
+  EXPECT_EQ(length, 5u);
+  EXPECT_EQ(scan("$-1\r\n"), Scan::complete);
+  EXPECT_EQ(scan("*2\r\n$3\r\nfoo\r\n*1\r\n:1\r\n+x\r\n"), Scan::complete);
+  EXPECT_EQ(length, 21u);
+  EXPECT_EQ(scan("*0\r\n"), Scan::complete);
+  EXPECT_EQ(scan("%1\r\n+a\r\n_\r\n"), Scan::complete);  // RESP3 map and null
+  EXPECT_EQ(length, 11u);
+  EXPECT_EQ(scan(">2\r\n+a\r\n,1.5\r\n"), Scan::complete);  // push, double
+  EXPECT_EQ(scan("|1\r\n+k\r\n+v\r\n:7\r\n"), Scan::complete);  // attribute, then its value
+  EXPECT_EQ(length, 16u);
+  EXPECT_EQ(scan("$5\r\nhel"), Scan::incomplete);
+  EXPECT_EQ(scan("*2\r\n:1\r\n"), Scan::incomplete);
+  EXPECT_EQ(scan("$3\r\nfoobar\r\n"), Scan::malformed);
+  EXPECT_EQ(scan("?\r\n"), Scan::malformed);
+}
+
+TEST(FaultProxyResp, SplitsCommandsIntoWords) {
+  using resp::Scan;
+  resp::Command command;
+  EXPECT_EQ(resp::scan_command("*2\r\n$3\r\nget\r\n$1\r\nk\r\nPING\r\n", command), Scan::complete);
+  EXPECT_EQ(command.name, "GET");
+  EXPECT_EQ(command.length, 20u);
+  ASSERT_EQ(command.words.size(), 2u);
+  EXPECT_EQ(command.words[1], "k");
+  EXPECT_EQ(resp::scan_command("set  a\tb\r\n", command), Scan::complete);  // inline
+  EXPECT_EQ(command.name, "SET");
+  EXPECT_EQ(command.words.size(), 3u);
+  EXPECT_EQ(resp::scan_command("\r\n", command), Scan::complete);  // empty: Redis ignores it
+  EXPECT_TRUE(command.words.empty());
+  EXPECT_EQ(resp::scan_command("*1\r\n$4\r\nPI", command), Scan::incomplete);
+  EXPECT_EQ(resp::scan_command("GET k", command), Scan::incomplete);
+  EXPECT_EQ(resp::scan_command("*1\r\n:4\r\n", command), Scan::malformed);
+}
 
 TEST_F(FaultProxyTest, ForwardsTrafficUnchangedAndCountsCommands) {
   auto raw = through();
@@ -203,16 +263,70 @@ TEST_F(FaultProxyTest, DelayHoldsTheMatchedCommandOnly) {
   EXPECT_GE(Clock::now() - start, 150ms);
 }
 
-TEST_F(FaultProxyTest, LatencyDelaysEachDirection) {
+TEST_F(FaultProxyTest, LatencyDelaysEachDirectionWithoutSerializing) {
   auto raw = through();
-  proxy.set_latency(20ms);
-  const auto start = Clock::now();
+  proxy.set_latency(40ms);
+  auto start = Clock::now();
   EXPECT_TRUE(raw.command({"PING"}).is("PONG"));
-  EXPECT_GE(Clock::now() - start, 40ms);
+  EXPECT_GE(Clock::now() - start, 80ms);
+  // Five connections in flight at once: all answered after one round trip,
+  // not five (the latency is a delay line, not a queue).
+  std::vector<std::unique_ptr<Socket>> sockets;
+  for (int i = 0; i < 5; ++i) sockets.push_back(std::make_unique<Socket>(proxy.port()));
+  start = Clock::now();
+  for (auto& socket : sockets) socket->send(multibulk({"PING"}));
+  for (auto& socket : sockets) EXPECT_EQ(socket->read(7), "+PONG\r\n");
+  const auto fan_out = Clock::now() - start;
+  EXPECT_GE(fan_out, 80ms);
+  EXPECT_LT(fan_out, 200ms);
   proxy.set_latency(0us);
-  const auto again = Clock::now();
+  start = Clock::now();
   EXPECT_TRUE(raw.command({"PING"}).is("PONG"));
-  EXPECT_LT(Clock::now() - again, 20ms);
+  EXPECT_LT(Clock::now() - start, 40ms);
+}
+
+TEST_F(FaultProxyTest, CommandsPipelinedBehindALostOneAreLostWithIt) {
+  proxy.add_rule({.command = "SET", .argument_contains = "first", .action = FaultAction::close_after_forward});
+  Socket socket(proxy.port());
+  socket.send(multibulk({"SET", "first", "1"}) + multibulk({"SET", "second", "2"}));
+  EXPECT_TRUE(socket.await_eof());
+  EXPECT_TRUE(direct({"GET", "first"}).is("1"));
+  EXPECT_TRUE(direct({"GET", "second"}).is_nil());
+  EXPECT_EQ(proxy.commands_seen(), 2u);
+}
+
+TEST_F(FaultProxyTest, DelayedCommandsKeepTheirOrder) {
+  proxy.add_rule({.command = "SET", .action = FaultAction::delay, .delay = 100ms});
+  Socket socket(proxy.port());
+  const auto start = Clock::now();
+  socket.send(multibulk({"SET", "k", "v"}) + multibulk({"GET", "k"}));
+  const std::string expected = "+OK\r\n$1\r\nv\r\n";
+  EXPECT_EQ(socket.read(expected.size()), expected);  // GET did not overtake the delayed SET
+  EXPECT_GE(Clock::now() - start, 100ms);
+}
+
+TEST_F(FaultProxyTest, AClosedUpstreamClosesTheClientAndARefusingOneResetsNewClients) {
+  auto raw = through();
+  EXPECT_TRUE(raw.command({"PING"}).is("PONG"));
+  server.kill();
+  EXPECT_THROW(raw.command({"PING"}), RawIoError);
+  EXPECT_TRUE(eventually(2000ms, [&] { return proxy.connection_count() == 0; }));
+  EXPECT_THROW(through().command({"PING"}), RawIoError);
+}
+
+TEST_F(FaultProxyTest, APartitionStopsReadingOnceItHoldsAMegabyte) {
+  proxy.blackhole(true);
+  Socket socket(proxy.port());
+  const std::string command = multibulk({"SET", "k", std::string(1000, 'v')});
+  std::string batch;
+  for (int i = 0; i < 64; ++i) batch += command;
+  // Sent without blocking until the kernel's buffers are full: bounded by
+  // them plus the proxy's ~1 MiB, never the whole stream.
+  std::size_t sent = 0;
+  const std::size_t limit = 256u << 20;
+  while (sent < limit && socket.send_some(batch)) sent += batch.size();
+  EXPECT_LT(sent, limit);
+  proxy.blackhole(false);
 }
 
 TEST_F(FaultProxyTest, RefusedConnectionsAreReset) {
@@ -323,6 +437,22 @@ TEST_F(FaultProxyTest, RetargetSendsNewConnectionsElsewhere) {
   auto after = through();
   EXPECT_TRUE(before.command({"GET", "where"}).is_nil());
   EXPECT_TRUE(after.command({"GET", "where"}).is("other"));
+}
+
+TEST_F(FaultProxyTest, ProxiesSharingAThreadKeepTheirOwnRulesAndLifetimes) {
+  RedisServer other;
+  const auto thread = FaultProxy::make_thread();
+  auto first = std::make_unique<FaultProxy>(server.host(), server.port(), thread);
+  FaultProxy second(other.host(), other.port(), thread);
+  first->add_rule({.command = "PING", .action = FaultAction::error_reply});
+  auto through_first = RawConnection(first->host(), first->port());
+  auto through_second = RawConnection(second.host(), second.port());
+  EXPECT_TRUE(through_first.command({"PING"}).is_error());
+  EXPECT_TRUE(through_second.command({"PING"}).is("PONG"));
+  first.reset();  // closes its connections only; the thread serves on
+  EXPECT_THROW(through_first.command({"PING"}), RawIoError);
+  EXPECT_TRUE(through_second.command({"PING"}).is("PONG"));
+  EXPECT_EQ(second.connection_count(), 1u);
 }
 
 }  // namespace

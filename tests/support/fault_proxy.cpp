@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+
+#include "support/fault_proxy_internal.hpp"
 
 namespace lockon::test {
 namespace {
@@ -40,7 +41,11 @@ std::string FaultRule::error_text(std::string_view code) {
 }
 
 FaultProxy::FaultProxy(std::string upstream_host, int upstream_port)
-    : upstream_host_(std::move(upstream_host)), upstream_port_(upstream_port) {
+    : FaultProxy(std::move(upstream_host), upstream_port, make_thread()) {}
+
+FaultProxy::FaultProxy(std::string upstream_host, int upstream_port, std::shared_ptr<Thread> thread)
+    : thread_(std::move(thread)), upstream_host_(std::move(upstream_host)), upstream_port_(upstream_port) {
+  if (!thread_) throw std::invalid_argument("FaultProxy: no thread");
   // The kernel's choice of port (bind to 0): RedisServer reserves its ports
   // below the ephemeral range in a registry of its own, and a proxy's port is
   // bound for the proxy's whole life, so it needs no such reservation and
@@ -62,33 +67,20 @@ FaultProxy::FaultProxy(std::string upstream_host, int upstream_port)
     fail("listen on 127.0.0.1");
   }
   port_ = ntohs(address.sin_port);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) {
-    const int saved = errno;
-    ::close(listen_fd_);
-    errno = saved;
-    fail("eventfd");
-  }
-  thread_ = std::thread([this] { run(); });
+  thread_->attach(*this);
 }
 
 FaultProxy::~FaultProxy() {
-  {
-    const std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake();
-  if (thread_.joinable()) thread_.join();
-  ::close(wake_fd_);
+  thread_->detach(*this);  // closes the connections; the loop lets go of this
+  thread_.reset();         // the last proxy of a thread stops it
   ::close(listen_fd_);
 }
 
+std::shared_ptr<FaultProxy::Thread> FaultProxy::make_thread() { return std::make_shared<Thread>(); }
+
 std::string FaultProxy::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
 
-void FaultProxy::wake() const noexcept {
-  const std::uint64_t one = 1;
-  [[maybe_unused]] const auto written = ::write(wake_fd_, &one, sizeof one);
-}
+void FaultProxy::wake() const noexcept { thread_->wake(); }
 
 int FaultProxy::add_rule(FaultRule rule) {
   const std::lock_guard lock(mutex_);
@@ -162,7 +154,7 @@ void FaultProxy::drop_connections() {
   wake();
   lock.lock();
   // The loop never blocks, so this is quick; bounded all the same.
-  drops_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return drops_done_ >= request || stopping_; });
+  drops_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return drops_done_ >= request; });
 }
 
 void FaultProxy::retarget(std::string host, int port) {

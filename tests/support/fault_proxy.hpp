@@ -18,6 +18,15 @@
 //   EXPECT_EQ(proxy.matched(rule), 1u);
 //   proxy.set_latency(250us);                      // every byte, each way
 //   proxy.blackhole(true);                         // partition; false heals it
+//   proxy.drop_connections();                      // every connection, now
+//
+// To learn that a fault happened, await the rule's count (a bounded poll such
+// as fixtures.hpp's eventually(1s, [&] { return proxy.matched(rule) > 0; })),
+// and check the server's state directly (server.command(...)), not through
+// the proxy. Several proxies (say one per Redlock node) can share one thread:
+// `auto t = FaultProxy::make_thread(); FaultProxy a(h, p1, t), b(h, p2, t);`.
+// lockon's Client opens its pooled connections lazily, so `connection = N`
+// means the N-th connection the code under test happened to open.
 //
 // Model. Every client connection gets its own upstream connection. The proxy
 // parses the client's byte stream into commands (RESP multibulk or inline,
@@ -38,23 +47,26 @@
 // Once a connection runs SUBSCRIBE/PSUBSCRIBE/SSUBSCRIBE or MONITOR, the server's
 // bytes on it are forwarded as they come, without pairing (push messages are
 // not replies); close_after_forward and close_mid_reply then close at once
-// after forwarding. RESP3 '>' pushes are always forwarded unpaired.
+// after forwarding. RESP3 '>' pushes are always forwarded unpaired. CLIENT
+// REPLY OFF/SKIP (replies that never come) would break the pairing.
 //
 // Limits: a single command or reply larger than 64 MiB closes its connection;
 // each direction buffers at most ~1 MiB of complete messages before it stops
 // reading (TCP back-pressure), so memory per connection is bounded.
-// Connections are numbered 0, 1, ... in the order they are accepted and
-// proxied (refused ones do not count).
+// Connections are numbered 0, 1, ... in the order they are accepted (those
+// refused by refuse_new_connections() get no number). If the upstream refuses
+// a connection, the proxy resets the client's; if the upstream closes one, the
+// client gets what was sent before, then EOF.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 namespace lockon::test {
@@ -87,11 +99,25 @@ struct FaultRule {
 
 class FaultProxy {
  public:
+  /// The thread (one poll loop) that serves proxies. Opaque; share it through
+  /// make_thread() and the three-argument constructor.
+  class Thread;
+
   /// Listens on 127.0.0.1:<free port> and forwards each accepted connection to
-  /// upstream (an IPv4 address, e.g. "127.0.0.1"). Starts the proxy thread.
+  /// upstream (an IPv4 address, e.g. "127.0.0.1"), on a thread of its own.
   /// Throws std::runtime_error on failure.
   FaultProxy(std::string upstream_host, int upstream_port);
-  /// Stops the thread and closes every socket (clients see EOF).
+  /// The same, served by `thread` together with every other proxy built with
+  /// it. Like one switch in front of several hosts: a request fanned out to N
+  /// nodes through N proxies is forwarded in one wake-up, so latency emulation
+  /// adds no per-node scheduling delays (separate threads would compete for
+  /// the cores with the client and the servers). Rules and knobs stay per proxy.
+  FaultProxy(std::string upstream_host, int upstream_port, std::shared_ptr<Thread> thread);
+  /// A new proxy thread for the constructor above; it runs until the last
+  /// proxy using it (and the last shared_ptr) is gone. Throws std::runtime_error.
+  static std::shared_ptr<Thread> make_thread();
+  /// Closes this proxy's listener and connections (clients see EOF); stops the
+  /// thread if no other proxy shares it.
   ~FaultProxy();
   FaultProxy(const FaultProxy&) = delete;
   FaultProxy& operator=(const FaultProxy&) = delete;
@@ -135,7 +161,7 @@ class FaultProxy {
   std::size_t commands_seen() const;
 
  private:
-  class Loop;  // the proxy thread's state (fault_proxy_loop.cpp)
+  struct Link;  // one proxied connection (fault_proxy_link.cpp)
   struct RuleSlot {
     int id;
     FaultRule rule;
@@ -151,11 +177,10 @@ class FaultProxy {
   Decision decide(std::size_t connection, std::string_view name,
                   const std::vector<std::string_view>& arguments);
   void wake() const noexcept;
-  void run() noexcept;  // the proxy thread
 
   int port_ = 0;
   int listen_fd_ = -1;
-  int wake_fd_ = -1;
+  std::shared_ptr<Thread> thread_;
 
   mutable std::mutex mutex_;  // guards the members below
   std::vector<RuleSlot> rules_;
@@ -164,7 +189,6 @@ class FaultProxy {
   int upstream_port_;
   std::size_t drop_requests_ = 0;  // drop_connections() calls so far
   std::size_t drops_done_ = 0;     // of those, handled by the loop
-  bool stopping_ = false;
   std::condition_variable drops_cv_;
 
   std::atomic<long long> latency_us_{0};
@@ -173,8 +197,6 @@ class FaultProxy {
   std::atomic<std::size_t> live_connections_{0};
   std::atomic<std::size_t> accepted_{0};
   std::atomic<std::size_t> commands_seen_{0};
-
-  std::thread thread_;
 };
 
 }  // namespace lockon::test
