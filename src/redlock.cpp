@@ -105,16 +105,23 @@ class Redlock::Impl {
     state_.held = false;
     const Tally tally = lease_->release(state_.token);
     lease_->set_deadline(Clock::time_point::min());
-    if (tally.ok >= nodes().quorum()) return;
+    if (tally.ok >= nodes().quorum()) {
+      state_.lease->close();  // ended by us: lost() must not turn true later
+      return;
+    }
     if (tally.refused > nodes().size() - nodes().quorum()) {
       state_.lease->declare_lost(LossReason::taken, "release: the key expired or is held by another owner on a majority");
       throw LockNotOwned("cannot release lock '" + state_.name + "': it is no longer owned by a majority (" +
                              tally.summary(nodes()) + ")",
                          state_.name);
     }
-    throw QuorumError("release of lock '" + state_.name + "' confirmed on " + tally.summary(nodes()) +
-                          "; the keys expire by their TTL",
-                      state_.name);
+    // Not confirmed: whether we still held it, and when the keys go, is
+    // unknown. A release that cannot be confirmed is reported as a loss, not
+    // as a quiet success (the caller may have relied on holding it to here).
+    const std::string what = "release of lock '" + state_.name + "' confirmed on " + tally.summary(nodes()) +
+                             "; the keys expire by their TTL";
+    state_.lease->declare_lost(LossReason::unreachable, what);
+    throw QuorumError(what, state_.name);
   }
 
   void extend(milliseconds additional, bool replace_ttl) {
@@ -287,6 +294,9 @@ class Redlock::Impl {
     state_.fence = attempt.fence;
     state_.begin_lease();
     lease_->set_deadline(attempt.deadline);
+    // lost() turns true by itself once this passes unrenewed: a holder that
+    // resumes after a pause longer than its lease must not believe it holds.
+    state_.lease->set_lease_end(attempt.deadline);
     if (state_.options.auto_renew) {
       auto entry = std::make_shared<detail::RenewalEntry>();
       entry->name = state_.name;
@@ -312,6 +322,7 @@ class Redlock::Impl {
       const auto outcome = lease.extend(token, RedlockLease::ExtendMode::grow, lease.ttl);
       switch (outcome.result) {
         case R::extended:
+          signal.set_lease_end(lease.validity_deadline());
           return detail::RenewResult::renewed;
         case R::taken:
           signal.declare_lost(LossReason::taken, "renewal: " + outcome.detail);
@@ -336,6 +347,7 @@ class Redlock::Impl {
     const auto outcome = lease_->extend(state_.token, mode, amount);
     switch (outcome.result) {
       case R::extended:
+        state_.lease->set_lease_end(lease_->validity_deadline());
         return;
       case R::taken:
       case R::late:
