@@ -26,13 +26,32 @@ struct FanOutTarget {
 struct FanOutResult {
   ReplyPtr reply;            // set on success (may be an error reply)
   std::exception_ptr error;  // set when the connection failed (IoError...)
+  bool sent = false;         // the request was written (false: the node certainly did not run it)
 };
 
-/// Connects where needed, writes every request, then reads every reply with
-/// one shared deadline of `per_node_timeout` from the start of the reads.
-/// A node that fails or times out gets an `error`; others are unaffected.
-/// Never throws for a node's failure.
-std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, std::chrono::milliseconds per_node_timeout,
+/// Connects where needed, writes every request, then reads every reply; the
+/// whole exchange (connects included) shares one deadline.
+///
+/// Connects run in parallel: every target whose connection must be (re)opened
+/// first gets a non-blocking TCP (or unix) connect to its endpoint, and all
+/// are awaited together until the deadline. A node that accepts no connection
+/// (down host, full accept queue, dropped SYNs) therefore costs the deadline
+/// once for the whole fan-out, not its connect_timeout per node in a row. A
+/// node whose connect completed is then opened by Connection::ensure_connected
+/// (one more connect on a node that just accepted one, and the handshake). A
+/// node that fails or times out gets an `error` (ConnectError for the
+/// connect: nothing was sent); others are unaffected.
+///
+/// A reply not there by `deadline` is a TimeoutError (replies already in the
+/// socket buffer are still taken after it). Blocks until every target is
+/// settled or the deadline passed; never throws for a node's failure.
+std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, std::chrono::steady_clock::time_point deadline,
                                   std::string_view operation);
+
+/// fan_out with the deadline `per_node_timeout` from now.
+inline std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, std::chrono::milliseconds per_node_timeout,
+                                         std::string_view operation) {
+  return fan_out(targets, std::chrono::steady_clock::now() + per_node_timeout, operation);
+}
 
 }  // namespace lockon::detail

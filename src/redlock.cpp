@@ -45,6 +45,10 @@ class Redlock::Impl {
   /// nodes (or won it too late) before acquire gives up with QuorumError: one
   /// blip (a slow reply, a reconnect) is retried, an outage is reported.
   static constexpr int kInfrastructureAttempts = 3;
+  /// Fence counters expire an hour after their last write: a counter per
+  /// lock name must not live forever, and an expired (or emptied) counter
+  /// restarts at the server's clock, above every earlier fence.
+  static constexpr std::string_view kFenceCounterTtlMs = "3600000";
 
   Impl(std::vector<Client> clients, State& state, RedlockOptions options) : state_(state), options_(std::move(options)) {
     const LockOptions& lock = state.options;
@@ -82,7 +86,7 @@ class Redlock::Impl {
     int infrastructure_failures = 0;
     while (true) {
       const std::string token = state_.options.token ? *state_.options.token : detail::random_hex();
-      Attempt attempt = try_once(token);
+      Attempt attempt = try_once(token, single ? Clock::time_point::max() : deadline);
       if (attempt.failure == Failure::none) return on_acquired(token, attempt);
       const auto now = Clock::now();
       if (attempt.failure == Failure::busy) {
@@ -101,16 +105,23 @@ class Redlock::Impl {
     state_.held = false;
     const Tally tally = lease_->release(state_.token);
     lease_->set_deadline(Clock::time_point::min());
-    if (tally.ok >= nodes().quorum()) return;
+    if (tally.ok >= nodes().quorum()) {
+      state_.lease->close();  // ended by us: lost() must not turn true later
+      return;
+    }
     if (tally.refused > nodes().size() - nodes().quorum()) {
       state_.lease->declare_lost(LossReason::taken, "release: the key expired or is held by another owner on a majority");
       throw LockNotOwned("cannot release lock '" + state_.name + "': it is no longer owned by a majority (" +
                              tally.summary(nodes()) + ")",
                          state_.name);
     }
-    throw QuorumError("release of lock '" + state_.name + "' confirmed on " + tally.summary(nodes()) +
-                          "; the keys expire by their TTL",
-                      state_.name);
+    // Not confirmed: whether we still held it, and when the keys go, is
+    // unknown. A release that cannot be confirmed is reported as a loss, not
+    // as a quiet success (the caller may have relied on holding it to here).
+    const std::string what = "release of lock '" + state_.name + "' confirmed on " + tally.summary(nodes()) +
+                             "; the keys expire by their TTL";
+    state_.lease->declare_lost(LossReason::unreachable, what);
+    throw QuorumError(what, state_.name);
   }
 
   void extend(milliseconds additional, bool replace_ttl) {
@@ -192,19 +203,22 @@ class Redlock::Impl {
   }
 
   /// One attempt: SET NX on all nodes, fence write-back, validity check.
-  /// Cleans up after itself when it fails.
-  Attempt try_once(const std::string& token) {
+  /// Cleans up after itself when it fails. Every fan-out waits for slow
+  /// nodes at most until `not_after` (the caller's deadline), save one round
+  /// trip: a black-holed or frozen node cannot make the caller overrun.
+  Attempt try_once(const std::string& token, Clock::time_point not_after) {
     Attempt attempt;
     const bool fencing = state_.options.fencing;
+    // Before the first request is written: the lease is counted from here.
     const auto start = Clock::now();
     const std::array<std::string_view, 2> keys{state_.name, lease_->fence_key};
     std::vector<NodeReply> replies;
     if (fencing) {
       const std::array<std::string_view, 2> args{token, ttl_text_};
-      replies = nodes().script(detail::redlock_scripts::acquire_fenced(), keys, args, "redlock acquire");
+      replies = nodes().script(detail::redlock_scripts::acquire_fenced(), keys, args, "redlock acquire", not_after);
     } else {
       const std::array<std::string_view, 6> args{"SET", state_.name, token, "NX", "PX", ttl_text_};
-      replies = nodes().command(args, "redlock acquire");
+      replies = nodes().command(args, "redlock acquire", std::nullopt, not_after);
     }
     std::uint64_t highest = 0;
     const Tally granted = detail::settle(nodes(), replies, NodeOperation::acquire, token, [&](std::size_t, const redisReply& r) {
@@ -213,42 +227,40 @@ class Redlock::Impl {
         if (r.type == REDIS_REPLY_NIL) return Verdict{NodeOutcome::refused, "held by another owner"};
         return detail::unexpected_reply();
       }
-      if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 || r.element[0]->type != REDIS_REPLY_INTEGER ||
-          r.element[1]->type != REDIS_REPLY_STRING)
-        return detail::unexpected_reply();
-      const auto counter = detail::parse_counter(std::string_view(r.element[1]->str, r.element[1]->len));
-      if (!counter) return Verdict{NodeOutcome::failed, "the fence counter is not a number"};
-      // Every answering node's counter counts, granted or not: more nodes
+      const auto candidate = detail::fence_candidate(r);
+      if (!candidate) return Verdict{NodeOutcome::failed, "the fence counter or the server time is not a number"};
+      // Every answering node's candidate counts, granted or not: more nodes
       // read means more chances to see the latest fence.
-      highest = std::max(highest, *counter);
+      highest = std::max(highest, *candidate);
       if (r.element[0]->integer == 1) return Verdict{NodeOutcome::ok, "acquired"};
       return Verdict{NodeOutcome::refused, "held by another owner"};
     });
     const std::size_t q = nodes().quorum();
     if (granted.ok < q) {
-      // Nodes that failed may still have executed the SET: clean up unless
-      // every node plainly refused.
-      if (granted.ok > 0 || granted.failed > 0) lease_->release(token);
+      // Nodes that failed after the request was written may still have
+      // executed the SET: clean up unless every node plainly refused or was
+      // never reached.
+      if (granted.ok > 0 || any_sent_and_failed(replies, granted)) lease_->release(token, not_after);
       attempt.failure = granted.ok + granted.refused < q ? Failure::unreachable : Failure::busy;
       attempt.why = "could not acquire lock '" + state_.name + "' on a majority: acquired on " + granted.summary(nodes());
       return attempt;
     }
     if (fencing) {
       if (highest == std::numeric_limits<std::uint64_t>::max()) {
-        lease_->release(token);
+        lease_->release(token, not_after);
         throw LockError("lock '" + state_.name + "': the fence counter is exhausted", state_.name);
       }
-      attempt.fence = highest + 1;
+      attempt.fence = highest;
       const std::string fence_text = std::to_string(attempt.fence);
-      const std::array<std::string_view, 2> args{token, fence_text};
-      auto acks = nodes().script(detail::redlock_scripts::write_fence(), keys, args, "redlock fence");
+      const std::array<std::string_view, 3> args{token, fence_text, kFenceCounterTtlMs};
+      auto acks = nodes().script(detail::redlock_scripts::write_fence(), keys, args, "redlock fence", not_after);
       const Tally written = detail::settle(nodes(), acks, NodeOperation::fence, token, [](std::size_t, const redisReply& r) {
         if (r.type != REDIS_REPLY_INTEGER) return detail::unexpected_reply();
         if (r.integer == 1) return Verdict{NodeOutcome::ok, "fence recorded"};
         return Verdict{NodeOutcome::refused, "fence recorded, but the key no longer holds our token"};
       });
       if (written.ok < q) {
-        lease_->release(token);
+        lease_->release(token, not_after);
         attempt.failure = Failure::unreachable;
         attempt.why = "lock '" + state_.name + "': the fence was acknowledged by " + written.summary(nodes());
         return attempt;
@@ -257,7 +269,7 @@ class Redlock::Impl {
     attempt.deadline = start + state_.options.ttl - detail::drift_allowance(state_.options.ttl, options_.drift_factor);
     const auto now = Clock::now();
     if (now >= attempt.deadline) {
-      lease_->release(token);
+      lease_->release(token, not_after);
       attempt.failure = Failure::too_slow;
       attempt.why = "lock '" + state_.name + "': a majority was won only after " +
                     std::to_string(micros(now - start).count() / 1000) + " ms, past the validity of the " +
@@ -268,12 +280,23 @@ class Redlock::Impl {
     return attempt;
   }
 
+  /// Whether a node failed after its request was written (its SET may have
+  /// run with the reply lost). A node never reached ran nothing.
+  static bool any_sent_and_failed(const std::vector<NodeReply>& replies, const Tally& tally) {
+    for (std::size_t i = 0; i < replies.size(); ++i)
+      if (tally.outcomes[i] == NodeOutcome::failed && replies[i].sent) return true;
+    return false;
+  }
+
   bool on_acquired(const std::string& token, const Attempt& attempt) {
     state_.held = true;
     state_.token = token;
     state_.fence = attempt.fence;
     state_.begin_lease();
     lease_->set_deadline(attempt.deadline);
+    // lost() turns true by itself once this passes unrenewed: a holder that
+    // resumes after a pause longer than its lease must not believe it holds.
+    state_.lease->set_lease_end(attempt.deadline);
     if (state_.options.auto_renew) {
       auto entry = std::make_shared<detail::RenewalEntry>();
       entry->name = state_.name;
@@ -299,6 +322,7 @@ class Redlock::Impl {
       const auto outcome = lease.extend(token, RedlockLease::ExtendMode::grow, lease.ttl);
       switch (outcome.result) {
         case R::extended:
+          signal.set_lease_end(lease.validity_deadline());
           return detail::RenewResult::renewed;
         case R::taken:
           signal.declare_lost(LossReason::taken, "renewal: " + outcome.detail);
@@ -323,6 +347,7 @@ class Redlock::Impl {
     const auto outcome = lease_->extend(state_.token, mode, amount);
     switch (outcome.result) {
       case R::extended:
+        state_.lease->set_lease_end(lease_->validity_deadline());
         return;
       case R::taken:
       case R::late:

@@ -61,10 +61,10 @@ RedlockLease::Extension RedlockLease::extend(const std::string& token, ExtendMod
   return {ExtendResult::unreachable, "extended on " + tally.summary(*nodes)};
 }
 
-Tally RedlockLease::release(const std::string& token) const {
+Tally RedlockLease::release(const std::string& token, Clock::time_point not_after) const {
   const std::array<std::string_view, 1> keys{name};
   const std::array<std::string_view, 1> args{token};
-  auto replies = nodes->script(redlock_scripts::release(), keys, args, "redlock release");
+  auto replies = nodes->script(redlock_scripts::release(), keys, args, "redlock release", not_after);
   return settle(*nodes, replies, NodeOperation::release, token, [](std::size_t, const redisReply& r) {
     if (r.type != REDIS_REPLY_INTEGER) return unexpected_reply();
     if (r.integer == 1) return Verdict{NodeOutcome::ok, "released"};

@@ -53,8 +53,9 @@ struct RedlockLease {
   Extension extend(const std::string& token, ExtendMode mode, std::chrono::milliseconds amount);
 
   /// Deletes `token` on every node (compare-and-delete); tally.ok counts the
-  /// deletions. Blocks up to the per-node timeout.
-  Tally release(const std::string& token) const;
+  /// deletions. Blocks up to the per-node timeout, and not past `not_after`
+  /// save one round trip (RedlockNodes::window).
+  Tally release(const std::string& token, Clock::time_point not_after = Clock::time_point::max()) const;
 
  private:
   std::mutex update_;

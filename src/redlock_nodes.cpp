@@ -40,8 +40,11 @@ namespace redlock_scripts {
 const Script& acquire_fenced() {
   static const Script script(
       "local counter = redis.call('GET', KEYS[2]) or '0'\n"
-      "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, counter} end\n"
-      "return {0, counter}\n");
+      // Microseconds as a string: TIME's two parts joined, no Lua doubles.
+      "local now = redis.call('TIME')\n"
+      "local micros = now[1] .. string.format('%06d', tonumber(now[2]))\n"
+      "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, counter, micros} end\n"
+      "return {0, counter, micros}\n");
   return script;
 }
 
@@ -52,7 +55,9 @@ const Script& write_fence() {
       "local current = redis.call('GET', KEYS[2])\n"
       "local fence = ARGV[2]\n"
       "if not current or #current < #fence or (#current == #fence and current < fence) then\n"
-      "  redis.call('SET', KEYS[2], fence)\n"
+      "  redis.call('SET', KEYS[2], fence, 'PX', ARGV[3])\n"
+      "else\n"
+      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
       "end\n"
       "if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end\n"
       "return 0\n");
@@ -121,6 +126,17 @@ std::optional<std::uint64_t> parse_counter(std::string_view text) noexcept {
   return value;
 }
 
+std::optional<std::uint64_t> fence_candidate(const redisReply& r) noexcept {
+  if (r.type != REDIS_REPLY_ARRAY || r.elements != 3 || r.element[0]->type != REDIS_REPLY_INTEGER ||
+      r.element[1]->type != REDIS_REPLY_STRING || r.element[2]->type != REDIS_REPLY_STRING)
+    return std::nullopt;
+  const auto counter = parse_counter(std::string_view(r.element[1]->str, r.element[1]->len));
+  const auto micros = parse_counter(std::string_view(r.element[2]->str, r.element[2]->len));
+  if (!counter || !micros) return std::nullopt;
+  const std::uint64_t next = *counter == std::numeric_limits<std::uint64_t>::max() ? *counter : *counter + 1;
+  return std::max(next, *micros);
+}
+
 std::chrono::milliseconds auto_per_node_timeout(std::chrono::milliseconds ttl) noexcept {
   using std::chrono::milliseconds;
   const milliseconds scaled = std::clamp(ttl / 100, milliseconds(25), milliseconds(200));
@@ -157,8 +173,10 @@ RedlockNodes::RedlockNodes(std::vector<Client> clients, std::string name, std::c
 
 std::vector<NodeReply> RedlockNodes::run(const std::function<void(Connection&)>& send,
                                          const std::function<ReplyPtr(Connection&, ReplyPtr)>& finish,
-                                         std::string_view operation, std::chrono::milliseconds timeout) const {
+                                         std::string_view operation, std::chrono::milliseconds timeout,
+                                         Clock::time_point not_after) const {
   const auto start = Clock::now();
+  const auto deadline = window(start, timeout, not_after);
   const auto since_start = [start] {
     return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
   };
@@ -188,29 +206,39 @@ std::vector<NodeReply> RedlockNodes::run(const std::function<void(Connection&)>&
     targets.push_back(std::move(target));
     index.push_back(i);
   }
-  std::vector<FanOutResult> results = fan_out(targets, timeout, operation);
+  std::vector<FanOutResult> results = fan_out(targets, deadline, operation);
   for (std::size_t k = 0; k < index.size(); ++k) {
     NodeReply& node = out[index[k]];
     node.reply = std::move(results[k].reply);
     node.error = results[k].error;
+    node.sent = results[k].sent;
     if (node.error) node.elapsed = since_start();
   }
   return out;
 }
 
+RedlockNodes::Clock::time_point RedlockNodes::window(Clock::time_point start, std::chrono::milliseconds timeout,
+                                                     Clock::time_point not_after) noexcept {
+  const auto full = start + timeout;
+  if (not_after >= full) return full;
+  return std::max(not_after, start + std::min(timeout, kOneRoundTrip));
+}
+
 std::vector<NodeReply> RedlockNodes::command(std::span<const std::string_view> args, std::string_view operation,
-                                             std::optional<std::chrono::milliseconds> timeout) const {
+                                             std::optional<std::chrono::milliseconds> timeout,
+                                             Clock::time_point not_after) const {
   return run([args](Connection& connection) { connection.append(args); }, {}, operation,
-             timeout.value_or(per_node_timeout_));
+             timeout.value_or(per_node_timeout_), not_after);
 }
 
 std::vector<NodeReply> RedlockNodes::script(const Script& script, std::span<const std::string_view> keys,
-                                            std::span<const std::string_view> args, std::string_view operation) const {
+                                            std::span<const std::string_view> args, std::string_view operation,
+                                            Clock::time_point not_after) const {
   return run([&](Connection& connection) { append_evalsha(connection, script, keys, args); },
              [&](Connection& connection, ReplyPtr reply) {
                return resolve_noscript(connection, script, keys, args, std::move(reply), operation);
              },
-             operation, per_node_timeout_);
+             operation, per_node_timeout_, not_after);
 }
 
 void RedlockNodes::report(std::size_t node, NodeOperation operation, NodeOutcome outcome, std::string detail,

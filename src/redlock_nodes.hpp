@@ -27,14 +27,16 @@ namespace redlock_scripts {
 
 /// KEYS: lock, fence counter. ARGV: token, ttl ms.
 /// SET NX PX, and returns {1 if granted else 0, the node's counter as a
-/// decimal string ("0" when absent)}. The counter is read first, so a
-/// counter of the wrong type fails the script before anything is written.
+/// decimal string ("0" when absent), the node's TIME in microseconds as a
+/// decimal string}. The counter is read first, so a counter of the wrong
+/// type fails the script before anything is written.
 const Script& acquire_fenced();
 
-/// KEYS: lock, fence counter. ARGV: token, fence (canonical decimal).
-/// Raises the counter to the fence if it is lower (never lowers it, whoever
-/// holds the lock: a max-update is always safe); returns 1 if the lock key
-/// still holds our token (the acknowledgement that counts), else 0.
+/// KEYS: lock, fence counter. ARGV: token, fence (canonical decimal),
+/// counter ttl ms. Raises the counter to the fence if it is lower (never
+/// lowers it, whoever holds the lock: a max-update is always safe) and
+/// (re)sets the counter's expiry; returns 1 if the lock key still holds our
+/// token (the acknowledgement that counts), else 0.
 const Script& write_fence();
 
 /// KEYS: lock. ARGV: token, ms, mode ("add" | "set" | "grow"), ms for a
@@ -54,6 +56,7 @@ struct NodeReply {
   ReplyPtr reply;                        // set when an answer was read (may be an error reply)
   std::exception_ptr error;              // set when the node could not be talked to
   std::chrono::microseconds elapsed{0};  // fan-out start → answer (or failure)
+  bool sent = false;                     // the request was written (false: the node certainly did not run it)
 
   /// An answer that is not an error reply.
   bool answered() const noexcept { return reply && !is_error_reply(*reply); }
@@ -66,6 +69,12 @@ std::chrono::steady_clock::duration drift_allowance(std::chrono::milliseconds tt
 
 /// Canonical unsigned decimal ("0", or no leading zero), ≤ UINT64_MAX.
 std::optional<std::uint64_t> parse_counter(std::string_view text) noexcept;
+
+/// One node's fence candidate from its acquire_fenced reply:
+/// max(counter + 1, TIME in µs), saturating at UINT64_MAX; nullopt for a
+/// reply of the wrong shape or a counter/time that is not a canonical
+/// decimal.
+std::optional<std::uint64_t> fence_candidate(const redisReply& reply) noexcept;
 
 /// The automatic per-node timeout for a TTL (see RedlockOptions).
 std::chrono::milliseconds auto_per_node_timeout(std::chrono::milliseconds ttl) noexcept;
@@ -87,14 +96,27 @@ class RedlockNodes {
   const std::vector<std::string>& endpoints() const noexcept { return endpoints_; }
   const std::string& name() const noexcept { return name_; }
 
-  /// Sends `args` to every node at once; replies within `timeout` (default:
-  /// per_node_timeout). Never throws for a node's failure.
+  /// Sends `args` to every node at once (connecting in parallel where
+  /// needed); replies within `timeout` (default: per_node_timeout) of the
+  /// start, and not after `not_after` (see window()). Blocks that long at
+  /// most. Never throws for a node's failure.
   std::vector<NodeReply> command(std::span<const std::string_view> args, std::string_view operation,
-                                 std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
+                                 std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                                 Clock::time_point not_after = Clock::time_point::max()) const;
 
-  /// Runs `script` on every node at once (EVALSHA, EVAL after NOSCRIPT).
+  /// Runs `script` on every node at once (EVALSHA, EVAL after NOSCRIPT);
+  /// bounded as command() with per_node_timeout.
   std::vector<NodeReply> script(const Script& script, std::span<const std::string_view> keys,
-                                std::span<const std::string_view> args, std::string_view operation) const;
+                                std::span<const std::string_view> args, std::string_view operation,
+                                Clock::time_point not_after = Clock::time_point::max()) const;
+
+  /// The least a fan-out cut short by a caller's deadline still waits: one
+  /// round trip to a healthy node (replies are read up to there).
+  static constexpr std::chrono::milliseconds kOneRoundTrip{5};
+  /// The deadline of a fan-out starting at `start`: start + timeout, but
+  /// not after `not_after` (a caller's deadline), save one round trip.
+  static Clock::time_point window(Clock::time_point start, std::chrono::milliseconds timeout,
+                                  Clock::time_point not_after) noexcept;
 
   /// Whether anyone listens (skip building details when not).
   bool reporting() const noexcept { return static_cast<bool>(on_event_); }
@@ -106,7 +128,7 @@ class RedlockNodes {
  private:
   std::vector<NodeReply> run(const std::function<void(Connection&)>& send,
                              const std::function<ReplyPtr(Connection&, ReplyPtr)>& finish, std::string_view operation,
-                             std::chrono::milliseconds timeout) const;
+                             std::chrono::milliseconds timeout, Clock::time_point not_after) const;
 
   std::vector<Client> clients_;
   std::vector<std::string> endpoints_;

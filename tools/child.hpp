@@ -16,9 +16,14 @@ void remember_inherited_fds();
 
 /// Starts `argv` (argv[0] looked up in PATH) with this process's environment
 /// plus `extra_env` ("NAME=value", replacing a variable of that name), an
-/// empty signal mask and default dispositions for `reset_signals`. Returns
-/// the PID, or -1 with `error` set to the errno of the failed exec
-/// (ENOENT: not found).
+/// empty signal mask and default dispositions for `reset_signals`, in this
+/// process's process group. The child is bound to this process: it gets
+/// SIGKILL when the calling *thread* ends (PR_SET_PDEATHSIG; call it from
+/// the main thread), including when lockon itself is SIGKILLed, and it does
+/// not exec at all if lockon already died before the binding was armed.
+/// Its own children are not bound (see docs/cli.md). Blocks until the exec
+/// succeeded or failed. Returns the PID, or -1 with `error` set to the errno
+/// of the failed fork/exec (ENOENT: not found, EACCES: not executable).
 pid_t spawn_command(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
                     const sigset_t& reset_signals, int& error);
 

@@ -18,9 +18,12 @@
 //   * Quorum Q = N/2 + 1 (integer division): 1 of 1, 2 of 3, 3 of 5.
 //   * One fresh 128-bit CSPRNG token per *attempt* (or LockOptions::token).
 //   * Attempt: `SET key token NX PX ttl` is written to every node before any
-//     reply is read (nodes are contacted in parallel); replies are collected
-//     with one shared deadline of `per_node_timeout`. With fencing, a Lua
-//     script does the SET and also returns the node's fence counter.
+//     reply is read (nodes are contacted in parallel, and so are connects:
+//     a node that accepts no connection costs the deadline once); the whole
+//     fan-out — connects, writes, replies — shares one deadline of
+//     `per_node_timeout`, cut to the caller's deadline (plus one round trip
+//     of at most 5 ms) when that comes first. With fencing, a Lua script does
+//     the SET and also returns the node's fence counter and clock.
 //   * The attempt succeeds only if ≥ Q nodes granted the key *and* the
 //     validity is still positive when all replies are in:
 //         validity_deadline = start + ttl − (ttl × drift_factor + 2 ms)
@@ -40,18 +43,29 @@
 //     majority; redsync's SetNXOnExtend lesson). A key holding another token
 //     is never touched. Success needs Q nodes, completion before the current
 //     validity deadline, and a positive new validity.
-//   * Release deletes the token on all nodes; success needs Q deletions.
+//   * Release deletes the token on all nodes; success needs Q deletions. A
+//     release that is not confirmed (too few answers, or the token gone on
+//     more than N − Q nodes) is signalled as a loss (lost(), on_lost).
+//   * lost() also turns true by itself once the validity deadline of the
+//     last acquisition, extension or renewal has passed unrenewed.
 //   * owned()/locked()/remaining_ttl() are answered by a majority.
 //
 // FENCING (LockOptions::fencing): `fence()` is strictly greater than the fence
-// of every earlier acquisition of the same name (by any process), as long as
-// at least one node that recorded the earlier fence still has its data and
-// answers the later acquisition — e.g. when the earlier acquisition reached
-// all N nodes and fewer than Q of them lost their data since. Each node keeps a counter in a companion key
-// (`{name}:fence`, same cluster slot, never expires); an acquisition takes
-// max(counters read) + 1 and writes it back (a max-update) to every node; it
-// succeeds only if ≥ Q nodes that still hold its token acknowledge the
-// write-back. docs/redlock.md has the argument.
+// of every earlier acquisition of the same name (by any process) if EITHER
+// (a) at least one node that recorded the earlier fence still has its data
+// and answers the later acquisition (e.g. the earlier acquisition reached all
+// N nodes and fewer than Q of them lost their data since), OR (b) the clock
+// (TIME, µs) of some node answering the later acquisition reads more than
+// the earlier fence — which holds after any restart or counter expiry as long
+// as no node's wall clock is behind the clock that produced the earlier
+// fence by more than the time elapsed between the two acquisitions (no clock
+// stepped back, node clocks roughly in sync). Each node keeps a counter in a
+// companion key (`{name}:fence`, same cluster slot, expires one hour after
+// its last write); an acquisition takes the max over answering nodes of
+// max(counter + 1, node TIME in µs) and writes it back (a max-update) to
+// every node; it succeeds only if ≥ Q nodes that still hold its token
+// acknowledge the write-back. Fences are therefore large numbers (µs since
+// 1970), not 1, 2, 3. docs/redlock.md has the argument.
 //
 // SAFETY CAVEATS (read docs/redlock.md): mutual exclusion assumes bounded
 // clock *rate* drift between client and servers (drift_factor) and holders
@@ -123,8 +137,9 @@ struct RedlockOptions {
   /// relative to the TTL, so a dead or frozen node costs at most 1 % of the
   /// lease per operation, yet long enough that a healthy node on a busy host
   /// is not counted as failed (redsync uses ttl × 0.05; the distlock page
-  /// suggests 5–50 ms for a 10 s TTL on a LAN). Must be ≥ 0. Connecting a
-  /// fresh connection is bounded by the node's connect_timeout.
+  /// suggests 5–50 ms for a 10 s TTL on a LAN). Must be ≥ 0. It also bounds
+  /// connecting: nodes that need a connection are dialled in parallel and
+  /// waited for within the same deadline (not the nodes' connect_timeout).
   std::chrono::milliseconds per_node_timeout{0};
   /// Random delay between two attempts while other owners hold the key,
   /// uniformly drawn from [min, max]; never sleeps past the caller's
@@ -174,9 +189,10 @@ class Redlock final : public DistributedLock {
   /// per_node_timeout. The local state is cleared and renewal stopped first,
   /// whatever the outcome.
   /// Throws LockError if not held; LockNotOwned if more than N − Q nodes no
-  /// longer hold our token (the lease expired or was taken; the loss is also
-  /// signalled); QuorumError if too few nodes answered to confirm (the keys
-  /// then expire by their TTL).
+  /// longer hold our token (the lease expired or was taken); QuorumError if
+  /// too few nodes answered to confirm (the keys then expire by their TTL).
+  /// Both failures are also signalled as a loss (lost(), on_lost: taken,
+  /// resp. unreachable): the caller cannot know it held the lock until here.
   void release() override;
 
   /// Extends the lease on a majority: every node holding our token gets
@@ -232,6 +248,8 @@ class Redlock final : public DistributedLock {
  protected:
   /// Throws LockError if already held. Returns false when the deadline
   /// passes while other owners hold the key (try_lock(): after one attempt).
+  /// Never waits for slow or unreachable nodes past the deadline by more
+  /// than a few milliseconds (each fan-out still gets one ≤ 5 ms round trip).
   /// Throws QuorumError when attempts could not possibly win a majority
   /// because too many nodes failed, or won one only after its validity had
   /// ended: after 3 such attempts in a row (retried with the random delay),

@@ -207,15 +207,16 @@ TEST_F(RedlockBasics, FencesIncreaseAndLiveInTheKeysHashSlot) {
     previous = lock.fence();
     lock.unlock();
   }
-  EXPECT_EQ(previous, 20u);
-  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(get(i, "{" + name + "}:fence"), "20");
+  // Every node recorded the last fence (fences start at the servers'
+  // clocks in µs, so they are not 1, 2, 3...).
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(get(i, "{" + name + "}:fence"), std::to_string(previous));
 
   // A key with a hash tag keeps it: the companion is key + ":fence".
   const std::string tagged = "{" + unique_key("tag") + "}.lock";
   Redlock tagged_lock(urls(), tagged, {.ttl = 5s, .fencing = true});
   ASSERT_TRUE(tagged_lock.try_lock());
-  EXPECT_EQ(tagged_lock.fence(), 1u);
-  EXPECT_EQ(get(0, tagged + ":fence"), "1");
+  EXPECT_GT(tagged_lock.fence(), 0u);
+  EXPECT_EQ(get(0, tagged + ":fence"), std::to_string(tagged_lock.fence()));
   tagged_lock.unlock();
 
   // A node whose counter is behind (it missed writes) is raised to the max.

@@ -281,7 +281,6 @@ TEST_F(RedlockFaults, FencesStrictlyIncreaseWhileNodesRestartEmpty) {
     std::this_thread::sleep_for(8ms);
   }
   EXPECT_GE(restarts, 8);
-  EXPECT_EQ(previous, 500u);  // no gaps either: every node kept or regained the max
   EXPECT_LT(Clock::now() - test_started, 30s);
 }
 

@@ -45,6 +45,49 @@ TEST(RedlockUnits, AutomaticPerNodeTimeoutIsSmallAgainstTheTtl) {
   EXPECT_EQ(auto_per_node_timeout(2ms), 1ms);
 }
 
+TEST(RedlockUnits, FanOutWindowIsThePerNodeTimeoutCutToTheCallersDeadlineSaveOneRoundTrip) {
+  const RedlockNodes::Clock::time_point start{std::chrono::seconds(1000)};
+  const auto never = RedlockNodes::Clock::time_point::max();
+  EXPECT_EQ(RedlockNodes::window(start, 200ms, never), start + 200ms);
+  EXPECT_EQ(RedlockNodes::window(start, 200ms, start + 300ms), start + 200ms);
+  EXPECT_EQ(RedlockNodes::window(start, 200ms, start + 50ms), start + 50ms);
+  EXPECT_EQ(RedlockNodes::window(start, 200ms, start + 1ms), start + RedlockNodes::kOneRoundTrip);
+  EXPECT_EQ(RedlockNodes::window(start, 200ms, start - 1s), start + RedlockNodes::kOneRoundTrip);
+  EXPECT_EQ(RedlockNodes::window(start, 2ms, start - 1s), start + 2ms);  // never past the per-node timeout
+}
+
+// A fake acquire_fenced reply {granted, counter, time µs}.
+struct FencedReply {
+  redisReply granted{}, counter{}, micros{};
+  redisReply* elements[3] = {&granted, &counter, &micros};
+  redisReply array{};
+  std::string counter_text, micros_text;
+  FencedReply(std::string c, std::string t) : counter_text(std::move(c)), micros_text(std::move(t)) {
+    granted.type = REDIS_REPLY_INTEGER;
+    granted.integer = 1;
+    for (auto [reply, text] : {std::pair{&counter, &counter_text}, std::pair{&micros, &micros_text}}) {
+      reply->type = REDIS_REPLY_STRING;
+      reply->str = text->data();
+      reply->len = text->size();
+    }
+    array.type = REDIS_REPLY_ARRAY;
+    array.elements = 3;
+    array.element = elements;
+  }
+};
+
+TEST(RedlockUnits, FenceCandidateIsTheCounterPlusOneButNeverBelowTheServerClock) {
+  EXPECT_EQ(fence_candidate(FencedReply("0", "1763870000000000").array), 1763870000000000u);  // emptied counter
+  EXPECT_EQ(fence_candidate(FencedReply("1763870000000000", "1763870000000000").array), 1763870000000001u);
+  EXPECT_EQ(fence_candidate(FencedReply("1763870000000005", "1763870000000001").array), 1763870000000006u);
+  EXPECT_EQ(fence_candidate(FencedReply("18446744073709551615", "1").array), 18446744073709551615u);  // saturates
+  EXPECT_EQ(fence_candidate(FencedReply("x", "1").array), std::nullopt);
+  EXPECT_EQ(fence_candidate(FencedReply("1", "").array), std::nullopt);
+  FencedReply short_reply("1", "2");
+  short_reply.array.elements = 2;  // the pre-clock script's shape
+  EXPECT_EQ(fence_candidate(short_reply.array), std::nullopt);
+}
+
 TEST(RedlockUnits, RedactRemovesEveryOccurrenceOfTheToken) {
   EXPECT_EQ(redact("a tok b tok", "tok"), "a <token> b <token>");
   EXPECT_EQ(redact("nothing here", "tok"), "nothing here");

@@ -1,0 +1,96 @@
+// integration/test_redlock_deadlines.cpp — Redlock against nodes that accept
+// no connection (black-holed ports): connects run in parallel and no
+// operation outlasts the caller's deadline by more than a round trip.
+#include <memory>
+#include <vector>
+
+#include "lockon/errors.hpp"
+#include "redlock_support.hpp"
+#include "support/black_hole_listener.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class RedlockDeadlines : public RedlockServers {
+ protected:
+  /// `healthy` real servers followed by `holes` black-holed ports.
+  void start_with_holes(std::size_t healthy, std::size_t holes) {
+    start(healthy);
+    for (std::size_t i = 0; i < holes; ++i) holes_.push_back(std::make_unique<BlackHoleListener>());
+  }
+  std::vector<std::string> all_urls() const {
+    std::vector<std::string> out = urls();
+    for (const auto& hole : holes_) out.push_back(hole->url());
+    return out;
+  }
+
+  std::vector<std::unique_ptr<BlackHoleListener>> holes_;
+};
+
+// Before: the two black-holed nodes were connected one after the other, 1 s
+// connect timeout each, before the per-node deadline even started: every
+// attempt took > 2 s, past the 2 s lease, so no acquisition succeeded.
+TEST_F(RedlockDeadlines, TwoOfFiveBlackHoledAcquisitionsSucceedWellWithinTheValidity) {
+  start_with_holes(3, 2);
+  const std::string name = unique_key("two-holes");
+  Redlock lock(all_urls(), name, {.ttl = 2s, .auto_renew = false, .fencing = true});
+  ASSERT_EQ(lock.quorum(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const auto start = Clock::now();
+    ASSERT_TRUE(lock.try_lock_for(5s)) << "acquisition " << i;
+    const auto took = Clock::now() - start;
+    // Auto per-node timeout 25 ms: acquire + fence write-back each wait it
+    // out once for the holes, in parallel.
+    EXPECT_LT(took, 400ms) << "acquisition " << i;
+    EXPECT_GT(lock.validity(), 1500ms) << "acquisition " << i;
+    EXPECT_EQ(holders(name), 3);
+    lock.unlock();
+    EXPECT_FALSE(lock.last_unlock_error()) << "release " << i;
+  }
+}
+
+// Before: QuorumError came after > 3 s (three sequential 1 s connects per
+// attempt), far past the 100 ms the caller allowed.
+TEST_F(RedlockDeadlines, ThreeOfFiveBlackHoledQuorumErrorArrivesWithinTheCallersTimeout) {
+  start_with_holes(2, 3);
+  const std::string name = unique_key("three-holes");
+  // A per-node timeout longer than the caller's whole budget: the budget wins.
+  Redlock lock(all_urls(), name, {.ttl = 10s, .auto_renew = false}, {.per_node_timeout = 300ms, .check_nodes = false});
+  const auto start = Clock::now();
+  EXPECT_THROW(lock.try_lock_for(100ms), QuorumError);
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, 100ms + 60ms);  // one round trip plus scheduling slack
+  EXPECT_FALSE(lock.held());
+  EXPECT_EQ(holders(name), 0);  // the two healthy nodes were cleaned up
+}
+
+TEST_F(RedlockDeadlines, ThreeOfFiveBlackHoledWithTheAutomaticTimeoutFailsFast) {
+  start_with_holes(2, 3);
+  const std::string name = unique_key("three-holes-auto");
+  Redlock lock(all_urls(), name, {.ttl = 5s, .auto_renew = false}, {.check_nodes = false});
+  const auto start = Clock::now();
+  EXPECT_THROW(lock.try_lock_for(2s), QuorumError);
+  // Three attempts of ~2 × 50 ms (acquire, cleanup) plus two random delays
+  // of at most 200 ms: well under the caller's 2 s.
+  EXPECT_LT(Clock::now() - start, 1s);
+}
+
+TEST_F(RedlockDeadlines, ConstructionWithTwoOfFiveBlackHoledIsBoundedByTheProbeTimeout) {
+  start_with_holes(3, 2);
+  EventLog log;
+  const auto start = Clock::now();
+  Redlock lock(all_urls(), unique_key("probe"), {.ttl = 2s}, {.on_node_event = log.hook()});
+  EXPECT_LT(Clock::now() - start, 400ms);  // one 100 ms probe window, not 2 × 1 s
+  const auto probes = log.of(NodeOperation::probe);
+  ASSERT_EQ(probes.size(), 5u);
+  for (std::size_t i = 3; i < 5; ++i) {
+    EXPECT_FALSE(probes[i].ok());
+    EXPECT_NE(probes[i].detail.find("no connection within"), std::string::npos) << probes[i].detail;
+  }
+}
+
+}  // namespace
+}  // namespace lockon::test
