@@ -260,7 +260,7 @@ TEST_F(LockSafety, AclUserWithoutChannelRightsStillLocksAndIsWarnedOnce) {
   set_warning_handler({});
   const std::lock_guard guard(mutex);
   const auto publish_warnings = std::count_if(topics.begin(), topics.end(),
-                                              [](const std::string& t) { return t.rfind("acl:publish", 0) == 0; });
+                                              [](const std::string& topic) { return topic.rfind("acl:publish", 0) == 0; });
   EXPECT_EQ(publish_warnings, 1) << topics.size() << " warnings";
 }
 
