@@ -22,6 +22,7 @@
 #include <string>
 
 #include "diagnostics.hpp"
+#include "error_map.hpp"
 #include "lease.hpp"
 #include "lock_calls.hpp"
 #include "lock_scripts.hpp"
@@ -198,6 +199,7 @@ class Lock::Impl {
       try {
         const int outcome = fast_request(result, until);
         if (outcome < 0) throw_token_in_use();
+        result.acquired = outcome == 1;
         return result;
       } catch (const ClosedError&) {
         if (round == 0 && random_token()) continue;
@@ -212,40 +214,83 @@ class Lock::Impl {
 
   // Returns 1 acquired, 0 busy or deadline passed, -1 custom token in use.
   int fast_request(Attempt& result, Clock::time_point until) {
+    if (state_.options.fencing) return fenced_request(result, until);
     ReplyPtr reply;
-    if (state_.options.fencing) {
-      const std::array<std::string_view, 3> args{token_, ttl_text_, random_token() ? "1" : "0"};
-      reply = calls_.run4_until(detail::scripts::fenced_acquire(), args, "acquire lock", until);
-    } else if (state_.options.no_expiry) {
+    if (state_.options.no_expiry) {
       const std::array<std::string_view, 5> args{"SET", state_.name, token_, "NX", "GET"};
       reply = calls_.command_until(args, "acquire lock", until);
     } else {
       const std::array<std::string_view, 7> args{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
       reply = calls_.command_until(args, "acquire lock", until);
     }
-    if (!reply) {
-      // No answer before the deadline: the SET may still win later.
-      calls_.abandon(orphan_entry(token_), true);
-      result.deadline_passed = true;
-      return 0;
-    }
-    if (state_.options.fencing) {
-      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_INTEGER)
-        throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
-      if (reply->element[0]->integer < 0) return -1;
-      result.acquired = reply->element[0]->integer == 1;
-      if (result.acquired) result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
-      return result.acquired ? 1 : 0;
-    }
+    if (!reply) return deadline_passed(result);
     if (reply->type == REDIS_REPLY_NIL) {
       result.acquired = true;
       return 1;
     }
-    if (reply->type == REDIS_REPLY_STRING && std::string_view(reply->str, reply->len) == token_) {
-      if (!random_token()) return -1;
-      result.acquired = true;  // our first request won; its lease started at result.sent_at
-      return 1;
+    return previous_holder_is_us(*reply);
+  }
+
+  // Fencing without a script on the hot path (a Lua call costs a quarter of
+  // the floor's cycle): MULTI/EXEC makes SET, INCR and the counter's expiry
+  // atomic in one round trip. INCR runs even when SET finds the lock held,
+  // so fences skip numbers. A fence below kFenceFloor means the counter was
+  // missing (restart, failover, expiry): one more round trip raises it to
+  // the server's clock, above every fence handed out before.
+  int fenced_request(Attempt& result, Clock::time_point until) {
+    const std::array<std::string_view, 1> multi{"MULTI"};
+    const std::array<std::string_view, 5> set_forever{"SET", state_.name, token_, "NX", "GET"};
+    const std::array<std::string_view, 7> set_lease{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
+    const std::array<std::string_view, 2> incr{"INCR", calls_.fence_key()};
+    const std::array<std::string_view, 4> expire{"PEXPIRE", calls_.fence_key(), "3600000", "NX"};
+    const std::array<std::string_view, 1> exec{"EXEC"};
+    const std::array<std::span<const std::string_view>, 5> commands{
+        multi, state_.options.no_expiry ? std::span<const std::string_view>(set_forever)
+                                        : std::span<const std::string_view>(set_lease),
+        incr, expire, exec};
+    const std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until);
+    if (replies.empty()) return deadline_passed(result);
+    // Every reply was read: an error reply (OOM, READONLY, NOPERM...) can be
+    // thrown without leaving the connection out of step.
+    for (const ReplyPtr& reply : replies) detail::check_reply(*reply, client_.endpoint(), "acquire lock");
+    const redisReply& outcome = *replies.back();
+    if (outcome.type != REDIS_REPLY_ARRAY || outcome.elements != 3 || outcome.element[1]->type != REDIS_REPLY_INTEGER)
+      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected EXEC reply");
+    for (std::size_t i = 0; i < outcome.elements; ++i)
+      detail::check_reply(*outcome.element[i], client_.endpoint(), "acquire lock");
+    const int won = outcome.element[0]->type == REDIS_REPLY_NIL ? 1 : previous_holder_is_us(*outcome.element[0]);
+    if (won != 1) return won;
+    result.acquired = true;
+    long long fence = outcome.element[1]->integer;
+    if (fence < detail::scripts::kFenceFloor) {
+      const std::array<std::string_view, 1> args{token_};
+      const ReplyPtr floored = calls_.run4_until(detail::scripts::floor_fence(), args, "raise the fence counter", until);
+      if (!floored) {
+        result.acquired = false;
+        return deadline_passed(result);
+      }
+      if (floored->type != REDIS_REPLY_INTEGER || floored->integer == 0) {
+        result.acquired = false;  // not ours any more: lost within the round trip
+        return 0;
+      }
+      fence = floored->integer;
     }
+    result.fence = static_cast<std::uint64_t>(fence);
+    return 1;
+  }
+
+  // SET ... GET answered with the previous value: our own random token means
+  // a first request whose reply was lost won (its lease started at
+  // result.sent_at); a custom token held by someone else is misuse.
+  int previous_holder_is_us(const redisReply& previous) const {
+    if (previous.type != REDIS_REPLY_STRING || std::string_view(previous.str, previous.len) != token_) return 0;
+    return random_token() ? 1 : -1;
+  }
+
+  int deadline_passed(Attempt& result) {
+    // No answer before the deadline: the request may still win later.
+    calls_.abandon(orphan_entry(token_), true);
+    result.deadline_passed = true;
     return 0;
   }
 

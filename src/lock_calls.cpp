@@ -78,6 +78,21 @@ ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::s
   return reply;
 }
 
+std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const std::string_view>> commands,
+                                               std::string_view operation, Clock::time_point until) {
+  auto connection = client_->pool().borrow();
+  connection->ensure_connected();
+  for (const auto& command : commands) connection->append(command);
+  std::vector<ReplyPtr> replies;
+  replies.reserve(commands.size());
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    ReplyPtr reply = read_bounded(*connection, operation, until);
+    if (!reply) return {};
+    replies.push_back(std::move(reply));
+  }
+  return replies;
+}
+
 void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const noexcept {
   try {
     Orphans::instance().adopt(Orphan{client_, name_, queue_key_, fence_key_, record_key_, entry, unknown_outcome});

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "client_impl.hpp"
 #include "hiredis_handles.hpp"
@@ -42,6 +43,13 @@ class LockCalls {
   ReplyPtr run4_until(const Script& script, std::span<const std::string_view> args, std::string_view operation,
                       Clock::time_point until);
   ReplyPtr command_until(std::span<const std::string_view> args, std::string_view operation, Clock::time_point until);
+
+  /// Sends `commands` in one write and reads every reply, each wait bounded
+  /// like run4_until. Error replies are returned, not thrown: all replies
+  /// are read before the caller looks at any. Empty when `until` passed
+  /// before all replies arrived (outcome unknown).
+  std::vector<ReplyPtr> pipeline_until(std::span<const std::span<const std::string_view>> commands,
+                                       std::string_view operation, Clock::time_point until);
 
   /// Hands `entry` (see lock_scripts.hpp) to the background clean-up: its
   /// queue place is removed and, if the key holds its token, the lock is

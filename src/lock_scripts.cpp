@@ -144,22 +144,13 @@ const Script& wait_attempt() {
   return script;
 }
 
-const Script& fenced_acquire() {
+const Script& floor_fence() {
   static const Script script(
       LOCKON_LUA_NEXT_FENCE
-      // Same as the plain fast path (SET NX [PX] GET), plus a fence when it
-      // wins. ARGV: token, ttl ms ('0': no expiry), token is random ('1'/'0').
-      "local previous\n"
-      "if ARGV[2] == '0' then previous = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET')\n"
-      "else previous = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') end\n"
-      "if not previous then return {1, next_fence()} end\n"
-      // A retried attempt whose first reply was lost: the key is ours.
-      "if previous == ARGV[1] and ARGV[3] == '1' then\n"
-      "  if ARGV[2] ~= '0' then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
-      "  return {1, next_fence()}\n"
-      "end\n"
-      "if previous == ARGV[1] then return {-1, 0} end\n"
-      "return {0, 0}\n");
+      // The fast path's INCR found no counter (first use, expiry, restart,
+      // failover): raise it to the clock. ARGV: token. 0: K is not ours.
+      "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+      "return next_fence()\n");
   return script;
 }
 

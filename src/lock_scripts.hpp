@@ -5,11 +5,15 @@
 // exactly like redis-py's Lock, so other clients interoperate):
 //   companion(K, "q")      LIST of waiting lockon waiters, FIFO. An entry is
 //                          "<subscriber id>|<waiter id>|<ttl ms>|<fenced 0/1>|<token>"
-//   companion(K, "fence")  the last fence handed out for K; a new fence is
-//                          max(last + 1, server TIME in µs), so fences keep
+//   companion(K, "fence")  the last fence handed out for K. The uncontended
+//                          path INCRs it inside MULTI (no Lua: a script costs
+//                          a quarter of the floor's cycle); a result below
+//                          kFenceFloor means the counter was missing, and
+//                          floor_fence() raises it to max(last + 1, server
+//                          TIME in µs), as every hand-over does. So fences keep
 //                          increasing across restarts and failovers (as long
-//                          as the server clock does not step back). Expires
-//                          an hour after its last use.
+//                          as the server clock does not step back). The
+//                          counter expires an hour after it was (re)created.
 //   companion(K, "hf")     "<waiter id> <fence>" of the last hand-over: how a
 //                          waiter that missed its wake-up message knows K was
 //                          handed to *it* (not merely set to an equal token)
@@ -54,12 +58,15 @@ namespace scripts {
 /// denied = 1 when a wake-up could not be published (ACL channel rights).
 const Script& wait_attempt();
 
-/// KEYS: lock, queue, fence counter, hand-over record.
-/// ARGV: token, ttl ms ("0": no expiry), token is random ("1"/"0").
-/// The fenced fast path: SET NX [PX] GET plus a fence when it wins.
-/// Returns {1, fence} acquired, {0, 0} busy, {-1, 0} K holds this
-/// caller-chosen token already.
-const Script& fenced_acquire();
+/// Fences below this cannot be server-clock based (µs since 1970: before
+/// September 2001): the counter was missing, and the fast path's INCR must
+/// be raised to the clock by floor_fence().
+inline constexpr long long kFenceFloor = 1'000'000'000'000'000LL;
+
+/// KEYS: lock, queue, fence counter, hand-over record. ARGV: token.
+/// If K holds the token: sets the counter to max(counter + 1, server TIME
+/// in µs) with the counter's expiry, and returns it; else returns 0.
+const Script& floor_fence();
 
 /// KEYS: lock, queue, fence counter, hand-over record. ARGV: token.
 /// If K holds the token: hands K to the first live waiter or deletes it.

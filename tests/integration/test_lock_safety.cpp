@@ -316,7 +316,7 @@ TEST_F(LockSafety, FenceCountersOfManyArgumentsAllExpire) {
 TEST_F(LockSafety, TheReadmeAclRulesAreSufficient) {
   const std::string rules =
       "app on >pw resetkeys ~orders:* ~{orders:* resetchannels &{orders:* -@all "
-      "+get +set +del +exists +pttl +pexpire +eval +evalsha +lpop +rpush +lindex +lpos +lrem +time "
+      "+get +set +del +exists +pttl +pexpire +eval +evalsha +lpop +rpush +lindex +lpos +lrem +time +multi +exec +incr "
       "+publish +subscribe +unsubscribe +ping +hello +auth +select";
   RedisServer own({.acl_users = {rules}});
   std::mutex mutex;
