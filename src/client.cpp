@@ -1,4 +1,5 @@
 #include <array>
+#include <cstdlib>
 #include <vector>
 
 #include "client_impl.hpp"
@@ -61,12 +62,38 @@ void validate(const ConnectionOptions& options) {
 }
 
 ClientImpl::ClientImpl(ConnectionOptions options, PoolOptions pool)
-    : endpoint_(options.endpoint()), pool_((validate(options), std::move(options)), pool) {}
+    : options_((validate(options), std::move(options))),
+      limits_(pool),
+      endpoint_(options_.endpoint()),
+      state_(new State(options_, limits_, fork_generation())) {}
+
+ClientImpl::~ClientImpl() {
+  State* current = state_.load();
+  // A parent's State inherited by a forked child is abandoned, not destroyed.
+  if (current->generation == fork_generation()) delete current;
+}
+
+ClientImpl::State& ClientImpl::state_after_fork() noexcept {
+  State* current = state_.load(std::memory_order_acquire);
+  const auto generation = fork_generation();
+  while (current->generation != generation) {
+    State* fresh = nullptr;
+    try {
+      fresh = new State(options_, limits_, generation);
+    } catch (...) {
+      std::abort();  // out of memory right after fork: nothing sane is left to do
+    }
+    if (state_.compare_exchange_strong(current, fresh)) return *fresh;
+    delete fresh;  // another thread of the child was first; `current` is its State
+  }
+  return *current;
+}
 
 Subscriber& ClientImpl::subscriber() {
-  std::lock_guard lock(subscriber_mutex_);
-  if (!subscriber_) subscriber_ = std::make_unique<Subscriber>(pool_.options());
-  return *subscriber_;
+  State& s = state();
+  std::lock_guard lock(s.subscriber_mutex);
+  if (!s.subscriber) s.subscriber = std::make_unique<Subscriber>(options_);
+  return *s.subscriber;
 }
 
 Reply to_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation) {

@@ -1,10 +1,13 @@
 // The shared state behind a lockon::Client handle.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "fork.hpp"
 #include "hiredis_handles.hpp"
 #include "lockon/client.hpp"
 #include "pool.hpp"
@@ -15,19 +18,41 @@ namespace lockon::detail {
 class ClientImpl {
  public:
   ClientImpl(ConnectionOptions options, PoolOptions pool);
+  ~ClientImpl();
+  ClientImpl(const ClientImpl&) = delete;
+  ClientImpl& operator=(const ClientImpl&) = delete;
 
-  Pool& pool() noexcept { return pool_; }
-  const ConnectionOptions& options() const noexcept { return pool_.options(); }
+  /// The connections of this process image: in a forked child, a fresh pool
+  /// (the parent's sockets are the parent's; see fork.hpp).
+  Pool& pool() noexcept { return state().pool; }
+  const ConnectionOptions& options() const noexcept { return options_; }
   const std::string& endpoint() const noexcept { return endpoint_; }
 
-  /// The process's pub/sub connection to this server, started on first use.
+  /// The process's pub/sub connection to this server, started on first use
+  /// (in a forked child: its own).
   Subscriber& subscriber();
 
  private:
+  struct State {
+    State(const ConnectionOptions& options, PoolOptions limits, std::uint64_t generation_)
+        : pool(options, limits), generation(generation_) {}
+    Pool pool;
+    std::mutex subscriber_mutex;
+    std::unique_ptr<Subscriber> subscriber;
+    std::uint64_t generation;
+  };
+
+  State& state() noexcept {
+    State* current = state_.load(std::memory_order_acquire);
+    if (current->generation == fork_generation()) [[likely]] return *current;
+    return state_after_fork();
+  }
+  State& state_after_fork() noexcept;
+
+  ConnectionOptions options_;
+  PoolOptions limits_;
   std::string endpoint_;
-  Pool pool_;
-  std::mutex subscriber_mutex_;
-  std::unique_ptr<Subscriber> subscriber_;
+  std::atomic<State*> state_;
 };
 
 /// Converts a hiredis reply to a value; error replies are thrown (mapped).

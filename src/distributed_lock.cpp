@@ -48,7 +48,7 @@ bool DistributedLock::try_lock() { return acquire_until(Clock::time_point::min()
 
 void DistributedLock::unlock() noexcept {
   State& s = *state_;
-  if (!s.held) return;
+  if (!s.held_here()) return;
   try {
     release();
     s.last_unlock_error = nullptr;
@@ -61,7 +61,7 @@ void DistributedLock::unlock() noexcept {
   s.held = false;
 }
 
-bool DistributedLock::held() const noexcept { return state_->held; }
+bool DistributedLock::held() const noexcept { return state_->held_here(); }
 bool DistributedLock::lost() const noexcept { return state_->lease && state_->lease->lost(); }
 std::stop_token DistributedLock::lost_token() const noexcept {
   return state_->lease ? state_->lease->token() : std::stop_token{};

@@ -11,6 +11,7 @@
 #include <stop_token>
 #include <string>
 
+#include "fork.hpp"
 #include "lockon/lock.hpp"
 
 namespace lockon::detail {
@@ -87,9 +88,21 @@ struct DistributedLock::State {
   std::uint64_t fence = 0;
   std::exception_ptr last_unlock_error;
   std::shared_ptr<detail::LeaseSignal> lease;  // replaced at each acquisition
+  /// fork_generation() of the acquisition: in a forked child, a lock the
+  /// parent holds is not held (the parent holds it, and will release it).
+  std::uint64_t generation = 0;
 
   /// Fresh signal for a new acquisition.
-  void begin_lease() { lease = std::make_shared<detail::LeaseSignal>(name, options.on_lost); }
+  void begin_lease() {
+    lease = std::make_shared<detail::LeaseSignal>(name, options.on_lost);
+    generation = detail::fork_generation();
+  }
+  /// Held by this process image (see `generation`). A parent's holding seen
+  /// in a forked child is forgotten here, without any I/O.
+  bool held_here() noexcept {
+    if (held && generation != detail::fork_generation()) held = false;
+    return held;
+  }
 };
 
 }  // namespace lockon

@@ -74,6 +74,7 @@ class Lock::Impl {
   };
 
   bool acquire_until(Clock::time_point deadline) {
+    if (!state_.held_here()) renewal_.reset();  // a parent's renewal entry, in a forked child: never touched
     if (state_.held)
       throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
     if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
@@ -85,7 +86,7 @@ class Lock::Impl {
   }
 
   void release() {
-    if (!state_.held) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
+    if (!state_.held_here()) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
     stop_renewal();
     state_.held = false;
     const std::array<std::string_view, 1> args{state_.token};

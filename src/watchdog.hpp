@@ -1,16 +1,28 @@
-// The process-wide renewal thread (one thread for every auto-renewed lock).
+// The process-wide renewal threads: one "lane" per server (and one for
+// locks that renew themselves, i.e. Redlock), created on demand and ended
+// when idle.
 //
-// Each acquisition registers a RenewalEntry. The thread renews every entry at
-// ttl/3; entries on the same server that fall due together are renewed in a
-// single pipeline. A renewal never runs after stop(): stop() takes the
-// entry's mutex, which the thread holds for the whole renewal round trip, so
-// once stop() returns no renewal is in flight and none will start (the bug
-// to avoid: a renewal racing unlock and keeping a released lock alive).
+// Each acquisition registers a RenewalEntry. A lane renews its entries every
+// ttl/3; entries that fall due together are renewed in a single pipeline. A
+// renewal never runs after stop(): stop() takes the entry's mutex, which the
+// lane holds for the whole renewal round trip, so once stop() returns no
+// renewal is in flight and none will start (the bug to avoid: a renewal
+// racing unlock and keeping a released lock alive).
+//
+// Two rules learnt the hard way:
+// - Loss callbacks (on_lost, stop callbacks) run after the round released
+//   every entry mutex: a callback that unlocks another lock renewed in the
+//   same round used to deadlock the renewal thread for good.
+// - A server that does not answer holds up only its own lane: renewals and
+//   unlocks of locks on other servers never wait behind it.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <atomic>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,36 +56,39 @@ struct RenewalEntry {
   Clock::time_point next_due;
   Clock::time_point lease_expires;  // send time of the last confirmed renewal + ttl
   Clock::time_point hold_deadline = Clock::time_point::max();
+  /// fork_generation() when added: a forked child never touches the
+  /// parent's entries (their mutexes may be frozen locked).
+  std::uint64_t generation = 0;
 };
 
 class Watchdog {
  public:
   static Watchdog& instance();
 
-  /// Starts renewing `entry` (its schedule fields must be set).
+  /// Starts renewing `entry` (its schedule fields must be set) on the lane
+  /// of its server.
   void add(std::shared_ptr<RenewalEntry> entry);
 
   /// Stops renewing; blocks while a renewal of this entry is in flight.
+  /// In a forked child, entries of the parent are left alone.
   static void stop(RenewalEntry& entry) noexcept;
 
   ~Watchdog();
 
  private:
-  Watchdog() = default;
-  void run();
-  void renew_due(std::vector<std::shared_ptr<RenewalEntry>>& due);
+  class Lane;
+  // Per process image (see fork.hpp): lanes by server endpoint ("" for
+  // self-renewing entries).
+  struct Lanes {
+    std::mutex mutex;
+    std::map<std::string, std::shared_ptr<Lane>> by_server;
+    std::uint64_t generation = 0;
+  };
 
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::shared_ptr<RenewalEntry>> entries_;
-  // When the thread will next look at the entries by itself. add() wakes it
-  // only for an entry due earlier, so a lock/unlock loop costs no thread
-  // wake-up per acquisition.
-  RenewalEntry::Clock::time_point planned_wake_ = RenewalEntry::Clock::time_point::min();
-  // add() drops stopped entries once the vector reaches this size.
-  std::size_t compact_at_ = 256;
-  bool stopping_ = false;
-  std::thread thread_;
+  Watchdog();
+  Lanes& lanes();
+
+  std::atomic<Lanes*> lanes_{nullptr};
 };
 
 }  // namespace lockon::detail
