@@ -19,17 +19,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// A non-blocking connect to a node, used only to learn (in parallel with
-/// the other nodes) whether the node accepts connections now. Closed in its
+/// A non-blocking probe of a node that needs a new connection: connect,
+/// then one PING, both awaited in parallel with the other nodes' probes. It
+/// tells, within the fan-out's deadline, whether the node accepts
+/// connections *and answers* now; only then does Connection open its own
+/// (blocking) connection and handshake, which are then quick. Any answer
+/// counts, NOAUTH included: it is liveness, not a session. Closed in its
 /// destructor.
 class Dial {
  public:
-  /// pending: in progress (poll fd() for POLLOUT). settled: completed or
-  /// failed at once (a refused connect fails at once), so
-  /// Connection::ensure_connected reports the real outcome without waiting.
-  /// full: a unix socket whose accept queue is full (EAGAIN at once, where a
-  /// blocking connect would wait): the node accepts no connection now.
-  enum class State { pending, settled, full };
+  /// connecting: poll fd() for POLLOUT. answering: PING sent, poll fd() for
+  /// POLLIN. settled: connected and answered, or failed at once (a refused
+  /// connect fails at once): Connection::ensure_connected reports the real
+  /// outcome without waiting. full: a unix socket whose accept queue is full
+  /// (EAGAIN at once, where a blocking connect would wait).
+  enum class State { connecting, answering, settled, full };
 
   explicit Dial(const ConnectionOptions& options) { start(options); }
   ~Dial() { close_fd(); }
@@ -39,10 +43,26 @@ class Dial {
   Dial& operator=(Dial&&) = delete;
 
   State state() const noexcept { return state_; }
+  bool pending() const noexcept { return state_ == State::connecting || state_ == State::answering; }
   int fd() const noexcept { return fd_; }
-  void settle() noexcept {
-    state_ = State::settled;
-    close_fd();
+  short events() const noexcept { return state_ == State::connecting ? POLLOUT : POLLIN; }
+
+  /// After poll() reported `revents` on fd(): moves one step on.
+  void advance(short revents) noexcept {
+    if (state_ == State::connecting) {
+      int error = 0;
+      socklen_t size = sizeof error;
+      if ((revents & (POLLERR | POLLHUP)) != 0 || ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size) != 0 ||
+          error != 0)
+        return settle();  // refused or reset: ensure_connected says so at once
+      return ask();
+    }
+    settle();  // an answer (or EOF, or an error): the node is not frozen
+  }
+
+  /// What a Dial still pending at the deadline was waiting for.
+  const char* waiting_for() const noexcept {
+    return state_ == State::connecting ? "no connection" : "connected, but no answer to PING";
   }
 
  private:
@@ -54,10 +74,10 @@ class Dial {
       std::memcpy(address.sun_path, options.unix_path.c_str(), options.unix_path.size() + 1);
       fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (fd_ < 0) return settle();
+      if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) return ask();
       // A unix socket with a full accept queue answers EAGAIN at once, where
       // a blocking connect would wait: that node accepts no connection now.
-      const bool full =
-          ::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 && errno == EAGAIN;
+      const bool full = errno == EAGAIN;
       settle();
       if (full) state_ = State::full;
       return;
@@ -72,11 +92,25 @@ class Dial {
     const int rc = fd_ < 0 ? -1 : ::connect(fd_, found->ai_addr, found->ai_addrlen);
     const int saved_errno = errno;
     ::freeaddrinfo(found);
-    if (fd_ >= 0 && rc != 0 && saved_errno == EINPROGRESS) {
-      state_ = State::pending;
+    if (fd_ >= 0 && rc == 0) return ask();
+    if (fd_ >= 0 && saved_errno == EINPROGRESS) {
+      state_ = State::connecting;
       return;
     }
     settle();
+  }
+
+  // A frozen server (SIGSTOP) still has the kernel accept its connections:
+  // only an answer shows it runs.
+  void ask() noexcept {
+    static constexpr char kPing[] = "PING\r\n";
+    if (::send(fd_, kPing, sizeof kPing - 1, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof kPing - 1)) return settle();
+    state_ = State::answering;
+  }
+
+  void settle() noexcept {
+    state_ = State::settled;
+    close_fd();
   }
 
   void close_fd() noexcept {
@@ -141,7 +175,7 @@ void connect_and_send(std::span<FanOutTarget> targets, Clock::time_point deadlin
       connection.mark_broken();
       results[i].error = std::make_exception_ptr(
           ConnectError("connect to " + connection.endpoint() + " (" + std::string(operation) + "): its accept queue is full"));
-    } else if (dial.state() == Dial::State::settled) {
+    } else if (!dial.pending()) {
       send_one(targets[i], results[i], operation);
     } else {
       dials.push_back(std::move(dial));
@@ -156,8 +190,8 @@ void connect_and_send(std::span<FanOutTarget> targets, Clock::time_point deadlin
     fds.clear();
     slot.clear();
     for (std::size_t k = 0; k < dials.size(); ++k) {
-      if (dials[k].state() != Dial::State::pending) continue;
-      fds.push_back(pollfd{dials[k].fd(), POLLOUT, 0});
+      if (!dials[k].pending()) continue;
+      fds.push_back(pollfd{dials[k].fd(), dials[k].events(), 0});
       slot.push_back(k);
     }
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -166,8 +200,10 @@ void connect_and_send(std::span<FanOutTarget> targets, Clock::time_point deadlin
     if (n < 0 && errno != EINTR) break;
     for (std::size_t j = 0; n > 0 && j < fds.size(); ++j) {
       if (fds[j].revents == 0) continue;
-      // Connected or failed: ensure_connected tells which, without waiting.
-      dials[slot[j]].settle();
+      Dial& dial = dials[slot[j]];
+      dial.advance(fds[j].revents);
+      if (dial.pending()) continue;
+      // Answered or failed: ensure_connected tells which, without waiting.
       --pending;
       const std::size_t i = which[slot[j]];
       send_one(targets[i], results[i], operation);
@@ -175,12 +211,12 @@ void connect_and_send(std::span<FanOutTarget> targets, Clock::time_point deadlin
   }
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
   for (std::size_t k = 0; k < dials.size(); ++k) {
-    if (dials[k].state() != Dial::State::pending) continue;
+    if (!dials[k].pending()) continue;
     Connection& connection = *targets[which[k]].connection;
     connection.mark_broken();
-    results[which[k]].error = std::make_exception_ptr(ConnectError("connect to " + connection.endpoint() + " (" +
-                                                                   std::string(operation) + "): no connection within " +
-                                                                   std::to_string(waited.count()) + " ms"));
+    results[which[k]].error = std::make_exception_ptr(
+        ConnectError("connect to " + connection.endpoint() + " (" + std::string(operation) + "): " +
+                     dials[k].waiting_for() + " within " + std::to_string(waited.count()) + " ms"));
   }
 }
 
