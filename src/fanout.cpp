@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "lockon/errors.hpp"
@@ -155,89 +156,94 @@ void send_one(FanOutTarget& target, FanOutResult& result, std::string_view opera
   }
 }
 
-/// Writes every request; targets that need a connection get a non-blocking
-/// dial first, all awaited together until `deadline`, and each is written as
-/// soon as its dial settles. Dials still pending at the deadline fail with a
-/// ConnectError (nothing was sent).
-void connect_and_send(std::span<FanOutTarget> targets, Clock::time_point deadline, std::string_view operation,
-                      std::vector<FanOutResult>& results) {
+/// Reads target i's reply (already announced by poll, or by the deadline:
+/// then only what is buffered) and post-processes it.
+void read_one(FanOutTarget& target, FanOutResult& result, Clock::time_point deadline, std::string_view operation) {
+  Connection& connection = *target.connection;
+  try {
+    ReplyPtr reply = connection.read_reply_until(deadline, operation);
+    if (target.finish) reply = target.finish(connection, std::move(reply));
+    result.reply = std::move(reply);
+  } catch (...) {
+    connection.mark_broken();
+    result.error = std::current_exception();
+  }
+}
+
+}  // namespace
+
+// One event loop until the deadline: dials move on as their sockets become
+// ready (a settled dial's request is written at once), and replies are read
+// as they arrive — so a slow node delays nobody's reply handling (e.g. the
+// NOSCRIPT → EVAL fallback of a healthy node runs when its NOSCRIPT arrives,
+// not after the slowest node gave up).
+std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, Clock::time_point deadline,
+                                  std::string_view operation) {
+  std::vector<FanOutResult> results(targets.size());
+  std::vector<bool> done(targets.size(), false);
+  std::vector<std::optional<Dial>> dials(targets.size());
   drop_hung_up(targets);
-  std::vector<Dial> dials;
-  std::vector<std::size_t> which;
   for (std::size_t i = 0; i < targets.size(); ++i) {
     Connection& connection = *targets[i].connection;
     if (connection.connected()) {
       send_one(targets[i], results[i], operation);
       continue;
     }
-    Dial dial(connection.options());
-    if (dial.state() == Dial::State::full) {
+    dials[i].emplace(connection.options());
+    if (dials[i]->state() == Dial::State::full) {
       connection.mark_broken();
       results[i].error = std::make_exception_ptr(
           ConnectError("connect to " + connection.endpoint() + " (" + std::string(operation) + "): its accept queue is full"));
-    } else if (!dial.pending()) {
+    } else if (!dials[i]->pending()) {
       send_one(targets[i], results[i], operation);
-    } else {
-      dials.push_back(std::move(dial));
-      which.push_back(i);
     }
   }
   const auto start = Clock::now();
-  std::size_t pending = dials.size();
   std::vector<pollfd> fds;
-  std::vector<std::size_t> slot;
-  while (pending > 0) {
+  std::vector<std::size_t> which;
+  while (true) {
     fds.clear();
-    slot.clear();
-    for (std::size_t k = 0; k < dials.size(); ++k) {
-      if (!dials[k].pending()) continue;
-      fds.push_back(pollfd{dials[k].fd(), dials[k].events(), 0});
-      slot.push_back(k);
+    which.clear();
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (dials[i] && dials[i]->pending()) {
+        fds.push_back(pollfd{dials[i]->fd(), dials[i]->events(), 0});
+      } else if (results[i].sent && !done[i]) {
+        fds.push_back(pollfd{targets[i].connection->fd(), POLLIN, 0});
+      } else {
+        continue;
+      }
+      which.push_back(i);
     }
+    if (fds.empty()) break;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
     const int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
     if (n < 0 && errno != EINTR) break;
     for (std::size_t j = 0; n > 0 && j < fds.size(); ++j) {
       if (fds[j].revents == 0) continue;
-      Dial& dial = dials[slot[j]];
-      dial.advance(fds[j].revents);
-      if (dial.pending()) continue;
-      // Answered or failed: ensure_connected tells which, without waiting.
-      --pending;
-      const std::size_t i = which[slot[j]];
-      send_one(targets[i], results[i], operation);
+      const std::size_t i = which[j];
+      if (dials[i] && dials[i]->pending()) {
+        dials[i]->advance(fds[j].revents);
+        // Answered or failed: ensure_connected tells which, without waiting.
+        if (!dials[i]->pending()) send_one(targets[i], results[i], operation);
+      } else {
+        read_one(targets[i], results[i], deadline, operation);
+        done[i] = true;
+      }
     }
   }
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-  for (std::size_t k = 0; k < dials.size(); ++k) {
-    if (!dials[k].pending()) continue;
-    Connection& connection = *targets[which[k]].connection;
-    connection.mark_broken();
-    results[which[k]].error = std::make_exception_ptr(
-        ConnectError("connect to " + connection.endpoint() + " (" + std::string(operation) + "): " +
-                     dials[k].waiting_for() + " within " + std::to_string(waited.count()) + " ms"));
-  }
-}
-
-}  // namespace
-
-std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, Clock::time_point deadline,
-                                  std::string_view operation) {
-  std::vector<FanOutResult> results(targets.size());
-  connect_and_send(targets, deadline, operation, results);
   for (std::size_t i = 0; i < targets.size(); ++i) {
-    if (!results[i].sent) continue;
-    Connection& connection = *targets[i].connection;
-    try {
-      // Replies that arrived while we read earlier nodes are already in the
-      // socket buffer: the shared deadline only bounds the genuinely slow.
-      ReplyPtr reply = connection.read_reply_until(deadline, operation);
-      if (targets[i].finish) reply = targets[i].finish(connection, std::move(reply));
-      results[i].reply = std::move(reply);
-    } catch (...) {
+    if (dials[i] && dials[i]->pending()) {
+      Connection& connection = *targets[i].connection;
       connection.mark_broken();
-      results[i].error = std::current_exception();
+      results[i].error = std::make_exception_ptr(
+          ConnectError("connect to " + connection.endpoint() + " (" + std::string(operation) + "): " +
+                       dials[i]->waiting_for() + " within " + std::to_string(waited.count()) + " ms"));
+    } else if (results[i].sent && !done[i]) {
+      // Past the deadline: a reply already in the socket buffer is still
+      // taken, anything else is a TimeoutError.
+      read_one(targets[i], results[i], deadline, operation);
     }
   }
   return results;
