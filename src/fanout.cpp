@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "lockon/errors.hpp"
@@ -19,17 +20,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// A non-blocking connect to a node, used only to learn (in parallel with
-/// the other nodes) whether the node accepts connections now. Closed in its
+/// A non-blocking probe of a node that needs a new connection: connect,
+/// then one PING, both awaited in parallel with the other nodes' probes. It
+/// tells, within the fan-out's deadline, whether the node accepts
+/// connections *and answers* now; only then does Connection open its own
+/// (blocking) connection and handshake, which are then quick. Any answer
+/// counts, NOAUTH included: it is liveness, not a session. Closed in its
 /// destructor.
 class Dial {
  public:
-  /// pending: in progress (poll fd() for POLLOUT). settled: completed or
-  /// failed at once (a refused connect fails at once), so
-  /// Connection::ensure_connected reports the real outcome without waiting.
-  /// full: a unix socket whose accept queue is full (EAGAIN at once, where a
-  /// blocking connect would wait): the node accepts no connection now.
-  enum class State { pending, settled, full };
+  /// connecting: poll fd() for POLLOUT. answering: PING sent, poll fd() for
+  /// POLLIN. settled: connected and answered, or failed at once (a refused
+  /// connect fails at once): Connection::ensure_connected reports the real
+  /// outcome without waiting. full: a unix socket whose accept queue is full
+  /// (EAGAIN at once, where a blocking connect would wait).
+  enum class State { connecting, answering, settled, full };
 
   explicit Dial(const ConnectionOptions& options) { start(options); }
   ~Dial() { close_fd(); }
@@ -39,10 +44,26 @@ class Dial {
   Dial& operator=(Dial&&) = delete;
 
   State state() const noexcept { return state_; }
+  bool pending() const noexcept { return state_ == State::connecting || state_ == State::answering; }
   int fd() const noexcept { return fd_; }
-  void settle() noexcept {
-    state_ = State::settled;
-    close_fd();
+  short events() const noexcept { return state_ == State::connecting ? POLLOUT : POLLIN; }
+
+  /// After poll() reported `revents` on fd(): moves one step on.
+  void advance(short revents) noexcept {
+    if (state_ == State::connecting) {
+      int error = 0;
+      socklen_t size = sizeof error;
+      if ((revents & (POLLERR | POLLHUP)) != 0 || ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size) != 0 ||
+          error != 0)
+        return settle();  // refused or reset: ensure_connected says so at once
+      return ask();
+    }
+    settle();  // an answer (or EOF, or an error): the node is not frozen
+  }
+
+  /// What a Dial still pending at the deadline was waiting for.
+  const char* waiting_for() const noexcept {
+    return state_ == State::connecting ? "no connection" : "connected, but no answer to PING";
   }
 
  private:
@@ -54,10 +75,10 @@ class Dial {
       std::memcpy(address.sun_path, options.unix_path.c_str(), options.unix_path.size() + 1);
       fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (fd_ < 0) return settle();
+      if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) return ask();
       // A unix socket with a full accept queue answers EAGAIN at once, where
       // a blocking connect would wait: that node accepts no connection now.
-      const bool full =
-          ::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 && errno == EAGAIN;
+      const bool full = errno == EAGAIN;
       settle();
       if (full) state_ = State::full;
       return;
@@ -72,11 +93,25 @@ class Dial {
     const int rc = fd_ < 0 ? -1 : ::connect(fd_, found->ai_addr, found->ai_addrlen);
     const int saved_errno = errno;
     ::freeaddrinfo(found);
-    if (fd_ >= 0 && rc != 0 && saved_errno == EINPROGRESS) {
-      state_ = State::pending;
+    if (fd_ >= 0 && rc == 0) return ask();
+    if (fd_ >= 0 && saved_errno == EINPROGRESS) {
+      state_ = State::connecting;
       return;
     }
     settle();
+  }
+
+  // A frozen server (SIGSTOP) still has the kernel accept its connections:
+  // only an answer shows it runs.
+  void ask() noexcept {
+    static constexpr char kPing[] = "PING\r\n";
+    if (::send(fd_, kPing, sizeof kPing - 1, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof kPing - 1)) return settle();
+    state_ = State::answering;
+  }
+
+  void settle() noexcept {
+    state_ = State::settled;
+    close_fd();
   }
 
   void close_fd() noexcept {
@@ -121,87 +156,94 @@ void send_one(FanOutTarget& target, FanOutResult& result, std::string_view opera
   }
 }
 
-/// Writes every request; targets that need a connection get a non-blocking
-/// dial first, all awaited together until `deadline`, and each is written as
-/// soon as its dial settles. Dials still pending at the deadline fail with a
-/// ConnectError (nothing was sent).
-void connect_and_send(std::span<FanOutTarget> targets, Clock::time_point deadline, std::string_view operation,
-                      std::vector<FanOutResult>& results) {
+/// Reads target i's reply (already announced by poll, or by the deadline:
+/// then only what is buffered) and post-processes it.
+void read_one(FanOutTarget& target, FanOutResult& result, Clock::time_point deadline, std::string_view operation) {
+  Connection& connection = *target.connection;
+  try {
+    ReplyPtr reply = connection.read_reply_until(deadline, operation);
+    if (target.finish) reply = target.finish(connection, std::move(reply));
+    result.reply = std::move(reply);
+  } catch (...) {
+    connection.mark_broken();
+    result.error = std::current_exception();
+  }
+}
+
+}  // namespace
+
+// One event loop until the deadline: dials move on as their sockets become
+// ready (a settled dial's request is written at once), and replies are read
+// as they arrive — so a slow node delays nobody's reply handling (e.g. the
+// NOSCRIPT → EVAL fallback of a healthy node runs when its NOSCRIPT arrives,
+// not after the slowest node gave up).
+std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, Clock::time_point deadline,
+                                  std::string_view operation) {
+  std::vector<FanOutResult> results(targets.size());
+  std::vector<bool> done(targets.size(), false);
+  std::vector<std::optional<Dial>> dials(targets.size());
   drop_hung_up(targets);
-  std::vector<Dial> dials;
-  std::vector<std::size_t> which;
   for (std::size_t i = 0; i < targets.size(); ++i) {
     Connection& connection = *targets[i].connection;
     if (connection.connected()) {
       send_one(targets[i], results[i], operation);
       continue;
     }
-    Dial dial(connection.options());
-    if (dial.state() == Dial::State::full) {
+    dials[i].emplace(connection.options());
+    if (dials[i]->state() == Dial::State::full) {
       connection.mark_broken();
       results[i].error = std::make_exception_ptr(
           ConnectError("connect to " + connection.endpoint() + " (" + std::string(operation) + "): its accept queue is full"));
-    } else if (dial.state() == Dial::State::settled) {
+    } else if (!dials[i]->pending()) {
       send_one(targets[i], results[i], operation);
-    } else {
-      dials.push_back(std::move(dial));
-      which.push_back(i);
     }
   }
   const auto start = Clock::now();
-  std::size_t pending = dials.size();
   std::vector<pollfd> fds;
-  std::vector<std::size_t> slot;
-  while (pending > 0) {
+  std::vector<std::size_t> which;
+  while (true) {
     fds.clear();
-    slot.clear();
-    for (std::size_t k = 0; k < dials.size(); ++k) {
-      if (dials[k].state() != Dial::State::pending) continue;
-      fds.push_back(pollfd{dials[k].fd(), POLLOUT, 0});
-      slot.push_back(k);
+    which.clear();
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (dials[i] && dials[i]->pending()) {
+        fds.push_back(pollfd{dials[i]->fd(), dials[i]->events(), 0});
+      } else if (results[i].sent && !done[i]) {
+        fds.push_back(pollfd{targets[i].connection->fd(), POLLIN, 0});
+      } else {
+        continue;
+      }
+      which.push_back(i);
     }
+    if (fds.empty()) break;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
     const int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
     if (n < 0 && errno != EINTR) break;
     for (std::size_t j = 0; n > 0 && j < fds.size(); ++j) {
       if (fds[j].revents == 0) continue;
-      // Connected or failed: ensure_connected tells which, without waiting.
-      dials[slot[j]].settle();
-      --pending;
-      const std::size_t i = which[slot[j]];
-      send_one(targets[i], results[i], operation);
+      const std::size_t i = which[j];
+      if (dials[i] && dials[i]->pending()) {
+        dials[i]->advance(fds[j].revents);
+        // Answered or failed: ensure_connected tells which, without waiting.
+        if (!dials[i]->pending()) send_one(targets[i], results[i], operation);
+      } else {
+        read_one(targets[i], results[i], deadline, operation);
+        done[i] = true;
+      }
     }
   }
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-  for (std::size_t k = 0; k < dials.size(); ++k) {
-    if (dials[k].state() != Dial::State::pending) continue;
-    Connection& connection = *targets[which[k]].connection;
-    connection.mark_broken();
-    results[which[k]].error = std::make_exception_ptr(ConnectError("connect to " + connection.endpoint() + " (" +
-                                                                   std::string(operation) + "): no connection within " +
-                                                                   std::to_string(waited.count()) + " ms"));
-  }
-}
-
-}  // namespace
-
-std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, Clock::time_point deadline,
-                                  std::string_view operation) {
-  std::vector<FanOutResult> results(targets.size());
-  connect_and_send(targets, deadline, operation, results);
   for (std::size_t i = 0; i < targets.size(); ++i) {
-    if (!results[i].sent) continue;
-    Connection& connection = *targets[i].connection;
-    try {
-      // Replies that arrived while we read earlier nodes are already in the
-      // socket buffer: the shared deadline only bounds the genuinely slow.
-      ReplyPtr reply = connection.read_reply_until(deadline, operation);
-      if (targets[i].finish) reply = targets[i].finish(connection, std::move(reply));
-      results[i].reply = std::move(reply);
-    } catch (...) {
+    if (dials[i] && dials[i]->pending()) {
+      Connection& connection = *targets[i].connection;
       connection.mark_broken();
-      results[i].error = std::current_exception();
+      results[i].error = std::make_exception_ptr(
+          ConnectError("connect to " + connection.endpoint() + " (" + std::string(operation) + "): " +
+                       dials[i]->waiting_for() + " within " + std::to_string(waited.count()) + " ms"));
+    } else if (results[i].sent && !done[i]) {
+      // Past the deadline: a reply already in the socket buffer is still
+      // taken, anything else is a TimeoutError.
+      read_one(targets[i], results[i], deadline, operation);
     }
   }
   return results;

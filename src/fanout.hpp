@@ -33,14 +33,16 @@ struct FanOutResult {
 /// whole exchange (connects included) shares one deadline.
 ///
 /// Connects run in parallel: every target whose connection must be (re)opened
-/// first gets a non-blocking TCP (or unix) connect to its endpoint, and all
-/// are awaited together until the deadline. A node that accepts no connection
-/// (down host, full accept queue, dropped SYNs) therefore costs the deadline
-/// once for the whole fan-out, not its connect_timeout per node in a row. A
-/// node whose connect completed is then opened by Connection::ensure_connected
-/// (one more connect on a node that just accepted one, and the handshake). A
-/// node that fails or times out gets an `error` (ConnectError for the
-/// connect: nothing was sent); others are unaffected.
+/// is first probed with a non-blocking connect and one PING, all awaited
+/// together until the deadline. A node that accepts no connection (down
+/// host, full accept queue, dropped SYNs), or accepts but does not answer (a
+/// frozen server: the kernel accepts for it), therefore costs the deadline
+/// once for the whole fan-out — not its connect_timeout, or its
+/// socket_timeout in the handshake, per node in a row. A node that answered
+/// the probe is then opened by Connection::ensure_connected (a second,
+/// quick connect and the handshake) and written to at once. A node that
+/// fails or times out gets an `error` (ConnectError when its probe did not
+/// finish: nothing was sent); others are unaffected.
 ///
 /// A reply not there by `deadline` is a TimeoutError (replies already in the
 /// socket buffer are still taken after it). Blocks until every target is

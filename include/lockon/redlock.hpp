@@ -47,7 +47,8 @@
 //     release that is not confirmed (too few answers, or the token gone on
 //     more than N − Q nodes) is signalled as a loss (lost(), on_lost).
 //   * lost() also turns true by itself once the validity deadline of the
-//     last acquisition, extension or renewal has passed unrenewed.
+//     last acquisition, extension or renewal has passed unrenewed — possibly
+//     before on_lost runs (the watchdog calls it when its renewal gives up).
 //   * owned()/locked()/remaining_ttl() are answered by a majority.
 //
 // FENCING (LockOptions::fencing): `fence()` is strictly greater than the fence
