@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -46,6 +47,12 @@ std::size_t send_all(int fd, std::string_view data) {
     break;
   }
   return sent;
+}
+
+std::int64_t coarse_now_ns() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
 // Records an errno failure as hiredis would, so the one mapping in
@@ -100,8 +107,13 @@ void Connection::fail_send(int saved_errno, std::string_view operation) {
 // an error mean the server closed it (restart, client `timeout`) or the
 // stream is out of step. Only looked at after kIdleCheckAfter of quiet, so
 // back-to-back commands pay one clock read and no syscall.
-bool Connection::stale() const noexcept {
-  if (Clock::now() - last_reply_ < kIdleCheckAfter) return false;
+bool Connection::stale() noexcept {
+  // The coarse clock (a few ns, tick resolution) is plenty to tell
+  // back-to-back use from idleness measured in milliseconds.
+  const std::int64_t now = coarse_now_ns();
+  const std::int64_t last = last_use_ns_;
+  last_use_ns_ = now;
+  if (now - last < std::chrono::nanoseconds(kIdleCheckAfter).count()) return false;
   // Opened and then left alone before its handshake was read: cheaper to
   // open again than to tell its replies from a close.
   if (handshake_replies_ > 0) return true;
@@ -167,7 +179,7 @@ void Connection::open(bool keep_queued) {
   out_.append(queued);
   handshake_replies_ = options_.db != 0 ? 2 : 1;
   broken_ = false;
-  last_reply_ = Clock::now();
+  last_use_ns_ = coarse_now_ns();
 }
 
 ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation) {
@@ -226,7 +238,6 @@ void Connection::finish_handshake(const Clock::time_point* deadline, std::string
     broken_ = true;  // the requests behind it are answered by errors, or unknown
     throw;
   }
-  last_reply_ = Clock::now();
 }
 
 void Connection::complete_handshake() {
@@ -273,7 +284,6 @@ void Connection::flush(std::string_view operation) {
 
 void Connection::got_reply() noexcept {
   if (in_flight_ > 0) --in_flight_;
-  last_reply_ = Clock::now();
 }
 
 ReplyPtr Connection::read_reply_until(Clock::time_point deadline, std::string_view operation) {

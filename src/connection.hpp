@@ -20,7 +20,8 @@
 //
 // Stale sockets: a pooled connection may have been closed by the server
 // (restart, `timeout`, kill) while it sat idle. Before a request is sent on a
-// connection idle for more than kIdleCheckAfter, a non-blocking poll()
+// connection not used for more than kIdleCheckAfter (measured between two
+// ensure_connected() calls, on the coarse clock), a non-blocking poll()
 // checks that nothing is readable (an idle request/reply socket has nothing
 // to say; EOF or stray bytes mean it is dead or out of step) and reconnects
 // first. A send() that fails before writing any byte on a reused socket is
@@ -107,7 +108,8 @@ class Connection {
   // Reads the next reply, waiting at most until *deadline if given (else the
   // socket timeout); I/O failures are mapped for `phase`.
   ReplyPtr next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation);
-  bool stale() const noexcept;
+  // Whether an idle connection must be replaced before use; notes this use.
+  bool stale() noexcept;
   void got_reply() noexcept;
 
   ConnectionOptions options_;
@@ -120,7 +122,7 @@ class Connection {
   std::uint64_t in_flight_ = 0;  // requests sent whose reply was not read
   bool used_ = false;            // a request was sent on this socket
   int handshake_replies_ = 0;    // handshake replies not read yet
-  Clock::time_point last_reply_{};
+  std::int64_t last_use_ns_ = 0;  // CLOCK_MONOTONIC_COARSE at the last ensure_connected()
 };
 
 /// Formats one command as RESP and appends it to `out`.

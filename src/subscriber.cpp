@@ -391,8 +391,13 @@ void Subscriber::read_available(std::uint64_t generation, bool direct) noexcept 
 
 void Subscriber::on_message(const redisReply& reply, bool direct) {
   if (reply.type == REDIS_REPLY_ERROR) {
-    std::lock_guard lock(mutex_);
-    on_error_reply({reply.str, reply.len});
+    Warning warning;
+    {
+      std::lock_guard lock(mutex_);
+      warning = on_error_reply({reply.str, reply.len});
+    }
+    // Outside the mutex: a slow warning handler delays no waiter.
+    if (!warning.topic.empty()) warn_once(warning.topic, warning.message);
     return;
   }
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 3) return;
@@ -437,13 +442,13 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
   }
 }
 
-void Subscriber::on_error_reply(std::string_view text) {
-  if (pending_.empty()) return;
+Subscriber::Warning Subscriber::on_error_reply(std::string_view text) {
+  if (pending_.empty()) return {};
   const Pending command = std::move(pending_.front());
   pending_.pop_front();
-  if (!command.subscribe) return;
+  if (!command.subscribe) return {};
   const auto it = channels_.find(command.channel);
-  if (it == channels_.end()) return;
+  if (it == channels_.end()) return {};
   it->second.state = SubState::denied;
   it->second.denied_at = Clock::now();
   confirmed_.notify_all();  // its waiters stop waiting for a confirmation
@@ -452,16 +457,14 @@ void Subscriber::on_error_reply(std::string_view text) {
   const std::string pattern = command.channel.substr(0, command.channel.rfind(':') + 1) + "*";
   const std::string_view code = text.substr(0, text.find(' '));
   const std::string user = connection_.options().user.empty() ? "default" : connection_.options().user;
-  if (code == "NOPERM") {
-    warn_once("acl:subscribe " + endpoint,
-              "ACL user '" + user + "' lacks channel permission for '" + pattern + "' on " + endpoint +
-                  ": lock waiters fall back to polling every wait_poll_interval; grant '&*', or resetchannels + "
-                  "'&<lock key prefix>*'");
-  } else {
-    warn_once("subscribe " + endpoint, "SUBSCRIBE to '" + pattern + "' on " + endpoint + " was refused (" +
-                                           std::string(code) +
-                                           "): lock waiters fall back to polling every wait_poll_interval");
-  }
+  if (code == "NOPERM")
+    return {"acl:subscribe " + endpoint,
+            "ACL user '" + user + "' lacks channel permission for '" + pattern + "' on " + endpoint +
+                ": lock waiters fall back to polling every wait_poll_interval; grant '&*', or resetchannels + "
+                "'&<lock key prefix>*'"};
+  return {"subscribe " + endpoint, "SUBSCRIBE to '" + pattern + "' on " + endpoint + " was refused (" +
+                                       std::string(code) +
+                                       "): lock waiters fall back to polling every wait_poll_interval"};
 }
 
 void Subscriber::drop_connection() noexcept {

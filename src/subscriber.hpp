@@ -114,8 +114,14 @@ class Subscriber {
   // Never blocks. `direct` = called by the direct reader.
   void read_available(std::uint64_t generation, bool direct) noexcept;
   void on_message(const redisReply& reply, bool direct);
-  // Caller holds mutex_. An error reply answers the oldest pending command.
-  void on_error_reply(std::string_view text);
+  // Caller holds mutex_. An error reply answers the oldest pending command;
+  // a refused SUBSCRIBE marks its channel denied. Returns the warning to
+  // report (empty topic: none), for the caller to send once unlocked.
+  struct Warning {
+    std::string topic;
+    std::string message;
+  };
+  Warning on_error_reply(std::string_view text);
   // Caller holds io_mutex_.
   void drop_connection() noexcept;
   void poke() noexcept;

@@ -7,7 +7,7 @@
 //   ├── ConfigError            bad input: URL, empty name, TTL out of range...
 //   │   └── UnsupportedServerError  the server is older than Redis 7.0
 //   ├── IoError                the server could not be talked to (infrastructure)
-//   │   ├── ConnectError       refused / unreachable / handshake failed: NOT sent
+//   │   ├── ConnectError       refused / unreachable / no byte sent: NOT sent
 //   │   ├── TimeoutError       a command outlived its socket timeout: MAYBE ran
 //   │   ├── ClosedError        the connection dropped mid-command: MAYBE ran
 //   │   └── ProtocolError      the bytes on the wire made no sense: MAYBE ran
@@ -33,8 +33,8 @@
 // reached the server (a pooled socket found dead or out of step before
 // sending, a send() that failed before writing any byte on a reused socket).
 // After that:
-//   - ConnectError: nothing of the command was sent (connect or handshake
-//     failed). Safe to retry.
+//   - ConnectError: nothing of the command was sent (no connection, or not
+//     a byte written). Safe to retry.
 //   - TimeoutError, ClosedError, ProtocolError, and a plain IoError: bytes
 //     were sent; the server may or may not have executed the command. The
 //     client layer never retries these (a retry could run a write twice);
@@ -42,6 +42,13 @@
 //   - ReplyError and subclasses: the server answered; the command itself had
 //     no effect (except a Lua script's error after writes the script made).
 //     OOM, NOSCRIPT and other codes stay plain ReplyError: see code().
+//   - A new connection's handshake (HELLO 2 [AUTH], SELECT) leaves in the
+//     same write as its first commands. If the handshake fails, those
+//     commands were refused too when the server requires authentication
+//     (NOAUTH); they may have run on a server older than 7.0
+//     (UnsupportedServerError) or, after a failed ACL login, as a default
+//     user that needs no password (AuthError). A handshake that times out
+//     or breaks is a TimeoutError/ClosedError like the commands behind it.
 #pragma once
 
 #include <stdexcept>
@@ -56,16 +63,18 @@ class Error : public std::runtime_error {
 };
 
 /// Invalid configuration or argument, or a server lockon cannot work with.
-/// The command was not sent to Redis. Retrying does not help.
+/// Retrying does not help. Nothing was sent to Redis (for
+/// UnsupportedServerError, see the handshake note above).
 class ConfigError : public Error {
  public:
   using Error::Error;
 };
 
-/// The server is older than lockon's minimum (Redis 7.0: `SET ... GET`,
+/// The server is older than lockon's minimum (Redis 7.0: `SET ... NX GET`,
 /// `PEXPIRE ... GT`), found by the HELLO handshake when connecting (a server
 /// that does not know HELLO is older than 6.0). The message names the
-/// endpoint and the version it runs.
+/// endpoint and the version it runs: "lockon needs Redis >= 7.0;
+/// 10.0.0.5:6379 runs 6.2.14". Thrown on every use of such a server.
 class UnsupportedServerError : public ConfigError {
  public:
   using ConfigError::ConfigError;
@@ -79,9 +88,8 @@ class IoError : public Error {
 };
 
 /// The TCP/unix connection could not be established (refused, unreachable,
-/// name resolution failed, connect timed out), or its handshake (HELLO with
-/// AUTH, SELECT) broke or timed out, or a fresh socket could not send a
-/// single byte. Nothing of the command was sent.
+/// name resolution failed, connect timed out), or a fresh socket could not
+/// send a single byte. Nothing of the command was sent.
 class ConnectError : public IoError {
  public:
   using IoError::IoError;
