@@ -18,6 +18,15 @@ constexpr std::int64_t kMs = 1'000'000;
 constexpr std::int64_t kDeadlineTolerance = 1000 * kMs;
 // After a fault, every key must see a new section within one TTL plus this.
 constexpr std::int64_t kProgressSlack = 1500 * kMs;
+// A call that starts this long after the last fault ended must not fail:
+// the servers are back, so stale pooled connections, desynchronised replies
+// or a lost lease then are bugs, not the fault's expected effect.
+constexpr std::int64_t kSettle = 250 * kMs;
+
+// Outcomes that are not failures: contention, or the policy giving up.
+bool is_contention(const std::string& error) {
+  return error == "-" || error == "busy" || error == "AcquireTimeout" || error == "RetriesExhausted";
+}
 
 std::vector<std::string> lines_of(const std::filesystem::path& path) {
   std::vector<std::string> lines;
@@ -48,6 +57,7 @@ class Checker {
       if (r.write == 'R') ++f_.rejected_accesses;
       if (r.write == 'E') ++f_.resource_errors;
       check_deadline(r);
+      check_late_error(r);
       if (!r.acquired()) continue;
       ++f_.sections;
       by_key[r.key].push_back(&r);
@@ -73,9 +83,20 @@ class Checker {
     return best;
   }
 
-  void add(const std::string& kind, std::int64_t at, std::string what) {
+  // The first fault that started in [since, at]: when a violation compares
+  // with an earlier record (fence order), the fault between the two is the
+  // cause, not whatever came last.
+  const FaultRecord* first_between(std::int64_t since, std::int64_t at) const {
+    for (const auto& fault : h_.faults)
+      if (fault.start_ns >= since && fault.start_ns <= at) return &fault;
+    return nullptr;
+  }
+
+  void add(const std::string& kind, std::int64_t at, std::string what, std::int64_t since = 0) {
     Violation v{.kind = kind, .at_ns = at, .what = std::move(what)};
-    if (const FaultRecord* fault = at > 0 ? preceding(at) : nullptr) {
+    const FaultRecord* fault = since > 0 ? first_between(since, at) : nullptr;
+    if (fault == nullptr && at > 0) fault = preceding(at);
+    if (fault != nullptr) {
       std::ostringstream cause;
       cause << fault->type << ' ' << fault->target << ' ' << fault->detail << " (started "
             << (at - fault->start_ns) / kMs << " ms before, ended " << (at - fault->end_ns) / kMs << " ms before)";
@@ -143,7 +164,8 @@ class Checker {
       }
       if (b->fence == 0 || (highest != nullptr && b->fence <= highest->fence)) {
         add("fence_order", b->acquired_ns,
-            "key " + b->key + ": [" + describe(*b) + "] after [" + (highest ? describe(*highest) : "none") + "]");
+            "key " + b->key + ": [" + describe(*b) + "] after [" + (highest ? describe(*highest) : "none") + "]",
+            highest ? highest->acquired_ns : 0);
       }
       pending.push(b);
     }
@@ -177,6 +199,14 @@ class Checker {
     add("deadline_overrun", r.start_ns,
         describe(r) + " acquire took " + std::to_string(took / kMs) + " ms, deadline " +
             std::to_string(r.deadline_ms) + " ms, result " + r.acquire_error);
+  }
+
+  void check_late_error(const CsRecord& r) {
+    const std::string& error = is_contention(r.acquire_error) ? r.release_error : r.acquire_error;
+    if (is_contention(error)) return;
+    for (const auto& f : h_.faults)  // a fault during the call, or just before it
+      if (f.start_ns <= r.end_ns && f.end_ns + kSettle > r.start_ns) return;
+    add("late_error", r.start_ns, describe(r) + " failed with " + error + " in a call that started after every fault ended");
   }
 
   void check_resource() {

@@ -12,7 +12,7 @@ namespace {
 
 constexpr int kExamplesPerKind = 4;
 constexpr const char* kKinds[] = {"overlap",          "silent_loss",  "stale_write",     "fence_order",
-                                  "lost_update",      "deadline_overrun", "progress_gap", "key_without_ttl",
+                                  "lost_update",      "deadline_overrun", "progress_gap", "late_error", "key_without_ttl",
                                   "hung_worker"};
 
 void row(const std::string& name, const std::string& value) { std::printf("  %-38s %s\n", name.c_str(), value.c_str()); }
@@ -54,6 +54,7 @@ int report(const History& h, const Findings& f) {
   row("longest per-key progress gap after fault",
       std::to_string(f.longest_gap_ns / 1'000'000) + " ms (" + f.longest_gap_where + ")");
   row("progress gaps > ttl + slack", std::to_string(count_of("progress_gap")));
+  row("errors in calls started after faults", std::to_string(count_of("late_error")));
   row("keys without TTL at the end", std::to_string(count_of("key_without_ttl")));
   row("hung workers at the end", std::to_string(count_of("hung_worker")));
   row("stale accesses refused by resource", std::to_string(f.rejected_accesses));

@@ -31,6 +31,7 @@ struct ClusterConfig {
   int keys = 8;
   std::chrono::milliseconds ttl{2000};
   std::chrono::milliseconds deadline{3000};
+  std::chrono::microseconds hold{1000};  // inside each critical section
   std::int64_t until_ns = 0;     // workers stop starting sections then
   std::uint64_t seed = 1;
 };

@@ -84,6 +84,7 @@ int run_orchestrator(const Args& args, const std::string& self) {
   config.keys = static_cast<int>(args.number("keys", 8));
   config.ttl = std::chrono::milliseconds(args.number("ttl", 2000));
   config.deadline = std::chrono::milliseconds(args.number("deadline", 3000));
+  config.hold = std::chrono::microseconds(args.number("hold-us", 1000));
   config.seed = seed;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   config.until_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count();
@@ -91,7 +92,8 @@ int run_orchestrator(const Args& args, const std::string& self) {
     std::ofstream meta(dir / "meta.txt");
     meta << "seed=" << seed << "\nseconds=" << seconds << "\nttl_ms=" << config.ttl.count()
          << "\ndeadline_ms=" << config.deadline.count() << "\nworkers=" << config.workers
-         << "\nthreads=" << config.threads << "\nkeys=" << config.keys << "\nfaults=" << (faults ? "all" : "none")
+         << "\nthreads=" << config.threads << "\nkeys=" << config.keys << "\nhold_us=" << config.hold.count()
+         << "\nfaults=" << (faults ? "all" : "none")
          << '\n';
   }
 

@@ -1,6 +1,8 @@
 // verify/resource.cpp — the fenced resource's Lua script and its client.
 #include "resource.hpp"
 
+#include <thread>
+
 #include "lockon/errors.hpp"
 
 namespace lockon::verify {
@@ -32,7 +34,8 @@ return {1, current}
 Resource::Resource(const std::string& url, std::size_t connections)
     : client_(url, PoolOptions{.size = connections}) {}
 
-char Resource::fenced_increment(const std::string& key, std::uint64_t fence, const std::string& holder) const {
+char Resource::fenced_increment(const std::string& key, std::uint64_t fence, const std::string& holder,
+                                 std::chrono::microseconds hold) const {
   const std::string state = "res:" + key;
   const std::string log = state + ":log";
   const std::string fence_text = std::to_string(fence);
@@ -40,6 +43,7 @@ char Resource::fenced_increment(const std::string& key, std::uint64_t fence, con
     const Reply read = client_.command({"EVAL", kScript, "2", state, log, "r", fence_text, holder, "0"});
     if (read.elements().at(0).as_integer() == 0) return 'R';
     const std::string value = std::to_string(read.elements().at(1).as_integer());
+    if (hold.count() > 0) std::this_thread::sleep_for(hold);
     const Reply write = client_.command({"EVAL", kScript, "2", state, log, "w", fence_text, holder, value});
     return write.elements().at(0).as_integer() == 0 ? 'R' : 'A';
   } catch (const Error&) {

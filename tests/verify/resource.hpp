@@ -15,6 +15,7 @@
 // update the fencing failed to stop. It must stay 0, as must any accepted
 // write whose fence is not above the previous accepted writer's.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,11 +27,12 @@ namespace lockon::verify {
 class Resource {
  public:
   Resource(const std::string& url, std::size_t connections);
-  /// Fenced read, then fenced write of read+1. Returns 'A' (write accepted),
+  /// Fenced read, a sleep of `hold`, then fenced write of read+1. Returns 'A' (write accepted),
   /// 'R' (read or write refused: a newer fence was seen) or 'E' (the
   /// resource server failed — it is never faulted, so this is a harness
   /// problem, reported). Thread-safe.
-  char fenced_increment(const std::string& key, std::uint64_t fence, const std::string& holder) const;
+  char fenced_increment(const std::string& key, std::uint64_t fence, const std::string& holder,
+                        std::chrono::microseconds hold) const;
 
  private:
   Client client_;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <iostream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -36,6 +37,7 @@ struct WorkerConfig {
   int keys = 8;
   std::chrono::milliseconds ttl{2000};
   std::chrono::milliseconds deadline{3000};
+  std::chrono::microseconds hold{0};  // sleep between the read and the write: widens overlaps
   std::int64_t until_ns = 0;
   std::uint64_t seed = 1;
 };
@@ -56,7 +58,7 @@ class WorkerThread {
       current_.acquired_ns = now_ns();
       current_.fence = context.fence();
       current_.key = context.key();
-      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder());
+      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), config_.hold);
       current_.lost = context.lost();
       current_.release_ns = now_ns();
     });
@@ -91,10 +93,18 @@ class WorkerThread {
   // An exception before the section ran is an acquisition error; after, a
   // release error (LockLost, LockNotOwned, ...).
   void note_error(const std::exception_ptr& error) {
-    if (current_.release_ns == 0) {
-      current_.acquire_error = error_name(error);
-    } else {
-      current_.release_error = error_name(error);
+    const std::string name = error_name(error);
+    (current_.release_ns == 0 ? current_.acquire_error : current_.release_error) = name;
+    // The first message of each error type per thread goes to the worker's
+    // .out file: the record has the type, the text says where it came from.
+    if (seen_errors_.insert(current_.mechanism + ' ' + name).second) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        std::cerr << now_ns() << ' ' << config_.id << "/t" << index_ << ' ' << current_.mechanism << ' ' << name
+                  << ": " << e.what() << std::endl;
+      } catch (...) {
+      }
     }
   }
 
@@ -125,7 +135,7 @@ class WorkerThread {
       }
       current_.acquired_ns = now_ns();
       current_.fence = lock.fence();
-      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder());
+      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), config_.hold);
       current_.lost = lock.lost();
       current_.release_ns = now_ns();
       lock.release();
@@ -145,6 +155,7 @@ class WorkerThread {
   const Resource& resource_;
   std::mt19937_64 random_;
   long long seq_ = 0;
+  std::set<std::string> seen_errors_;
   CsRecord current_;
 };
 
@@ -163,6 +174,7 @@ int run_worker(const Args& args) {
   config.ttl = std::chrono::milliseconds(args.number("ttl", 2000));
   config.deadline = std::chrono::milliseconds(args.number("deadline", 3000));
   config.until_ns = args.number("until", 0);
+  config.hold = std::chrono::microseconds(args.number("hold-us", 0));
   config.seed = static_cast<std::uint64_t>(args.number("seed", 1));
 
   LineLog log(config.log_path);
