@@ -92,10 +92,13 @@ class Checker {
     return nullptr;
   }
 
-  void add(const std::string& kind, std::int64_t at, std::string what, std::int64_t since = 0) {
+  // `since`: attribute to the first fault in [since, at]; `cause_at`: to the
+  // fault preceding that instant instead of `at` (e.g. where a streak began).
+  void add(const std::string& kind, std::int64_t at, std::string what, std::int64_t since = 0,
+           std::int64_t cause_at = 0) {
     Violation v{.kind = kind, .at_ns = at, .what = std::move(what)};
     const FaultRecord* fault = since > 0 ? first_between(since, at) : nullptr;
-    if (fault == nullptr && at > 0) fault = preceding(at);
+    if (fault == nullptr && at > 0) fault = preceding(cause_at > 0 ? cause_at : at);
     if (fault != nullptr) {
       std::ostringstream cause;
       cause << fault->type << ' ' << fault->target << ' ' << fault->detail << " (started "
@@ -201,12 +204,22 @@ class Checker {
             std::to_string(r.deadline_ms) + " ms, result " + r.acquire_error);
   }
 
+  // A worker's failures of one error type less than 5 s apart form one
+  // episode, and every late error of an episode is attributed to the fault
+  // before its first failure: connections broken by one fault keep failing
+  // through later, unrelated ones (while other pooled connections succeed).
   void check_late_error(const CsRecord& r) {
     const std::string& error = is_contention(r.acquire_error) ? r.release_error : r.acquire_error;
     if (is_contention(error)) return;
+    auto& [episode_start, last_failure] = episodes_[r.worker + ' ' + error];
+    if (episode_start == 0 || r.start_ns - last_failure > 5000 * kMs) episode_start = r.start_ns;
+    last_failure = std::max(last_failure, r.start_ns);
     for (const auto& f : h_.faults)  // a fault during the call, or just before it
       if (f.start_ns <= r.end_ns && f.end_ns + kSettle > r.start_ns) return;
-    add("late_error", r.start_ns, describe(r) + " failed with " + error + " in a call that started after every fault ended");
+    add("late_error", r.start_ns,
+        describe(r) + " failed with " + error + " in a call started after every fault ended; its worker has been failing for " +
+            std::to_string((r.start_ns - episode_start) / kMs) + " ms",
+        0, episode_start);
   }
 
   void check_resource() {
@@ -234,6 +247,7 @@ class Checker {
 
   const History& h_;
   Findings& f_;
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> episodes_;  // worker + error type -> episode start, last failure
   std::int64_t ttl_;
 };
 
