@@ -220,6 +220,7 @@ class Checker {
         describe(r) + " failed with " + error + " in a call started after every fault ended; its worker has been failing for " +
             std::to_string((r.start_ns - episode_start) / kMs) + " ms",
         0, episode_start);
+    f_.violations.back().cause_type += "/" + error;  // the table then says which error each fault left behind
   }
 
   void check_resource() {

@@ -54,7 +54,7 @@ struct Findings {
 };
 
 Findings check(const History& history);
-/// Prints the summary table; returns the process exit code (1 on violations).
-int report(const History& history, const Findings& findings);
+/// Prints the summary table and up to `examples` violations of each kind; returns the process exit code (1 on violations).
+int report(const History& history, const Findings& findings, int examples);
 
 }  // namespace lockon::verify

@@ -10,7 +10,6 @@ namespace lockon::verify {
 
 namespace {
 
-constexpr int kExamplesPerKind = 4;
 constexpr const char* kKinds[] = {"overlap",          "silent_loss",  "stale_write",     "fence_order",
                                   "lost_update",      "deadline_overrun", "progress_gap", "late_error", "key_without_ttl",
                                   "hung_worker"};
@@ -19,7 +18,7 @@ void row(const std::string& name, const std::string& value) { std::printf("  %-3
 
 }  // namespace
 
-int report(const History& h, const Findings& f) {
+int report(const History& h, const Findings& f, int examples) {
   const auto meta = [&](const std::string& key) {
     const auto it = h.meta.find(key);
     return it == h.meta.end() ? std::string("?") : it->second;
@@ -77,7 +76,7 @@ int report(const History& h, const Findings& f) {
     for (const char* kind : kKinds) {
       int shown = 0;
       for (const auto& v : f.violations) {
-        if (v.kind != kind || shown++ >= kExamplesPerKind) continue;
+        if (v.kind != kind || shown++ >= examples) continue;
         std::printf("    [%s] %s\n      cause: %s\n", kind, v.what.c_str(), v.cause.c_str());
       }
     }
@@ -87,21 +86,21 @@ int report(const History& h, const Findings& f) {
   return f.violations.empty() ? 0 : 1;
 }
 
-int run_check_dir(const std::filesystem::path& dir) {
+int run_check_dir(const std::filesystem::path& dir, int examples) {
   const History history = load_history(dir);
   if (history.meta.empty()) {
     std::cerr << "no meta.txt in " << dir << ": not a lockon_verify run directory\n";
     return 2;
   }
-  return report(history, check(history));
+  return report(history, check(history), examples);
 }
 
 int run_check(const Args& args) {
   if (!args.has("dir")) {
-    std::cerr << "usage: lockon_verify check --dir D\n";
+    std::cerr << "usage: lockon_verify check --dir D [--examples N]\n";
     return 2;
   }
-  return run_check_dir(args.get("dir"));
+  return run_check_dir(args.get("dir"), static_cast<int>(args.number("examples", 4)));
 }
 
 }  // namespace lockon::verify

@@ -4,7 +4,7 @@
 //                     [--threads T] [--keys K] [--ttl MS] [--faults all|none]
 //       Starts the servers, proxies and workers, injects faults (nemesis),
 //       then checks the history. Exit 1 on any violation.
-//   lockon_verify check --dir D
+//   lockon_verify check --dir D [--examples N]
 //       Checks the history left in D by `run` (re-runnable on old runs).
 //   lockon_verify worker ...   (started by `run`; see worker.cpp)
 #pragma once
@@ -44,7 +44,7 @@ class Args {
 int run_worker(const Args& args);
 int run_check(const Args& args);
 /// Checks the history in `dir`, prints the summary; 0 when clean, 1 on any violation.
-int run_check_dir(const std::filesystem::path& dir);
+int run_check_dir(const std::filesystem::path& dir, int examples = 4);
 int run_orchestrator(const Args& args, const std::string& self);
 
 }  // namespace lockon::verify
