@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <queue>
+#include <set>
 #include <sstream>
 
 #include "nemesis.hpp"
@@ -144,7 +145,8 @@ class Checker {
           ++f_.allowed_overlaps;
           ++f_.allowed_by_fault[fault->type];
           // Allowed only if the stale holder learnt it lost the lease.
-          if (!a->lost && a->release_error == "-") add("silent_loss", b->acquired_ns, what);
+          // Reported once per stale section, not once per section it overlapped.
+          if (!a->lost && a->release_error == "-" && silent_.insert(a).second) add("silent_loss", b->acquired_ns, what);
         } else {
           add("overlap", b->acquired_ns, what);
         }
@@ -249,6 +251,7 @@ class Checker {
   const History& h_;
   Findings& f_;
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> episodes_;  // worker + error type -> episode start, last failure
+  std::set<const CsRecord*> silent_;  // stale sections already reported as silent losses
   std::int64_t ttl_;
 };
 
