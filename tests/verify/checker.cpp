@@ -84,21 +84,39 @@ class Checker {
     return best;
   }
 
-  // The first fault that started in [since, at]: when a violation compares
-  // with an earlier record (fence order), the fault between the two is the
-  // cause, not whatever came last.
-  const FaultRecord* first_between(std::int64_t since, std::int64_t at) const {
-    for (const auto& fault : h_.faults)
-      if (fault.start_ns >= since && fault.start_ns <= at) return &fault;
-    return nullptr;
+  // When a violation compares with an earlier record (fence order), a fault
+  // between the two is the cause, not whatever came last. Preferred: a
+  // restart that lost data (resets counters), then a long pause (a lease
+  // lapsed under its holder or a waiter), then any fault that can lose lock
+  // state; the latest of the best kind, else the first fault in between.
+  const FaultRecord* first_between(std::int64_t since, std::int64_t at, bool redlock) const {
+    const FaultRecord* first = nullptr;
+    const FaultRecord* best = nullptr;
+    int best_rank = 0;
+    for (const auto& fault : h_.faults) {
+      if (fault.start_ns < since || fault.start_ns > at) continue;
+      // Faults of the other mechanism's servers do not count.
+      if (fault.target.rfind(redlock ? "lock" : "node", 0) == 0) continue;
+      if (first == nullptr) first = &fault;
+      const FaultKind* kind = find_fault_kind(fault.type);
+      const int rank = fault.type == "restart_empty" || fault.type == "node_down" ? 3
+                       : fault.type == "pause_long"                                 ? 2
+                       : (kind != nullptr && kind->may_break_exclusion) || fault.type.rfind("restart", 0) == 0 ? 1
+                                                                                                               : 0;
+      if (rank > 0 && rank >= best_rank) {
+        best = &fault;
+        best_rank = rank;
+      }
+    }
+    return best != nullptr ? best : first;
   }
 
   // `since`: attribute to the first fault in [since, at]; `cause_at`: to the
   // fault preceding that instant instead of `at` (e.g. where a streak began).
   void add(const std::string& kind, std::int64_t at, std::string what, std::int64_t since = 0,
-           std::int64_t cause_at = 0) {
+           std::int64_t cause_at = 0, bool redlock = false) {
     Violation v{.kind = kind, .at_ns = at, .what = std::move(what)};
-    const FaultRecord* fault = since > 0 ? first_between(since, at) : nullptr;
+    const FaultRecord* fault = since > 0 ? first_between(since, at, redlock) : nullptr;
     if (fault == nullptr && at > 0) fault = preceding(cause_at > 0 ? cause_at : at);
     if (fault != nullptr) {
       std::ostringstream cause;
@@ -170,7 +188,7 @@ class Checker {
       if (b->fence == 0 || (highest != nullptr && b->fence <= highest->fence)) {
         add("fence_order", b->acquired_ns,
             "key " + b->key + ": [" + describe(*b) + "] after [" + (highest ? describe(*highest) : "none") + "]",
-            highest ? highest->acquired_ns : 0);
+            highest ? highest->acquired_ns : 0, 0, !is_single_server(*b));
       }
       pending.push(b);
     }
