@@ -1,0 +1,342 @@
+// verify/checker.cpp — loading a run's history and the checks themselves.
+#include "checker.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <queue>
+#include <set>
+#include <sstream>
+
+#include "nemesis.hpp"
+
+namespace lockon::verify {
+
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+// A call may outlive its deadline by one socket timeout (1 s in the workers)
+// plus scheduling noise on a busy 2-core machine.
+constexpr std::int64_t kDeadlineTolerance = 1500 * kMs;
+// After a fault, every key must see a new section within one TTL plus this.
+constexpr std::int64_t kProgressSlack = 1500 * kMs;
+// A call that starts this long after the last fault ended must not fail:
+// the servers are back, so stale pooled connections, desynchronised replies
+// or a lost lease then are bugs, not the fault's expected effect.
+constexpr std::int64_t kSettle = 250 * kMs;
+
+// Outcomes that are not failures: contention, or the policy giving up.
+bool is_contention(const std::string& error) {
+  return error == "-" || error == "busy" || error == "AcquireTimeout" || error == "RetriesExhausted";
+}
+
+std::vector<std::string> lines_of(const std::filesystem::path& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string describe(const CsRecord& r) {
+  std::ostringstream out;
+  out << r.worker << "/t" << r.thread << "#" << r.seq << ' ' << r.mechanism << " fence=" << r.fence
+      << " write=" << r.write << " lost=" << r.lost << " rel_err=" << r.release_error;
+  return out.str();
+}
+
+bool is_single_server(const CsRecord& r) { return r.mechanism != "redlock"; }
+
+class Checker {
+ public:
+  Checker(const History& history, Findings& findings) : h_(history), f_(findings), ttl_(history.ttl_ns()) {}
+
+  void run() {
+    std::map<std::string, std::vector<const CsRecord*>> by_key;
+    for (const auto& r : h_.sections) {
+      ++f_.attempts;
+      if (r.acquire_error != "-") ++f_.errors[r.mechanism + " acquire " + r.acquire_error];
+      if (r.release_error != "-") ++f_.errors[r.mechanism + " release " + r.release_error];
+      if (r.write == 'R') ++f_.rejected_accesses;
+      if (r.write == 'E') ++f_.resource_errors;
+      check_deadline(r);
+      check_late_error(r);
+      if (!r.acquired()) continue;
+      ++f_.sections;
+      by_key[r.key].push_back(&r);
+    }
+    for (auto& [key, records] : by_key) {
+      std::sort(records.begin(), records.end(),
+                [](const CsRecord* a, const CsRecord* b) { return a->acquired_ns < b->acquired_ns; });
+      check_overlaps(records);
+      check_fence_order(records);
+      check_progress(key, records);
+    }
+    check_resource();
+    for (const auto& entry : h_.keys_without_ttl) add("key_without_ttl", 0, entry);
+    for (const auto& worker : h_.hung_workers) add("hung_worker", 0, worker + " did not finish");
+  }
+
+ private:
+  // The latest fault that started at or before `at` (the cause to look at).
+  const FaultRecord* preceding(std::int64_t at) const {
+    const FaultRecord* best = nullptr;
+    for (const auto& fault : h_.faults)
+      if (fault.start_ns <= at) best = &fault;
+    return best;
+  }
+
+  // When a violation compares with an earlier record (fence order), a fault
+  // between the two is the cause, not whatever came last. Preferred: a
+  // restart that lost data (resets counters), then a long pause (a lease
+  // lapsed under its holder or a waiter), then any fault that can lose lock
+  // state; the latest of the best kind, else the first fault in between.
+  const FaultRecord* first_between(std::int64_t since, std::int64_t at, bool redlock) const {
+    const FaultRecord* first = nullptr;
+    const FaultRecord* best = nullptr;
+    int best_rank = 0;
+    for (const auto& fault : h_.faults) {
+      if (fault.start_ns < since || fault.start_ns > at) continue;
+      // Faults of the other mechanism's servers do not count.
+      if (fault.target.rfind(redlock ? "lock" : "node", 0) == 0) continue;
+      if (first == nullptr) first = &fault;
+      const FaultKind* kind = find_fault_kind(fault.type);
+      const int rank = fault.type == "restart_empty" || fault.type == "node_down" ? 3
+                       : fault.type == "pause_long"                                 ? 2
+                       : (kind != nullptr && kind->may_break_exclusion) || fault.type.rfind("restart", 0) == 0 ? 1
+                                                                                                               : 0;
+      if (rank > 0 && rank >= best_rank) {
+        best = &fault;
+        best_rank = rank;
+      }
+    }
+    return best != nullptr ? best : first;
+  }
+
+  // `since`: attribute to the first fault in [since, at]; `cause_at`: to the
+  // fault preceding that instant instead of `at` (e.g. where a streak began).
+  void add(const std::string& kind, std::int64_t at, std::string what, std::int64_t since = 0,
+           std::int64_t cause_at = 0, bool redlock = false) {
+    Violation v{.kind = kind, .at_ns = at, .what = std::move(what)};
+    const FaultRecord* fault = since > 0 ? first_between(since, at, redlock) : nullptr;
+    if (fault == nullptr && at > 0) fault = preceding(cause_at > 0 ? cause_at : at);
+    if (fault != nullptr) {
+      std::ostringstream cause;
+      cause << fault->type << ' ' << fault->target << ' ' << fault->detail << " (started "
+            << (at - fault->start_ns) / kMs << " ms before, ended " << (at - fault->end_ns) / kMs << " ms before)";
+      v.cause = cause.str();
+      v.cause_type = fault->type;
+    } else {
+      v.cause = at > 0 ? "no fault before it" : "end of run";
+      v.cause_type = at > 0 ? "none" : "end";
+    }
+    f_.violations.push_back(std::move(v));
+  }
+
+  // A documented cause of lost exclusion covering holder `a` overtaken by `b`:
+  // a fault that may break exclusion, between a's lease start (minus one
+  // TTL) and b's acquisition, applying to a's mechanism and worker.
+  const FaultRecord* excuse(const CsRecord& a, const CsRecord& b) const {
+    for (const auto& fault : h_.faults) {
+      const FaultKind* kind = find_fault_kind(fault.type);
+      if (kind == nullptr || !kind->may_break_exclusion) continue;
+      if (fault.end_ns < a.acquired_ns - ttl_ || fault.start_ns > b.acquired_ns) continue;
+      const bool long_enough = fault.end_ns - fault.start_ns > ttl_;
+      if (fault.type == "pause_long" && fault.target == a.worker) return &fault;
+      if ((fault.type == "stall_lock" || fault.type == "partition") && fault.target == "lock" && long_enough &&
+          is_single_server(a))
+        return &fault;
+      if (fault.type == "restart_empty" && is_single_server(a)) return &fault;
+    }
+    return nullptr;
+  }
+
+  void check_overlaps(const std::vector<const CsRecord*>& records) {
+    std::vector<const CsRecord*> active;
+    for (const CsRecord* b : records) {
+      std::erase_if(active, [&](const CsRecord* a) { return a->release_ns <= b->acquired_ns; });
+      for (const CsRecord* a : active) {
+        if (a->worker == b->worker && a->thread == b->thread) continue;
+        const std::string what = "key " + b->key + ": [" + describe(*a) + "] still held when [" + describe(*b) +
+                                 "] acquired; overlap " +
+                                 std::to_string((std::min(a->release_ns, b->release_ns) - b->acquired_ns) / 1000) +
+                                 " us";
+        if (const FaultRecord* fault = excuse(*a, *b)) {
+          ++f_.allowed_overlaps;
+          ++f_.allowed_by_fault[fault->type];
+          // Allowed only if the stale holder learnt it lost the lease.
+          // Reported once per stale section, not once per section it overlapped.
+          if (!a->lost && a->release_error == "-" && silent_.insert(a).second) add("silent_loss", b->acquired_ns, what);
+        } else {
+          add("overlap", b->acquired_ns, what);
+        }
+      }
+      active.push_back(b);
+    }
+  }
+
+  // Sections that did not overlap must take strictly increasing fences in
+  // the order they held the key.
+  void check_fence_order(const std::vector<const CsRecord*>& records) {
+    auto later_release = [](const CsRecord* x, const CsRecord* y) { return x->release_ns > y->release_ns; };
+    std::priority_queue<const CsRecord*, std::vector<const CsRecord*>, decltype(later_release)> pending(
+        later_release);
+    const CsRecord* highest = nullptr;
+    for (const CsRecord* b : records) {
+      while (!pending.empty() && pending.top()->release_ns < b->acquired_ns) {
+        if (highest == nullptr || pending.top()->fence > highest->fence) highest = pending.top();
+        pending.pop();
+      }
+      if (b->fence == 0 || (highest != nullptr && b->fence <= highest->fence)) {
+        add("fence_order", b->acquired_ns,
+            "key " + b->key + ": [" + describe(*b) + "] after [" + (highest ? describe(*highest) : "none") + "]",
+            highest ? highest->acquired_ns : 0, 0, !is_single_server(*b));
+      }
+      pending.push(b);
+    }
+  }
+
+  // Per key: from the end of each fault to the key's next acquisition.
+  void check_progress(const std::string& key, const std::vector<const CsRecord*>& records) {
+    for (const auto& fault : h_.faults) {
+      const auto next = std::lower_bound(records.begin(), records.end(), fault.end_ns,
+                                         [](const CsRecord* r, std::int64_t t) { return r->acquired_ns < t; });
+      if (next == records.end()) continue;
+      const std::int64_t gap = (*next)->acquired_ns - fault.end_ns;
+      if (gap > f_.longest_gap_ns) {
+        f_.longest_gap_ns = gap;
+        f_.longest_gap_where = "key " + key + " after " + fault.type + ' ' + fault.target + ' ' + fault.detail;
+      }
+      if (gap > ttl_ + kProgressSlack)
+        add("progress_gap", fault.end_ns,
+            "key " + key + ": no section for " + std::to_string(gap / kMs) + " ms after the fault ended");
+    }
+  }
+
+  void check_deadline(const CsRecord& r) {
+    const std::int64_t took = r.acquired_ns - r.start_ns;
+    if (took <= r.deadline_ms * kMs + kDeadlineTolerance) return;
+    // A worker that was itself paused or killed meanwhile is excused.
+    for (const auto& fault : h_.faults)
+      if ((fault.type.rfind("pause", 0) == 0) && fault.target == r.worker && fault.start_ns < r.acquired_ns &&
+          fault.end_ns > r.start_ns)
+        return;
+    add("deadline_overrun", r.start_ns,
+        describe(r) + " acquire took " + std::to_string(took / kMs) + " ms, deadline " +
+            std::to_string(r.deadline_ms) + " ms, result " + r.acquire_error);
+  }
+
+  // A worker's failures of one error type less than 5 s apart form one
+  // episode, and every late error of an episode is attributed to the fault
+  // before its first failure: connections broken by one fault keep failing
+  // through later, unrelated ones (while other pooled connections succeed).
+  void check_late_error(const CsRecord& r) {
+    const std::string& error = is_contention(r.acquire_error) ? r.release_error : r.acquire_error;
+    if (is_contention(error)) return;
+    auto& [episode_start, last_failure] = episodes_[r.worker + ' ' + error];
+    if (episode_start == 0 || r.start_ns - last_failure > 5000 * kMs) episode_start = r.start_ns;
+    last_failure = std::max(last_failure, r.start_ns);
+    for (const auto& f : h_.faults)  // a fault during the call, or just before it
+      if (f.start_ns <= r.end_ns && f.end_ns + kSettle > r.start_ns) return;
+    add("late_error", r.start_ns,
+        describe(r) + " failed with " + error + " in a call started after every fault ended; its worker has been failing for " +
+            std::to_string((r.start_ns - episode_start) / kMs) + " ms",
+        0, episode_start);
+    f_.violations.back().cause_type += "/" + error;  // the table then says which error each fault left behind
+  }
+
+  void check_resource() {
+    for (const auto& [key, writes] : h_.accepted_writes) {
+      for (std::size_t i = 1; i < writes.size(); ++i) {
+        const auto& [fence, holder] = writes[i];
+        const auto& [previous_fence, previous_holder] = writes[i - 1];
+        if (fence < previous_fence || (fence == previous_fence && holder != previous_holder))
+          add("stale_write", 0, "key " + key + ": fence " + std::to_string(fence) + " by " + holder +
+                                    " accepted after fence " + std::to_string(previous_fence) + " by " +
+                                    previous_holder);
+      }
+    }
+    for (const auto& [key, state] : h_.resource_state) {
+      const auto field = [&](const std::string& name) {
+        const auto it = state.find(name);
+        return it == state.end() ? 0LL : it->second;
+      };
+      if (field("conflicts") > 0 || field("value") != field("accepted"))
+        add("lost_update", 0, "key " + key + ": " + std::to_string(field("accepted")) + " accepted writes, value " +
+                                  std::to_string(field("value")) + ", conflicts " +
+                                  std::to_string(field("conflicts")));
+    }
+  }
+
+  const History& h_;
+  Findings& f_;
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> episodes_;  // worker + error type -> episode start, last failure
+  std::set<const CsRecord*> silent_;  // stale sections already reported as silent losses
+  std::int64_t ttl_;
+};
+
+}  // namespace
+
+std::int64_t History::ttl_ns() const {
+  const auto it = meta.find("ttl_ms");
+  return (it == meta.end() ? 2000 : std::stoll(it->second)) * kMs;
+}
+
+History load_history(const std::filesystem::path& dir) {
+  History h;
+  for (const auto& line : lines_of(dir / "meta.txt")) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) h.meta[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("worker-", 0) != 0 || entry.path().extension() != ".log") continue;
+    for (const auto& line : lines_of(entry.path())) {
+      if (auto record = parse_cs(line)) {
+        h.sections.push_back(std::move(*record));
+      } else {
+        ++h.malformed_lines;
+      }
+    }
+  }
+  for (const auto& line : lines_of(dir / "faults.log"))
+    if (auto fault = parse_fault(line)) h.faults.push_back(std::move(*fault));
+  std::sort(h.faults.begin(), h.faults.end(),
+            [](const FaultRecord& a, const FaultRecord& b) { return a.start_ns < b.start_ns; });
+  for (const auto& line : lines_of(dir / "final.txt")) {
+    const auto f = split(line);
+    if (f.size() == 3 && f[0] == "nottl") h.keys_without_ttl.push_back(std::string(f[1]) + ' ' + std::string(f[2]));
+    if (f.size() == 3 && f[0] == "injected") h.injected[std::string(f[1])] = std::stoi(std::string(f[2]));
+    if (f.size() == 2 && f[0] == "hung") h.hung_workers.emplace_back(f[1]);
+    if (!f.empty() && f[0] == "scan_failed") h.keys_without_ttl.push_back("scan failed: " + line);
+  }
+  for (const auto& line : lines_of(dir / "resource.txt")) {
+    const auto f = split(line);
+    if (f.size() == 4 && f[0] == "write") {
+      h.accepted_writes[std::string(f[1])].emplace_back(std::stoull(std::string(f[2])), std::string(f[3]));
+    } else if (f.size() >= 2 && f[0] == "state") {
+      auto& state = h.resource_state[std::string(f[1])];
+      for (std::size_t i = 2; i < f.size(); ++i) {
+        const auto eq = f[i].find('=');
+        if (eq == std::string_view::npos) continue;
+        const std::string value(f[i].substr(eq + 1));
+        if (!value.empty() && value.find_first_not_of("0123456789-") == std::string::npos)
+          state[std::string(f[i].substr(0, eq))] = std::stoll(value);
+      }
+    }
+  }
+  return h;
+}
+
+Findings check(const History& history) {
+  Findings findings;
+  Checker(history, findings).run();
+  return findings;
+}
+
+std::map<std::string, int> Findings::count(const std::string& kind_prefix) const {
+  std::map<std::string, int> counts;
+  for (const auto& v : violations)
+    if (v.kind.rfind(kind_prefix, 0) == 0) ++counts[v.kind];
+  return counts;
+}
+
+}  // namespace lockon::verify

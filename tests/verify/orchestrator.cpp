@@ -1,0 +1,134 @@
+// verify/orchestrator.cpp — `lockon_verify run`: servers, workers, nemesis,
+// final state, then the checker.
+//
+// Files in the run directory (the checker reads only these):
+//   meta.txt          key=value lines: seed, ttl_ms, deadline_ms, seconds, ...
+//   worker-*.log      CsRecord lines; worker-*.out the workers' own output
+//   faults.log        FaultRecord lines
+//   final.txt         "nottl <server> <key>", "hung <worker>", "injected <type> <n>"
+//   resource.txt      "state <key> <field>=<value>..." and "write <key> <fence> <holder>"
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "cluster.hpp"
+#include "nemesis.hpp"
+#include "support/process.hpp"
+#include "verify.hpp"
+
+namespace lockon::verify {
+
+namespace {
+
+// Every key of `server` (SCAN) whose PTTL is -1, except the fence counters,
+// which never expire by design (a fence must outlive every lease).
+void find_keys_without_ttl(test::RedisServer& server, const std::string& name, std::ofstream& out) {
+  test::RawConnection connection = server.connect();
+  std::string cursor = "0";
+  for (int round = 0; round < 100000; ++round) {
+    const test::RawReply page = connection.command({"SCAN", cursor, "COUNT", "1000"});
+    if (page.is_error() || page.elements.size() != 2) {
+      out << "scan_failed " << name << ' ' << page.str << '\n';
+      return;
+    }
+    for (const auto& key : page.elements[1].elements) {
+      const bool fence_counter = key.str.size() >= 6 && key.str.compare(key.str.size() - 6, 6, ":fence") == 0;
+      if (fence_counter) continue;
+      if (connection.command({"PTTL", key.str}).integer == -1) out << "nottl " << name << ' ' << key.str << '\n';
+    }
+    cursor = page.elements[0].str;
+    if (cursor == "0") return;
+  }
+}
+
+void dump_resource(test::RedisServer& resource, std::ofstream& out) {
+  test::RawConnection connection = resource.connect();
+  std::string cursor = "0";
+  for (int round = 0; round < 100000; ++round) {
+    const test::RawReply page = connection.command({"SCAN", cursor, "MATCH", "res:*", "COUNT", "1000"});
+    for (const auto& entry : page.elements.at(1).elements) {
+      const std::string& name = entry.str;
+      if (name.size() > 4 && name.compare(name.size() - 4, 4, ":log") == 0) {
+        const std::string key = name.substr(4, name.size() - 8);
+        const test::RawReply writes = connection.command({"LRANGE", name, "0", "-1"});
+        for (const auto& write : writes.elements) out << "write " << key << ' ' << write.str << '\n';
+      } else {
+        const test::RawReply fields = connection.command({"HGETALL", name});
+        out << "state " << name.substr(4);
+        for (std::size_t i = 0; i + 1 < fields.elements.size(); i += 2)
+          out << ' ' << fields.elements[i].str << '=' << fields.elements[i + 1].str;
+        out << '\n';
+      }
+    }
+    cursor = page.elements.at(0).str;
+    if (cursor == "0") return;
+  }
+}
+
+}  // namespace
+
+int run_orchestrator(const Args& args, const std::string& self) {
+  const std::uint64_t seed =
+      args.has("seed") ? static_cast<std::uint64_t>(args.number("seed", 1)) : std::random_device{}() % 1000000;
+  const long long seconds = args.number("seconds", 120);
+  const bool faults = args.get("faults", "all") != "none";
+  const std::filesystem::path dir = args.has("dir") ? std::filesystem::path(args.get("dir")) : test::make_temp_dir("lockon-verify");
+  std::filesystem::create_directories(dir);
+  std::cout << "lockon_verify: seed " << seed << " (replay: --seed " << seed << "), " << seconds << " s, faults "
+            << (faults ? "all" : "none") << ", history in " << dir.string() << std::endl;
+
+  ClusterConfig config{.dir = dir, .self = self};
+  config.workers = static_cast<int>(args.number("workers", 4));
+  config.threads = static_cast<int>(args.number("threads", 3));
+  config.keys = static_cast<int>(args.number("keys", 8));
+  config.ttl = std::chrono::milliseconds(args.number("ttl", 2000));
+  config.deadline = std::chrono::milliseconds(args.number("deadline", 3000));
+  config.hold = std::chrono::microseconds(args.number("hold-us", 1000));
+  config.seed = seed;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  config.until_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count();
+  {
+    std::ofstream meta(dir / "meta.txt");
+    meta << "seed=" << seed << "\nseconds=" << seconds << "\nttl_ms=" << config.ttl.count()
+         << "\ndeadline_ms=" << config.deadline.count() << "\nworkers=" << config.workers
+         << "\nthreads=" << config.threads << "\nkeys=" << config.keys << "\nhold_us=" << config.hold.count()
+         << "\nfaults=" << (faults ? "all" : "none")
+         << '\n';
+  }
+
+  // Server directories on tmpfs when there is one: appendfsync always then
+  // costs no disk flush (a flush stalled by other jobs on the machine would be
+  // reported as a late error), and a killed redis-server still finds its AOF —
+  // the harness restarts processes, it never crashes the machine.
+  if (std::filesystem::is_directory("/dev/shm") && !args.has("keep-tmpdir")) ::setenv("TMPDIR", "/dev/shm", 1);
+  Cluster cluster(config);
+  LineLog fault_log((dir / "faults.log").string());
+  cluster.start_workers();
+  Nemesis nemesis(cluster, seed, config.ttl, fault_log);
+  if (faults) {
+    nemesis.run_until(end);
+  } else {
+    while (std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      cluster.restart_crashed_workers();
+    }
+  }
+  // A section started just before `end` may wait its whole deadline, then
+  // release: give that time, and one more deadline, before calling it hung.
+  const auto hung = cluster.finish_workers(end + 2 * config.deadline + config.ttl + std::chrono::seconds(2));
+  {
+    std::ofstream final_state(dir / "final.txt");
+    for (const auto& name : hung) final_state << "hung " << name << '\n';
+    for (const auto& [type, count] : nemesis.counts()) final_state << "injected " << type << ' ' << count << '\n';
+    find_keys_without_ttl(cluster.lock_server(), "lock", final_state);
+    for (std::size_t i = 0; i < cluster.node_count(); ++i)
+      find_keys_without_ttl(cluster.node(i), "node" + std::to_string(i), final_state);
+    std::ofstream resource(dir / "resource.txt");
+    dump_resource(cluster.resource(), resource);
+  }
+  return run_check_dir(dir);
+}
+
+}  // namespace lockon::verify

@@ -1,0 +1,199 @@
+// verify/worker.cpp — one worker process of the verification harness.
+//
+// Several threads loop until a given CLOCK_MONOTONIC instant, each running
+// short critical sections on a small set of keys through one of three
+// mechanisms chosen at random per section: lockon::Lock, RedisLocker::lock_on
+// (both on the same keys of the single lock server, so they contend with each
+// other) and lockon::Redlock (over the node servers). Inside a section the
+// thread does a fenced read-modify-write of a counter on the resource server
+// (resource.hpp). Every attempt is logged as one CsRecord line.
+#include <cstdint>
+#include <iostream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "history.hpp"
+#include "lockon/lock.hpp"
+#include "lockon/locker.hpp"
+#include "lockon/redlock.hpp"
+#include "resource.hpp"
+#include "verify.hpp"
+
+namespace lockon::verify {
+
+namespace {
+
+struct WorkerConfig {
+  std::string id;
+  std::string log_path;
+  std::string lock_url;
+  std::vector<std::string> node_urls;
+  std::string resource_url;
+  int threads = 3;
+  int keys = 8;
+  std::chrono::milliseconds ttl{2000};
+  std::chrono::milliseconds deadline{3000};
+  std::chrono::microseconds hold{0};  // sleep between the read and the write: widens overlaps
+  std::int64_t until_ns = 0;
+  std::uint64_t seed = 1;
+};
+
+// Socket bounds (the library's defaults, spelt out): a stalled server costs a
+// call at most a second — the checker's deadline tolerance is derived from it.
+std::string with_timeouts(const std::string& url) { return url + "?socket_timeout=1s&connect_timeout=1s"; }
+
+class WorkerThread {
+ public:
+  WorkerThread(const WorkerConfig& config, int index, LineLog& log, const Client& lock_client,
+               const std::vector<Client>& nodes, const RedisLocker& locker, const Resource& resource)
+      : config_(config), index_(index), log_(log), lock_client_(lock_client), nodes_(nodes), locker_(locker),
+        resource_(resource), random_(config.seed * 7919 + static_cast<std::uint64_t>(index)) {}
+
+  void run() {
+    auto locked = locker_.lock_on<0>("verify::cs", [this](LockContext& context, int /*key*/) {
+      current_.acquired_ns = now_ns();
+      current_.fence = context.fence();
+      current_.key = context.key();
+      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), config_.hold);
+      current_.lost = context.lost();
+      current_.release_ns = now_ns();
+    });
+    while (now_ns() < config_.until_ns) {
+      const int key = static_cast<int>(random_() % static_cast<std::uint64_t>(config_.keys));
+      const auto pick = random_() % 10;
+      current_ = CsRecord{.worker = config_.id, .thread = index_, .seq = ++seq_,
+                          .deadline_ms = config_.deadline.count()};
+      current_.start_ns = now_ns();
+      if (pick < 4) {
+        with_lock(key);
+      } else if (pick < 8) {
+        current_.mechanism = "lock_on";
+        current_.key = locker_.key_for<0>("verify::cs", key);
+        try {
+          locked(key);
+        } catch (...) {
+          note_error(std::current_exception());
+        }
+      } else {
+        with_redlock(key);
+      }
+      if (current_.end_ns == 0) current_.end_ns = now_ns();
+      if (current_.acquired_ns == 0) current_.acquired_ns = current_.end_ns;
+      log_.append(format(current_));
+    }
+  }
+
+ private:
+  std::string holder() const { return config_.id + ':' + std::to_string(index_) + ':' + std::to_string(seq_); }
+
+  // An exception before the section ran is an acquisition error; after, a
+  // release error (LockLost, LockNotOwned, ...).
+  void note_error(const std::exception_ptr& error) {
+    const std::string name = error_name(error);
+    (current_.release_ns == 0 ? current_.acquire_error : current_.release_error) = name;
+    // The first message of each error type per thread goes to the worker's
+    // .out file: the record has the type, the text says where it came from.
+    if (seen_errors_.insert(current_.mechanism + ' ' + name).second) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        std::cerr << now_ns() << ' ' << config_.id << "/t" << index_ << ' ' << current_.mechanism << ' ' << name
+                  << ": " << e.what() << std::endl;
+      } catch (...) {
+      }
+    }
+  }
+
+  void with_lock(int key) {
+    current_.mechanism = "lock";
+    current_.key = locker_.key_for<0>("verify::cs", key);
+    Lock lock(lock_client_, current_.key, {.ttl = config_.ttl, .fencing = true});
+    held_section(lock);
+  }
+
+  void with_redlock(int key) {
+    current_.mechanism = "redlock";
+    current_.key = "vfy:redlock:" + std::to_string(key);
+    try {
+      Redlock lock(nodes_, current_.key, {.ttl = config_.ttl, .fencing = true}, {.check_nodes = false});
+      held_section(lock);
+    } catch (...) {
+      note_error(std::current_exception());
+    }
+  }
+
+  void held_section(DistributedLock& lock) {
+    try {
+      if (!lock.try_lock_for(config_.deadline)) {
+        current_.acquired_ns = now_ns();
+        current_.acquire_error = "busy";
+        return;
+      }
+      current_.acquired_ns = now_ns();
+      current_.fence = lock.fence();
+      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), config_.hold);
+      current_.lost = lock.lost();
+      current_.release_ns = now_ns();
+      lock.release();
+    } catch (...) {
+      note_error(std::current_exception());
+      lock.unlock();
+    }
+    current_.end_ns = now_ns();
+  }
+
+  const WorkerConfig& config_;
+  int index_;
+  LineLog& log_;
+  const Client& lock_client_;
+  const std::vector<Client>& nodes_;
+  const RedisLocker& locker_;
+  const Resource& resource_;
+  std::mt19937_64 random_;
+  long long seq_ = 0;
+  std::set<std::string> seen_errors_;
+  CsRecord current_;
+};
+
+}  // namespace
+
+int run_worker(const Args& args) {
+  WorkerConfig config;
+  config.id = args.get("id");
+  config.log_path = args.get("log");
+  config.lock_url = args.get("lock-url");
+  std::stringstream nodes(args.get("nodes"));
+  for (std::string url; std::getline(nodes, url, ',');) config.node_urls.push_back(url);
+  config.resource_url = args.get("resource-url");
+  config.threads = static_cast<int>(args.number("threads", 3));
+  config.keys = static_cast<int>(args.number("keys", 8));
+  config.ttl = std::chrono::milliseconds(args.number("ttl", 2000));
+  config.deadline = std::chrono::milliseconds(args.number("deadline", 3000));
+  config.until_ns = args.number("until", 0);
+  config.hold = std::chrono::microseconds(args.number("hold-us", 0));
+  config.seed = static_cast<std::uint64_t>(args.number("seed", 1));
+
+  LineLog log(config.log_path);
+  const PoolOptions pool{.size = static_cast<std::size_t>(config.threads) + 2};
+  const Client lock_client(with_timeouts(config.lock_url), pool);
+  std::vector<Client> node_clients;
+  for (const auto& url : config.node_urls) node_clients.emplace_back(with_timeouts(url), pool);
+  const RedisLocker locker(lock_client, {.max_retry = 0, .retry_delay = std::chrono::milliseconds(500),
+                                         .timeout = config.deadline, .ttl = config.ttl, .key_prefix = "vfy",
+                                         .fencing = true});
+  const Resource resource(config.resource_url, static_cast<std::size_t>(config.threads) + 1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < config.threads; ++t) {
+    threads.emplace_back([&, t] {
+      WorkerThread(config, t, log, lock_client, node_clients, locker, resource).run();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return 0;
+}
+
+}  // namespace lockon::verify
