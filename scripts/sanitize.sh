@@ -40,5 +40,16 @@ for preset in "${presets[@]}"; do
   quietly cmake --preset "$preset"
   quietly cmake --build --preset "$preset" --target lockon_unit_tests lockon_integration_tests
   echo "sanitize: $preset: unit + integration tests"
-  ctest --preset "$preset" -R '^(unit|integration)\.' "$@"
+  if [ "$preset" = tsan ]; then
+    # TSan's lock-order checker tracks at most 64 mutexes held by one thread
+    # and aborts ("CHECK failed: sanitizer_deadlock_detector.h:67") beyond.
+    # The watchdog holds every due lease's mutex during one renewal round
+    # (src/watchdog.cpp renew_due), so tests with more than 64 leases due at
+    # once run with the lock-order checker off; races are still detected.
+    many_locks='^integration\.LockWaiting\.ThousandWaitersOnAHundredKeysShareOnePubSubConnection$'
+    ctest --preset tsan -R '^(unit|integration)\.' -E "$many_locks" "$@"
+    LOCKON_TSAN_OPTIONS=detect_deadlocks=0 ctest --preset tsan -R "$many_locks" "$@"
+  else
+    ctest --preset "$preset" -R '^(unit|integration)\.' "$@"
+  fi
 done
