@@ -8,6 +8,9 @@ packages=(
   libhiredis-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   redis-server redis-tools
+  # Fuzzing (scripts/fuzz.sh, preset fuzz): clang with libFuzzer and its
+  # sanitizer runtimes. gcc's ASan/UBSan/TSan runtimes come with gcc.
+  clang-16 libclang-rt-16-dev libfuzzer-16-dev
 )
 
 missing=()

@@ -1,10 +1,39 @@
 #!/usr/bin/env bash
-# The whole test suite: installs dependencies, builds everything (library,
-# tests, benchmarks, examples, tool) and runs every test against throwaway
-# redis-server processes that the tests start and stop themselves.
+# The whole test suite (the README's test command; CI runs exactly this):
+#   1. build everything (library, tests, benchmarks, examples, tool) and run
+#      every test against throwaway redis-server processes the tests start
+#      and stop themselves (preset ci; extra arguments go to this ctest);
+#   2. the unit and integration tests again under ASan + UBSan (preset asan);
+#   3. every fuzzer for 10 s on its seed corpus (preset fuzz);
+#   4. (reserved: verification stage)
+# Stops at the first failing stage with a non-zero status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+stage_started=$SECONDS
+stage() {
+  printf '\n===== lockon test: %s =====\n' "$*"
+  stage_started=$SECONDS
+}
+stage_done() { printf '===== done in %d s =====\n' $((SECONDS - stage_started)); }
+
 ./scripts/setup-deps.sh
+
+stage "1/4 build and test (preset ci)"
 cmake --preset ci >/dev/null
 cmake --build --preset ci
 ctest --preset ci "$@"
+stage_done
+
+stage "2/4 unit + integration tests under ASan + UBSan (preset asan)"
+./scripts/sanitize.sh asan
+stage_done
+
+stage "3/4 fuzzers, 10 s each on their seed corpora (preset fuzz)"
+./scripts/fuzz.sh --seconds 10
+stage_done
+
+# Stage 4, verification (fault proxy, fenced-history checker + nemesis;
+# issue 12): the lead adds it here, in the same stage/stage_done form.
+
+printf '\n===== lockon test: all stages passed in %d s =====\n' "$SECONDS"

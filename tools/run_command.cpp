@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -23,6 +22,7 @@
 #include "lockon/options.hpp"
 #include "lockon/redlock.hpp"
 #include "report.hpp"
+#include "run_settings.hpp"
 #include "servers.hpp"
 #include "signals.hpp"
 
@@ -31,33 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-struct Settings {
-  milliseconds ttl{30'000};
-  std::optional<milliseconds> wait{};
-  milliseconds kill_after{5'000};
-};
-
-bool valid_env_name(const std::string& name) {
-  if (name.empty() || (std::isdigit(static_cast<unsigned char>(name.front())) != 0)) return false;
-  for (const char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '_') return false;
-  }
-  return true;
-}
-
-Settings validate(const RunOptions& options) {
-  Settings s;
-  s.ttl = parse_duration(options.ttl);
-  if (s.ttl.count() <= 0) throw ConfigError("--ttl must be positive");
-  if (!options.wait.empty()) s.wait = parse_duration(options.wait);
-  s.kill_after = parse_duration(options.kill_after);
-  if (options.name.empty()) throw ConfigError("the lock NAME must not be empty");
-  if (options.command.empty() || options.command.front().empty()) throw ConfigError("COMMAND is missing");
-  if (!options.fence_env.empty() && !valid_env_name(options.fence_env))
-    throw ConfigError("--fence-env '" + options.fence_env + "' is not a valid environment variable name");
-  return s;
-}
 
 // 128 random bits in hex, as lockon would pick; chosen here so --verbose can
 // show its first characters (which `lockon status` shows too).
@@ -116,7 +89,7 @@ struct Acquisition {
   std::atomic<bool> done{false};
 };
 
-void acquire(Acquisition& a, const Servers& servers, const RunOptions& options, const Settings& settings,
+void acquire(Acquisition& a, const Servers& servers, const RunOptions& options, const RunSettings& settings,
              LockOptions lock_options, RedlockOptions redlock_options, Wakeup& wake) {
   const auto start = Clock::now();
   try {
@@ -152,7 +125,7 @@ struct ChildEnd {
 
 // Waits for COMMAND, forwarding signals and reacting to a lost lease.
 ChildEnd supervise(pid_t pid, SignalRelay& signals, Wakeup& wake, LossState& loss, const RunOptions& options,
-                   const Settings& settings, const Reporter& reporter, const std::string& where) {
+                   const RunSettings& settings, const Reporter& reporter, const std::string& where) {
   ChildEnd end;
   bool kill_pending = false;  // SIGTERM sent for a lost lease, SIGKILL due at kill_at
   Clock::time_point kill_at{};
@@ -204,7 +177,7 @@ ChildEnd supervise(pid_t pid, SignalRelay& signals, Wakeup& wake, LossState& los
 
 int run_command(const RunOptions& options) {
   Reporter reporter(options.verbose);
-  const Settings settings = validate(options);
+  const RunSettings settings = validate_run_options(options);
   const Servers servers(options.servers, reporter);
   const std::string where = servers.describe();
   const std::string token = random_token();

@@ -445,7 +445,7 @@ void Encoder::add(const T& value) {
       throw ConfigError("lockon: a valueless std::variant cannot be encoded as a lock argument");
     }
     begin_variant(value.index());
-    std::visit([this](const auto& alternative) { add(alternative); }, value);
+    std::visit([this](const auto& alternative) { this->add(alternative); }, value);
   } else if constexpr (kind == Kind::duration) {
     using Factor = std::ratio_divide<typename U::period, std::nano>;  // ns per tick, an integer
     const auto count = value.count();

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds and runs the unit and integration tests under sanitizers:
+#   scripts/sanitize.sh asan    ASan + UBSan (preset asan)
+#   scripts/sanitize.sh tsan    ThreadSanitizer (preset tsan; suppressions
+#                               for uninstrumented libraries: tests/tsan.supp)
+#   scripts/sanitize.sh [both]  both, asan first
+# Extra arguments after the mode go to ctest (e.g. -R 'integration\.Lock').
+# Idempotent: rebuilds only what changed. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode="${1:-both}"
+[ $# -gt 0 ] && shift
+case "$mode" in
+  asan) presets=(asan) ;;
+  tsan) presets=(tsan) ;;
+  both) presets=(asan tsan) ;;
+  *) echo "sanitize.sh: expected asan, tsan or both, got '$mode'" >&2; exit 64 ;;
+esac
+
+./scripts/setup-deps.sh >/dev/null
+# A sanitizer finding in a test or its child processes fails that test
+# (UBSan halts: the presets build with -fno-sanitize-recover=undefined).
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+
+# Runs a command silently; shows its output only if it fails.
+quietly() {
+  local log
+  log=$(mktemp)
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
+
+for preset in "${presets[@]}"; do
+  echo "sanitize: $preset: build"
+  quietly cmake --preset "$preset"
+  quietly cmake --build --preset "$preset" --target lockon_unit_tests lockon_integration_tests
+  echo "sanitize: $preset: unit + integration tests"
+  if [ "$preset" = tsan ]; then
+    # TSan's lock-order checker tracks at most 64 mutexes held by one thread
+    # and aborts ("CHECK failed: sanitizer_deadlock_detector.h:67") beyond.
+    # The watchdog holds every due lease's mutex during one renewal round
+    # (src/watchdog.cpp renew_due), so tests with more than 64 leases due at
+    # once run with the lock-order checker off; races are still detected.
+    many_locks='^integration\.LockWaiting\.ThousandWaitersOnAHundredKeysShareOnePubSubConnection$'
+    ctest --preset tsan -R '^(unit|integration)\.' -E "$many_locks" "$@"
+    LOCKON_TSAN_OPTIONS=detect_deadlocks=0 ctest --preset tsan -R "$many_locks" "$@"
+  else
+    ctest --preset "$preset" -R '^(unit|integration)\.' "$@"
+  fi
+done
