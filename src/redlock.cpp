@@ -324,17 +324,15 @@ class Redlock::Impl {
         case R::extended:
           signal.set_lease_end(lease.validity_deadline());
           return detail::RenewResult::renewed;
+        // Losses are declared by the watchdog once the round released its
+        // entry mutexes (an on_lost may unlock other locks).
         case R::taken:
-          signal.declare_lost(LossReason::taken, "renewal: " + outcome.detail);
           return detail::RenewResult::not_owned;
         case R::late:
-          signal.declare_lost(LossReason::unreachable, "renewal: " + outcome.detail);
-          return detail::RenewResult::not_owned;
+          return detail::RenewResult::unreachable;
         case R::unreachable:
           if (Clock::now() < lease.validity_deadline()) return detail::RenewResult::io_error;
-          signal.declare_lost(LossReason::unreachable, "renewal could not reach a majority before the validity ended; " +
-                                                           outcome.detail);
-          return detail::RenewResult::not_owned;
+          return detail::RenewResult::unreachable;
       }
     } catch (...) {
     }

@@ -46,6 +46,10 @@ void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, 
       entry.active = false;
       losses.push_back({entry.signal, LossReason::taken, "renewal found the key gone or held by another owner"});
       return;
+    case RenewResult::unreachable:
+      entry.active = false;
+      losses.push_back({entry.signal, LossReason::unreachable, "renewal could not reach a majority before the lease ended"});
+      return;
     case RenewResult::io_error:
       if (now + kRetryAfterIoError >= entry.lease_expires) {
         entry.active = false;

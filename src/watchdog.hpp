@@ -35,7 +35,14 @@ namespace lockon::detail {
 
 class ClientImpl;
 
-enum class RenewResult { renewed, not_owned, io_error };
+/// What a renewal found. The watchdog declares the loss itself, after the
+/// round released every entry mutex: a renew function must never declare it.
+enum class RenewResult {
+  renewed,
+  not_owned,     // the key is gone or another owner's: lost (taken)
+  io_error,      // try again soon, unless the lease could have lapsed
+  unreachable,   // lost: could not be renewed before the lease ended
+};
 
 struct RenewalEntry {
   using Clock = std::chrono::steady_clock;
