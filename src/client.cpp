@@ -1,5 +1,4 @@
 #include <array>
-#include <cstdlib>
 #include <vector>
 
 #include "client_impl.hpp"
@@ -65,29 +64,7 @@ ClientImpl::ClientImpl(ConnectionOptions options, PoolOptions pool)
     : options_((validate(options), std::move(options))),
       limits_(pool),
       endpoint_(options_.endpoint()),
-      state_(new State(options_, limits_, fork_generation())) {}
-
-ClientImpl::~ClientImpl() {
-  State* current = state_.load();
-  // A parent's State inherited by a forked child is abandoned, not destroyed.
-  if (current->generation == fork_generation()) delete current;
-}
-
-ClientImpl::State& ClientImpl::state_after_fork() noexcept {
-  State* current = state_.load(std::memory_order_acquire);
-  const auto generation = fork_generation();
-  while (current->generation != generation) {
-    State* fresh = nullptr;
-    try {
-      fresh = new State(options_, limits_, generation);
-    } catch (...) {
-      std::abort();  // out of memory right after fork: nothing sane is left to do
-    }
-    if (state_.compare_exchange_strong(current, fresh)) return *fresh;
-    delete fresh;  // another thread of the child was first; `current` is its State
-  }
-  return *current;
-}
+      state_([this] { return std::make_unique<State>(options_, limits_); }) {}
 
 Subscriber& ClientImpl::subscriber() {
   State& s = state();

@@ -18,13 +18,12 @@ namespace lockon::detail {
 class ClientImpl {
  public:
   ClientImpl(ConnectionOptions options, PoolOptions pool);
-  ~ClientImpl();
   ClientImpl(const ClientImpl&) = delete;
   ClientImpl& operator=(const ClientImpl&) = delete;
 
   /// The connections of this process image: in a forked child, a fresh pool
   /// (the parent's sockets are the parent's; see fork.hpp).
-  Pool& pool() noexcept { return state().pool; }
+  Pool& pool() { return state().pool; }
   const ConnectionOptions& options() const noexcept { return options_; }
   const std::string& endpoint() const noexcept { return endpoint_; }
 
@@ -34,25 +33,20 @@ class ClientImpl {
 
  private:
   struct State {
-    State(const ConnectionOptions& options, PoolOptions limits, std::uint64_t generation_)
-        : pool(options, limits), generation(generation_) {}
+    State(const ConnectionOptions& options, PoolOptions limits) : pool(options, limits) {}
     Pool pool;
     std::mutex subscriber_mutex;
     std::unique_ptr<Subscriber> subscriber;
-    std::uint64_t generation;
   };
 
-  State& state() noexcept {
-    State* current = state_.load(std::memory_order_acquire);
-    if (current->generation == fork_generation()) [[likely]] return *current;
-    return state_after_fork();
+  State& state() {
+    return state_.get([this] { return std::make_unique<State>(options_, limits_); });
   }
-  State& state_after_fork() noexcept;
 
   ConnectionOptions options_;
   PoolOptions limits_;
   std::string endpoint_;
-  std::atomic<State*> state_;
+  ForkLocal<State> state_;
 };
 
 /// Converts a hiredis reply to a value; error replies are thrown (mapped).

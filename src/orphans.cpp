@@ -1,8 +1,6 @@
 #include "orphans.hpp"
 
 #include <algorithm>
-#include <unistd.h>
-
 #include <array>
 
 #include "client_impl.hpp"
@@ -16,34 +14,17 @@ Orphans& Orphans::instance() {
   return orphans;
 }
 
-Orphans::Orphans() {
-  auto* fresh = new State();
-  fresh->pid = static_cast<long>(::getpid());
-  state_.store(fresh);
-}
-
-Orphans::State& Orphans::state() {
-  State* current = state_.load(std::memory_order_acquire);
-  const long pid = static_cast<long>(::getpid());
-  if (current->pid == pid) return *current;
-  // A forked child: the parent's State is abandoned (leaked) on purpose.
-  auto* fresh = new State();
-  fresh->pid = pid;
-  if (state_.compare_exchange_strong(current, fresh)) return *fresh;
-  delete fresh;
-  return *current;
-}
+Orphans::Orphans() : state_([] { return std::make_unique<State>(); }) {}
 
 Orphans::~Orphans() {
-  State* current = state_.load();
-  if (current->pid != static_cast<long>(::getpid())) return;
+  State* current = state_.here();
+  if (current == nullptr) return;  // a forked child that never adopted anything
   {
     std::lock_guard lock(current->mutex);
     current->stopping = true;
   }
   current->changed.notify_all();
   if (current->thread.joinable()) current->thread.join();
-  delete current;
 }
 
 void Orphans::adopt(Orphan orphan) noexcept {

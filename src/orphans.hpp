@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "fork.hpp"
+
 namespace lockon::detail {
 
 class ClientImpl;
@@ -82,15 +84,14 @@ class Orphans {
     std::vector<Job> jobs;
     bool stopping = false;
     std::thread thread;
-    long pid = 0;
   };
 
   Orphans();
-  State& state();
+  State& state() { return state_.get([] { return std::make_unique<State>(); }); }
   static void run(State& state);
   static bool clean(const Orphan& orphan) noexcept;
 
-  std::atomic<State*> state_{nullptr};
+  ForkLocal<State> state_;
 };
 
 }  // namespace lockon::detail

@@ -244,35 +244,17 @@ Watchdog& Watchdog::instance() {
   return watchdog;
 }
 
-Watchdog::Watchdog() {
-  auto* fresh = new Lanes();
-  fresh->generation = fork_generation();
-  lanes_.store(fresh);
-}
-
-Watchdog::Lanes& Watchdog::lanes() {
-  Lanes* current = lanes_.load(std::memory_order_acquire);
-  const auto generation = fork_generation();
-  if (current->generation == generation) return *current;
-  // A forked child: the parent's lanes (threads that do not exist here,
-  // mutexes maybe frozen) are abandoned, never destroyed.
-  auto* fresh = new Lanes();
-  fresh->generation = generation;
-  if (lanes_.compare_exchange_strong(current, fresh)) return *fresh;
-  delete fresh;
-  return *current;
-}
+Watchdog::Watchdog() : lanes_([] { return std::make_unique<Lanes>(); }) {}
 
 Watchdog::~Watchdog() {
-  Lanes* current = lanes_.load();
-  if (current->generation != fork_generation()) return;
+  Lanes* current = lanes_.here();
+  if (current == nullptr) return;
   std::map<std::string, std::shared_ptr<Lane>> lanes;
   {
     std::lock_guard lock(current->mutex);
     lanes.swap(current->by_server);
   }
-  lanes.clear();  // joins every lane's thread
-  delete current;
+  lanes.clear();  // joins every lane's thread before the Lanes go
 }
 
 void Watchdog::add(std::shared_ptr<RenewalEntry> entry) {

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "fork.hpp"
 #include "lease.hpp"
 
 namespace lockon::detail {
@@ -89,13 +90,12 @@ class Watchdog {
   struct Lanes {
     std::mutex mutex;
     std::map<std::string, std::shared_ptr<Lane>> by_server;
-    std::uint64_t generation = 0;
   };
 
   Watchdog();
-  Lanes& lanes();
+  Lanes& lanes() { return lanes_.get([] { return std::make_unique<Lanes>(); }); }
 
-  std::atomic<Lanes*> lanes_{nullptr};
+  ForkLocal<Lanes> lanes_;
 };
 
 }  // namespace lockon::detail
