@@ -167,6 +167,10 @@ class Lock::Impl {
  private:
   // A queue place: kept across timed attempts with keep_queue_place.
   struct Wait {
+    // Sent before our entry was queued, so before any hand-over to it: the
+    // only send time known to precede a grant that reached us by message
+    // (a wake-up can arrive after later attempts, e.g. held by a partition).
+    Clock::time_point queued_at;
     std::string entry;
     std::string token;
     std::unique_ptr<detail::Subscriber::Watch> watch;
@@ -326,6 +330,7 @@ class Lock::Impl {
       const std::string waiter_id = detail::random_hex(8);
       wait_ = std::make_unique<Wait>();
       wait_->token = token_;
+      wait_->queued_at = Clock::now();
       wait_->entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (state_.options.fencing ? "1" : "0") +
                      "|" + token_;
       wait_->watch = std::make_unique<detail::Subscriber::Watch>(
@@ -364,12 +369,13 @@ class Lock::Impl {
   }
 
   // The release set the key to our token before publishing; the lease
-  // started after our last attempt was sent.
+  // started after our entry was queued (not necessarily after our last
+  // attempt: the wake-up may have been delayed past it).
   Attempt handed_attempt() {
     Attempt handed;
     handed.acquired = true;
     handed.fence = wait_->watch->slot().fence;
-    handed.sent_at = wait_->last.sent_at;
+    handed.sent_at = wait_->queued_at;
     return handed;
   }
 

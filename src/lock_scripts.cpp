@@ -107,6 +107,9 @@ const Script& wait_attempt() {
       "local function holding_our_token()\n"
       "  local record = redis.call('GET', KEYS[4])\n"
       "  if record and string.sub(record, 1, #my_id + 1) == my_id .. ' ' then\n"
+      // Handed to us before this attempt: restart the lease so that it is
+      // counted from this attempt's send time.
+      "    if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) end\n"
       "    return acquired(tonumber(string.sub(record, #my_id + 2)))\n"
       "  end\n"
       "  if ARGV[4] ~= '1' then return {-1, 0, publish_denied} end\n"

@@ -141,5 +141,54 @@ TEST_F(LockFaults, ReleaseWithALostReplyIsALossAndTheKeyIsGone) {
       << "the key of a failed release stayed for its whole ttl";
 }
 
+// Found by the verification harness (seed 20261123): a waiter partitioned
+// from the server was handed the lock; its lease ran out and another holder
+// took the key; when the partition healed, its last poll's reply and the
+// delayed wake-up arrived together, and it counted the handed lease from
+// that poll's send time, after the grant. A hand-over's lease can only be
+// counted from when the entry was queued: here it is confirmed, found taken,
+// and the waiter queues again.
+TEST_F(LockFaults, WakeUpDelayedPastTheLeaseByAPartitionIsNotAnAcquisition) {
+  const Client direct(server().url());
+  const Client partitioned(proxy().url());
+  const std::string name = key("lock");
+  Lock holder(direct, name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  // As lock_on does: short timed attempts keeping one queue place, so a
+  // fresh attempt is in flight when the partition heals.
+  Lock waiter(partitioned, name,
+              {.ttl = 500ms, .auto_renew = false, .wait_poll_interval = 50ms, .keep_queue_place = true});
+  std::atomic<int> outcome{-1};
+  std::atomic<bool> owned_when_acquired{false};
+  std::thread t([&] {
+    const auto until = Clock::now() + 2500ms;
+    outcome = 0;
+    while (Clock::now() < until && outcome == 0) {
+      try {
+        if (waiter.try_lock_for(120ms)) {
+          outcome = 1;
+          owned_when_acquired = waiter.owned();
+        }
+      } catch (const Error&) {
+        // a window that ran into the partition's timeouts: try again
+      }
+    }
+    waiter.abandon_wait();
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; }));
+  std::this_thread::sleep_for(150ms);  // the waiter's subscription is confirmed
+  proxy().blackhole(true);
+  holder.unlock();  // handed to the partitioned waiter; its 500 ms lease runs out
+  Lock next(direct, name, {.ttl = 10s});
+  ASSERT_TRUE(next.try_lock_for(3s));
+  std::this_thread::sleep_for(100ms);  // a poll of the waiter is now held too
+  proxy().blackhole(false);
+  t.join();
+  EXPECT_NE(outcome.load(), 1) << "acquired while another holder held the key (owned: " << owned_when_acquired.load()
+                               << ")";
+  EXPECT_TRUE(next.owned());
+  next.unlock();
+}
+
 }  // namespace
 }  // namespace lockon::test
