@@ -95,6 +95,10 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
 
 void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const noexcept {
   try {
+    // The script's SHA1 is computed here, on the caller's thread, not by the
+    // clean-up thread: OpenSSL's per-thread state allocated while a thread
+    // first uses it is never freed (LeakSanitizer reports it).
+    (void)scripts::cancel_wait().sha();
     Orphans::instance().adopt(Orphan{client_, name_, queue_key_, fence_key_, record_key_, entry, unknown_outcome});
   } catch (...) {
   }

@@ -1,5 +1,7 @@
 #include "orphans.hpp"
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <array>
 
@@ -10,6 +12,9 @@
 namespace lockon::detail {
 
 Orphans& Orphans::instance() {
+  // OpenSSL is initialised on the caller's thread first (see Watchdog::instance()).
+  static const int openssl_ready = OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, nullptr);
+  (void)openssl_ready;
   static Orphans orphans;
   return orphans;
 }
