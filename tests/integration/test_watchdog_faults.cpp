@@ -95,16 +95,7 @@ TEST_F(WatchdogFaults, ForkedChildLocksThroughTheParentsClientAndLocker) {
   Lock parents(client, key("parent"), {.ttl = 600ms});
   ASSERT_TRUE(parents.try_lock());
   // The parent keeps using the same Client from a thread while the child runs.
-  // OPEN (see docs/verification.md, "Open findings"): under AddressSanitizer
-  // only, a fork while this thread is inside lockon leaves the child's
-  // renewals failing; until that is understood the ASan build forks with the
-  // parent idle (the fork test in test_fork.cpp covers that case too).
-#if defined(__SANITIZE_ADDRESS__)
-  constexpr bool kParentTraffic = false;
-#else
-  constexpr bool kParentTraffic = true;
-#endif
-  std::atomic<bool> stop{!kParentTraffic};
+  std::atomic<bool> stop{false};
   std::atomic<int> parent_errors{0};
   std::thread parent_traffic([&] {
     while (!stop) {
