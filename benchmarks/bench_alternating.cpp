@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "client_impl.hpp"
+#include "client/client_impl.hpp"
 #include "lockon/lockon.hpp"
-#include "script.hpp"
+#include "client/script.hpp"
 
 namespace {
 

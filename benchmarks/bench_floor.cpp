@@ -11,10 +11,10 @@
 #include <string_view>
 
 #include "bench_support.hpp"
-#include "client_impl.hpp"
-#include "lock_scripts.hpp"
+#include "client/client_impl.hpp"
+#include "lock/lock_scripts.hpp"
 #include "lockon/lock.hpp"
-#include "script.hpp"
+#include "client/script.hpp"
 
 namespace {
 

@@ -44,7 +44,7 @@ for preset in "${presets[@]}"; do
     # TSan's lock-order checker tracks at most 64 mutexes held by one thread
     # and aborts ("CHECK failed: sanitizer_deadlock_detector.h:67") beyond.
     # The watchdog holds every due lease's mutex during one renewal round
-    # (src/watchdog.cpp renew_due), so tests with more than 64 leases due at
+    # (src/lock/watchdog.cpp renew_due), so tests with more than 64 leases due at
     # once run with the lock-order checker off; races are still detected.
     many_locks='^integration\.LockWaiting\.ThousandWaitersOnAHundredKeysShareOnePubSubConnection$'
     ctest --preset tsan -R '^(unit|integration)\.' -E "$many_locks" "$@"

@@ -1,5 +1,5 @@
 // Fuzz target: argument encoding (lockon/encoding.hpp) and key derivation
-// (lockon/key.hpp, src/key.cpp), differentially.
+// (lockon/key.hpp, src/lock_on/key.cpp), differentially.
 //
 // The input decodes into two argument tuples, modelled as trees of plain
 // values. Each tree is encoded by lockon — through the typed Encoder::add

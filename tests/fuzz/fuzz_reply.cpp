@@ -1,7 +1,7 @@
 // Fuzz target: reply classification and error mapping — arbitrary bytes
 // through hiredis' reply reader (as a connection would receive them), then
-// detail::to_reply (src/client.cpp) and detail::throw_reply_error
-// (src/error_map.cpp).
+// detail::to_reply (src/client/client.cpp) and detail::throw_reply_error
+// (src/client/error_map.cpp).
 //
 // Properties: no crash; only lockon::Error subclasses escape; an error reply
 // maps to ReplyError (AuthError / WrongTypeError by code) whose code() is the
@@ -18,8 +18,8 @@
 #include <string>
 #include <string_view>
 
-#include "client_impl.hpp"
-#include "error_map.hpp"
+#include "client/client_impl.hpp"
+#include "client/error_map.hpp"
 #include "fuzz_check.hpp"
 #include "lockon/errors.hpp"
 

@@ -1,4 +1,4 @@
-// Fuzz target: ConnectionOptions::from_url (src/options.cpp).
+// Fuzz target: ConnectionOptions::from_url (src/client/options.cpp).
 //
 // Properties:
 //   - never crashes, and throws nothing but lockon::ConfigError;

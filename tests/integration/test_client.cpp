@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "client_impl.hpp"
+#include "client/client_impl.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
-#include "script.hpp"
+#include "client/script.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {

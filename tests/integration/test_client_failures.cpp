@@ -20,12 +20,12 @@
 #include <thread>
 #include <vector>
 
-#include "client_impl.hpp"
-#include "connection.hpp"
-#include "fanout.hpp"
+#include "client/client_impl.hpp"
+#include "client/connection.hpp"
+#include "client/fanout.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
-#include "script.hpp"
+#include "client/script.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "client_impl.hpp"
+#include "client/client_impl.hpp"
 #include "lockon/diagnostics.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lockon.hpp"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "lease.hpp"
+#include "lock/lease.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/locker.hpp"

@@ -12,9 +12,9 @@
 #include <typeinfo>
 #include <vector>
 
-#include "error_map.hpp"
+#include "client/error_map.hpp"
 #include "lockon/errors.hpp"
-#include "server_version.hpp"
+#include "client/server_version.hpp"
 
 namespace {
 

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <string>
 
-#include "lock_scripts.hpp"
+#include "lock/lock_scripts.hpp"
 #include "lockon/redlock.hpp"
-#include "redlock_nodes.hpp"
+#include "redlock/redlock_nodes.hpp"
 
 namespace lockon::detail {
 namespace {

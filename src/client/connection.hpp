@@ -1,0 +1,131 @@
+// One blocking hiredis connection with lazy (re)connect.
+//
+// A Connection is used by one thread at a time (the pool guarantees it). Any
+// I/O failure marks it broken: the reply stream can no longer be trusted, so
+// the next use drops the socket and reconnects.
+//
+// Handshake: a new socket's first write carries `HELLO 2` (with `AUTH user
+// password` when credentials are set), `SELECT db` (if db != 0) and the
+// caller's first requests: one round trip, bounded like any read (a
+// fan-out's shared deadline bounds a reconnect to a stalled node too). The
+// first read checks HELLO's reply (server >= 7.0, credentials) before the
+// caller's replies: AuthError / UnsupportedServerError then; the requests
+// behind it were answered with errors (NOAUTH) or, on a server lockon does
+// not support or whose default user needs no password, may have run.
+//
+// Request/reply bookkeeping: the connection counts the requests appended and
+// the replies read. One that still owes replies (a caller threw between
+// sending and reading) is out of step: the pool marks it broken rather than
+// hand the next caller an earlier command's reply.
+//
+// Stale sockets: a pooled connection may have been closed by the server
+// (restart, `timeout`, kill) while it sat idle. Before a request is sent on a
+// connection not used for more than kIdleCheckAfter (measured between two
+// ensure_connected() calls, on the coarse clock), a non-blocking poll()
+// checks that nothing is readable (an idle request/reply socket has nothing
+// to say; EOF or stray bytes mean it is dead or out of step) and reconnects
+// first. A send() that fails before writing any byte on a reused socket is
+// retried once on a fresh one. Both happen before the request could have
+// reached the server, so they are invisible to the caller; a failure after
+// bytes were written is never retried here (see errors.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "client/error_map.hpp"
+#include "client/hiredis_handles.hpp"
+#include "lockon/options.hpp"
+
+namespace lockon::detail {
+
+class Connection {
+ public:
+  using Clock = std::chrono::steady_clock;
+  /// A connection used more recently than this is not polled before the
+  /// next request: the uncontended lock cycle stays free of extra syscalls.
+  static constexpr auto kIdleCheckAfter = std::chrono::milliseconds(2);
+
+  explicit Connection(ConnectionOptions options);
+
+  /// Connects (or reconnects a broken, stale or out-of-step connection) and
+  /// queues the handshake in front of the requests to come (the next flush
+  /// sends it, the next read checks it). Throws ConnectError (nothing was
+  /// sent). Does nothing while replies are owed: the caller is in the
+  /// middle of an exchange.
+  void ensure_connected();
+
+  /// Sends a pending handshake and waits for and checks its replies (reads
+  /// do this by themselves; for users of raw()). Blocks up to the socket
+  /// timeout. Throws ConnectError (I/O failure or timeout: nothing else was
+  /// sent), AuthError, UnsupportedServerError, ReplyError (bad db index);
+  /// the connection is then broken.
+  void complete_handshake();
+
+  /// Sends one command and waits for its reply. Error replies are returned,
+  /// not thrown (callers decide: NOSCRIPT is handled by scripts). Throws
+  /// IoError subclasses; the connection is then broken.
+  ReplyPtr command(std::span<const std::string_view> args, std::string_view operation);
+
+  /// Queues a command in the output buffer (no I/O). Every appended command
+  /// owes one reply until read.
+  void append(std::span<const std::string_view> args);
+  /// Writes the output buffer completely. Throws IoError (ConnectError if
+  /// not a byte could be written, even on a fresh socket).
+  void flush(std::string_view operation);
+  /// Reads the next reply (flushing first if needed). Throws IoError.
+  ReplyPtr read_reply(std::string_view operation);
+  /// As read_reply, but waits for the reply only until `deadline`
+  /// (TimeoutError after it; the connection is then broken).
+  ReplyPtr read_reply_until(Clock::time_point deadline, std::string_view operation);
+
+  /// Whether commands were appended whose replies were not read yet.
+  bool owes_replies() const noexcept { return queued_ + in_flight_ != 0; }
+
+  /// Changes the read/write timeout for the following calls (0 = none). The
+  /// configured socket timeout is restored by restore_timeout().
+  void set_timeout(std::chrono::milliseconds timeout);
+  void restore_timeout();
+
+  void mark_broken() noexcept { broken_ = true; }
+  bool connected() const noexcept { return context_ != nullptr && !broken_; }
+  int fd() const noexcept;
+  /// The raw context, for the subscriber's non-request/reply use.
+  redisContext* raw() const noexcept { return context_.get(); }
+  const ConnectionOptions& options() const noexcept { return options_; }
+  const std::string& endpoint() const noexcept { return endpoint_; }
+
+ private:
+  [[noreturn]] void fail(std::string_view operation);
+  [[noreturn]] void fail_send(int saved_errno, std::string_view operation);
+  // Opens a new socket and sends the handshake; queued requests are kept
+  // only if `keep_queued` (a resend of requests that never left).
+  void open(bool keep_queued);
+  void finish_handshake(const Clock::time_point* deadline, std::string_view caller);
+  // Reads the next reply, waiting at most until *deadline if given (else the
+  // socket timeout); I/O failures are mapped for `phase`.
+  ReplyPtr next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation);
+  // Whether an idle connection must be replaced before use; notes this use.
+  bool stale() noexcept;
+  void got_reply() noexcept;
+
+  ConnectionOptions options_;
+  std::string endpoint_;
+  ContextPtr context_;
+  bool broken_ = false;
+  std::string out_;  // requests formatted as RESP, not yet sent (see flush)
+  std::chrono::milliseconds current_timeout_{-1};
+  std::uint64_t queued_ = 0;     // requests in out_
+  std::uint64_t in_flight_ = 0;  // requests sent whose reply was not read
+  bool used_ = false;            // a request was sent on this socket
+  int handshake_replies_ = 0;    // handshake replies not read yet
+  std::int64_t last_use_ns_ = 0;  // CLOCK_MONOTONIC_COARSE at the last ensure_connected()
+};
+
+/// Formats one command as RESP and appends it to `out`.
+void append_resp(std::string& out, std::span<const std::string_view> args);
+
+}  // namespace lockon::detail

@@ -1,0 +1,83 @@
+#include "client/error_map.hpp"
+
+#include <cerrno>
+#include <string>
+
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+namespace {
+
+std::string describe(std::string_view operation, std::string_view endpoint, std::string_view cause) {
+  std::string message;
+  message.reserve(operation.size() + endpoint.size() + cause.size() + 8);
+  message.append(operation).append(" on ").append(endpoint).append(": ").append(cause);
+  return message;
+}
+
+bool is_timeout_errno(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT || e == EINPROGRESS; }
+
+}  // namespace
+
+void throw_context_error(const redisContext* context, int saved_errno, Phase phase, std::string_view endpoint,
+                         std::string_view operation) {
+  if (context == nullptr) throw ConnectError(describe(operation, endpoint, "cannot allocate a connection"));
+  const std::string cause = context->errstr[0] != '\0' ? context->errstr : "unknown hiredis error";
+  const bool timed_out = context->err == REDIS_ERR_IO && is_timeout_errno(saved_errno);
+  if (phase == Phase::connect) {
+    // Whatever went wrong, nothing of the caller's command reached the server.
+    throw ConnectError(describe(operation, endpoint, timed_out ? "connect timed out" : "cannot connect: " + cause));
+  }
+  switch (context->err) {
+    case REDIS_ERR_IO:
+      if (timed_out) throw TimeoutError(describe(operation, endpoint, "timed out waiting for the reply"));
+      throw ClosedError(describe(operation, endpoint, "connection broken: " + cause));
+    case REDIS_ERR_EOF:
+      throw ClosedError(describe(operation, endpoint, "server closed the connection"));
+    case REDIS_ERR_PROTOCOL:
+      throw ProtocolError(describe(operation, endpoint, "protocol error: " + cause));
+    default:
+      throw IoError(describe(operation, endpoint, cause));
+  }
+}
+
+ReplyKind classify_reply_error(std::string_view text) noexcept {
+  const std::string_view code = text.substr(0, text.find(' '));
+  if (code == "WRONGTYPE") return ReplyKind::wrong_type;
+  if (code == "NOAUTH" || code == "WRONGPASS") return ReplyKind::auth;
+  // Redis 5 and older word authentication failures as plain ERR.
+  if (code == "ERR" && (text.find("invalid password") != std::string_view::npos ||
+                        text.find("AUTH <password> called without") != std::string_view::npos ||
+                        text.find("no password is set") != std::string_view::npos))
+    return ReplyKind::auth;
+  if (code == "NOPERM") return ReplyKind::permission;
+  if (code == "READONLY") return ReplyKind::read_only;
+  if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN") return ReplyKind::busy;
+  return ReplyKind::generic;
+}
+
+void throw_reply_error(std::string_view text, std::string_view endpoint, std::string_view operation) {
+  std::string code(text.substr(0, text.find(' ')));
+  const std::string message = describe(operation, endpoint, text);
+  switch (classify_reply_error(text)) {
+    case ReplyKind::wrong_type:
+      throw WrongTypeError(message, std::move(code));
+    case ReplyKind::auth:
+      throw AuthError(message, std::move(code));
+    case ReplyKind::permission:
+      throw PermissionError(message, std::move(code));
+    case ReplyKind::read_only:
+      throw ReadOnlyError(message, std::move(code));
+    case ReplyKind::busy:
+      throw ServerBusyError(message, std::move(code));
+    case ReplyKind::generic:
+      break;
+  }
+  throw ReplyError(message, std::move(code));
+}
+
+void throw_reply_error(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
+  throw_reply_error(std::string_view(reply.str, reply.len), endpoint, operation);
+}
+
+}  // namespace lockon::detail

@@ -1,0 +1,47 @@
+// The one place where hiredis failures and error replies become lockon
+// exceptions. Every client-layer path (commands, pipelines, scripts, the
+// handshake, fan-out) maps through here, so a code means the same exception
+// wherever it shows up.
+#pragma once
+
+#include <string_view>
+
+#include "client/hiredis_handles.hpp"
+
+namespace lockon::detail {
+
+/// What the connection was doing when it failed; it changes the mapping:
+/// during `connect` (socket and handshake) every failure means "nothing of
+/// the caller's command was sent" (ConnectError).
+enum class Phase { connect, command };
+
+/// Throws the IoError subclass matching `context->err` (and the errno value
+/// captured right after the failing call). `context` may be null when hiredis
+/// could not even allocate one. Messages name the endpoint and operation.
+[[noreturn]] void throw_context_error(const redisContext* context, int saved_errno, Phase phase,
+                                      std::string_view endpoint, std::string_view operation);
+
+/// The exception class an error reply maps to.
+enum class ReplyKind { generic, auth, wrong_type, permission, read_only, busy };
+
+/// Classifies error reply `text` (e.g. "NOPERM this user has no ..."):
+///   WRONGTYPE → wrong_type;  NOAUTH, WRONGPASS, ERR invalid password... → auth;
+///   NOPERM → permission;  READONLY → read_only;
+///   LOADING, BUSY, MASTERDOWN, TRYAGAIN → busy;  anything else (ERR, OOM,
+///   NOSCRIPT, EXECABORT...) → generic.
+ReplyKind classify_reply_error(std::string_view text) noexcept;
+
+/// Throws the ReplyError subclass for error reply `text` (see
+/// classify_reply_error); code() is its first word.
+[[noreturn]] void throw_reply_error(std::string_view text, std::string_view endpoint, std::string_view operation);
+
+/// As above for a hiredis reply. Precondition: reply.type == REDIS_REPLY_ERROR.
+[[noreturn]] void throw_reply_error(const redisReply& reply, std::string_view endpoint,
+                                    std::string_view operation);
+
+/// Convenience: throws if `reply` is an error reply, otherwise returns.
+inline void check_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
+  if (is_error_reply(reply)) throw_reply_error(reply, endpoint, operation);
+}
+
+}  // namespace lockon::detail

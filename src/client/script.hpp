@@ -1,0 +1,45 @@
+// Lua scripts run by SHA with a transparent fallback to EVAL.
+//
+// EVALSHA saves sending the body on every call; a server that does not know
+// the script (first use, restart, SCRIPT FLUSH) answers NOSCRIPT and we send
+// EVAL, which also caches it for next time.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "client/connection.hpp"
+#include "client/hiredis_handles.hpp"
+
+namespace lockon::detail {
+
+class Script {
+ public:
+  /// Computes the SHA1 once (OpenSSL EVP).
+  explicit Script(std::string body);
+  const std::string& body() const noexcept { return body_; }
+  const std::string& sha() const noexcept { return sha_; }
+
+ private:
+  std::string body_;
+  std::string sha_;
+};
+
+/// Runs `script` on `connection` and returns its reply (error replies other
+/// than NOSCRIPT are returned, not thrown). Throws IoError.
+/// Precondition: no other reply is pending on the connection.
+ReplyPtr eval(Connection& connection, const Script& script, std::span<const std::string_view> keys,
+              std::span<const std::string_view> args, std::string_view operation);
+
+/// Pipelining: queue an EVALSHA without I/O...
+void append_evalsha(Connection& connection, const Script& script, std::span<const std::string_view> keys,
+                    std::span<const std::string_view> args);
+/// ...and, once its reply was read, redo it with EVAL if the reply was
+/// NOSCRIPT. Precondition: no other reply is pending on the connection.
+ReplyPtr resolve_noscript(Connection& connection, const Script& script, std::span<const std::string_view> keys,
+                          std::span<const std::string_view> args, ReplyPtr reply, std::string_view operation);
+
+bool is_noscript(const redisReply& reply) noexcept;
+
+}  // namespace lockon::detail

@@ -1,0 +1,74 @@
+// The parts of DistributedLock that do not depend on the backend.
+#include <limits>
+
+#include "lock/lease.hpp"
+#include "lockon/errors.hpp"
+#include "lockon/lock.hpp"
+
+namespace lockon {
+
+namespace detail {
+
+void LeaseSignal::declare_lost(LossReason reason, std::string detail) noexcept {
+  if (lost_.exchange(true, std::memory_order_acq_rel)) return;
+  stop_.request_stop();
+  if (!on_lost_) return;
+  try {
+    on_lost_(LossEvent{name_, reason, std::move(detail)});
+  } catch (...) {
+    // A throwing callback on the watchdog thread must not take the process down.
+  }
+}
+
+}  // namespace detail
+
+DistributedLock::DistributedLock(std::string name, LockOptions options) : state_(std::make_shared<State>()) {
+  if (name.empty()) throw ConfigError("lock name must not be empty");
+  if (!options.no_expiry) {
+    // Redis rejects PX values whose absolute expiry overflows; 2^47 ms is
+    // ~4,400 years, well inside every limit.
+    constexpr long long kMaxTtlMs = 1LL << 47;
+    if (options.ttl.count() <= 0)
+      throw ConfigError("lock '" + name + "': ttl must be positive (set no_expiry for a lock without expiry)");
+    if (options.ttl.count() > kMaxTtlMs) throw ConfigError("lock '" + name + "': ttl exceeds Redis' limit");
+  }
+  if (options.token && options.token->empty()) throw ConfigError("lock '" + name + "': custom token must not be empty");
+  if (options.wait_poll_interval.count() <= 0)
+    throw ConfigError("lock '" + name + "': wait_poll_interval must be positive");
+  if (options.max_hold.count() < 0) throw ConfigError("lock '" + name + "': max_hold must not be negative");
+  state_->name = std::move(name);
+  state_->options = std::move(options);
+}
+
+DistributedLock::~DistributedLock() = default;
+
+void DistributedLock::lock() { acquire_until(Clock::time_point::max()); }
+
+bool DistributedLock::try_lock() { return acquire_until(Clock::time_point::min()); }
+
+void DistributedLock::unlock() noexcept {
+  State& s = *state_;
+  if (!s.held_here()) return;
+  try {
+    release();
+    s.last_unlock_error = nullptr;
+  } catch (const LockNotOwned& e) {
+    s.last_unlock_error = std::current_exception();
+    if (s.lease) s.lease->declare_lost(LossReason::taken, e.what());
+  } catch (...) {
+    s.last_unlock_error = std::current_exception();
+  }
+  s.held = false;
+}
+
+bool DistributedLock::held() const noexcept { return state_->held_here(); }
+bool DistributedLock::lost() const noexcept { return state_->lease && state_->lease->lost(); }
+std::stop_token DistributedLock::lost_token() const noexcept {
+  return state_->lease ? state_->lease->token() : std::stop_token{};
+}
+std::uint64_t DistributedLock::fence() const noexcept { return state_->fence; }
+const std::string& DistributedLock::name() const noexcept { return state_->name; }
+const LockOptions& DistributedLock::options() const noexcept { return state_->options; }
+std::exception_ptr DistributedLock::last_unlock_error() const noexcept { return state_->last_unlock_error; }
+
+}  // namespace lockon

@@ -1,0 +1,108 @@
+// Per-acquisition lease bookkeeping shared by a lock object and the watchdog.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+
+#include "common/fork.hpp"
+#include "lockon/lock.hpp"
+
+namespace lockon::detail {
+
+/// `from + delta`, saturating at time_point::max(): steady_clock counts
+/// nanoseconds (about ±292 years), less than a 2^47 ms ttl, a max_hold or a
+/// poll interval may span, and wrapping into the past makes waits and
+/// renewals spin.
+inline std::chrono::steady_clock::time_point add_saturating(std::chrono::steady_clock::time_point from,
+                                                            std::chrono::milliseconds delta) {
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::time_point::max() - from);
+  return delta >= room ? std::chrono::steady_clock::time_point::max() : from + delta;
+}
+
+/// The loss signal of one acquisition: a flag, a stop_source and the user
+/// callback, fired at most once whoever notices first (watchdog or unlock).
+class LeaseSignal {
+ public:
+  LeaseSignal(std::string name, std::function<void(const LossEvent&)> on_lost)
+      : name_(std::move(name)), on_lost_(std::move(on_lost)) {}
+
+  using Clock = std::chrono::steady_clock;
+
+  /// True once declared lost, or once the lease end known locally has
+  /// passed while the lease is still in use (a holder resumed after a pause
+  /// longer than its lease must not believe it still holds it).
+  bool lost() const noexcept {
+    if (lost_.load(std::memory_order_acquire)) return true;
+    const auto end = lease_end_ns_.load(std::memory_order_acquire);
+    return end != kOpen && Clock::now().time_since_epoch().count() >= end;
+  }
+  std::stop_token token() const noexcept { return stop_.get_token(); }
+
+  /// The lease's end as this process can prove it: the send time of the
+  /// acquisition (or of the last confirmed renewal) plus the ttl. Called at
+  /// acquisition and by every successful renewal or extension.
+  void set_lease_end(Clock::time_point end) noexcept {
+    lease_end_ns_.store(end == Clock::time_point::max() ? kOpen : end.time_since_epoch().count(),
+                        std::memory_order_release);
+  }
+  Clock::time_point lease_end() const noexcept {
+    const auto end = lease_end_ns_.load(std::memory_order_acquire);
+    return end == kOpen ? Clock::time_point::max() : Clock::time_point(Clock::duration(end));
+  }
+  /// The lease ended by a successful release (or never expires): lost()
+  /// no longer turns true by the clock.
+  void close() noexcept { lease_end_ns_.store(kOpen, std::memory_order_release); }
+
+  /// Marks the lease lost; the first call requests stop and runs the
+  /// callback (exceptions from it are swallowed: we are on lockon's thread).
+  void declare_lost(LossReason reason, std::string detail) noexcept;
+
+ private:
+  std::string name_;
+  std::function<void(const LossEvent&)> on_lost_;
+  static constexpr std::int64_t kOpen = INT64_MAX;
+  std::atomic<bool> lost_{false};
+  std::atomic<std::int64_t> lease_end_ns_{kOpen};
+  std::stop_source stop_;
+};
+
+}  // namespace lockon::detail
+
+namespace lockon {
+
+/// State common to every DistributedLock. The owning thread reads and writes
+/// the acquisition fields; the watchdog only touches `lease` (thread-safe).
+struct DistributedLock::State {
+  std::string name;
+  LockOptions options;
+  bool held = false;
+  std::string token;  // the current acquisition's token (never logged)
+  std::uint64_t fence = 0;
+  std::exception_ptr last_unlock_error;
+  std::shared_ptr<detail::LeaseSignal> lease;  // replaced at each acquisition
+  /// fork_generation() of the acquisition: in a forked child, a lock the
+  /// parent holds is not held (the parent holds it, and will release it).
+  std::uint64_t generation = 0;
+
+  /// Fresh signal for a new acquisition.
+  void begin_lease() {
+    lease = std::make_shared<detail::LeaseSignal>(name, options.on_lost);
+    generation = detail::fork_generation();
+  }
+  /// Held by this process image (see `generation`). A parent's holding seen
+  /// in a forked child is forgotten here, without any I/O.
+  bool held_here() noexcept {
+    if (held && generation != detail::fork_generation()) held = false;
+    return held;
+  }
+};
+
+}  // namespace lockon

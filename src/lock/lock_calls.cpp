@@ -1,0 +1,118 @@
+#include "lock/lock_calls.hpp"
+
+#include <array>
+
+#include "client/error_map.hpp"
+#include "lock/lock_scripts.hpp"
+#include "lockon/errors.hpp"
+#include "lock/orphans.hpp"
+
+namespace lockon::detail {
+
+LockCalls::LockCalls(std::shared_ptr<ClientImpl> client, std::string name)
+    : client_(std::move(client)),
+      name_(std::move(name)),
+      queue_key_(companion_key(name_, "q")),
+      fence_key_(companion_key(name_, "fence")),
+      record_key_(companion_key(name_, "hf")) {}
+
+ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
+  return run4_until(script, args, operation, Clock::time_point::max());
+}
+
+ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
+  const std::array<std::string_view, 1> keys{name_};
+  auto connection = client_->pool().borrow();
+  ReplyPtr reply = eval(*connection, script, keys, args, operation);
+  check_reply(*reply, client_->endpoint(), operation);
+  return reply;
+}
+
+ReplyPtr LockCalls::command(std::span<const std::string_view> args, std::string_view operation) {
+  return command_until(args, operation, Clock::time_point::max());
+}
+
+namespace {
+
+// Reads the pending reply, waiting at most the socket timeout or `until`,
+// whichever comes first. Null when `until` came first and passed (the
+// connection is then marked broken: the reply is still owed).
+ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::chrono::steady_clock::time_point until) {
+  using Clock = std::chrono::steady_clock;
+  const auto socket_timeout = connection.options().socket_timeout;
+  auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
+  const bool deadline_first = until < bound;
+  if (deadline_first) bound = until;
+  if (bound == Clock::time_point::max()) return connection.read_reply(operation);
+  try {
+    return connection.read_reply_until(bound, operation);
+  } catch (const TimeoutError&) {
+    if (deadline_first) return nullptr;
+    throw;
+  }
+}
+
+}  // namespace
+
+ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string_view> args,
+                               std::string_view operation, Clock::time_point until) {
+  const std::array<std::string_view, 4> keys{name_, queue_key_, fence_key_, record_key_};
+  auto connection = client_->pool().borrow();
+  connection->ensure_connected();
+  append_evalsha(*connection, script, keys, args);
+  ReplyPtr reply = read_bounded(*connection, operation, until);
+  if (!reply) return nullptr;
+  // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
+  reply = resolve_noscript(*connection, script, keys, args, std::move(reply), operation);
+  check_reply(*reply, client_->endpoint(), operation);
+  return reply;
+}
+
+ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::string_view operation,
+                                  Clock::time_point until) {
+  auto connection = client_->pool().borrow();
+  connection->ensure_connected();
+  connection->append(args);
+  ReplyPtr reply = read_bounded(*connection, operation, until);
+  if (reply) check_reply(*reply, client_->endpoint(), operation);
+  return reply;
+}
+
+std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const std::string_view>> commands,
+                                               std::string_view operation, Clock::time_point until) {
+  auto connection = client_->pool().borrow();
+  connection->ensure_connected();
+  for (const auto& command : commands) connection->append(command);
+  std::vector<ReplyPtr> replies;
+  replies.reserve(commands.size());
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    ReplyPtr reply = read_bounded(*connection, operation, until);
+    if (!reply) return {};
+    replies.push_back(std::move(reply));
+  }
+  return replies;
+}
+
+void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const noexcept {
+  try {
+    // The script's SHA1 is computed here, on the caller's thread, not by the
+    // clean-up thread: OpenSSL's per-thread state allocated while a thread
+    // first uses it is never freed (LeakSanitizer reports it).
+    (void)scripts::cancel_wait().sha();
+    Orphans::instance().adopt(Orphan{client_, name_, queue_key_, fence_key_, record_key_, entry, unknown_outcome});
+  } catch (...) {
+  }
+}
+
+long long LockCalls::cancel_now(const std::string& entry, std::chrono::milliseconds grace) noexcept {
+  try {
+    const std::array<std::string_view, 1> args{entry};
+    const ReplyPtr reply = run4_until(scripts::cancel_wait(), args, "cancel wait", Clock::now() + grace);
+    if (reply && reply->type == REDIS_REPLY_INTEGER) return reply->integer;
+  } catch (...) {
+  }
+  abandon(entry, true);
+  return -1;
+}
+
+}  // namespace lockon::detail

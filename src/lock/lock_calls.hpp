@@ -1,0 +1,71 @@
+// How the single-instance lock talks to its server: one request on a pooled
+// connection, optionally bounded by the caller's deadline, with error
+// replies mapped in one place and abandoned attempts handed to Orphans.
+#pragma once
+
+#include <chrono>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/client_impl.hpp"
+#include "client/hiredis_handles.hpp"
+#include "client/script.hpp"
+
+namespace lockon::detail {
+
+class LockCalls {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  LockCalls(std::shared_ptr<ClientImpl> client, std::string name);
+
+  const std::string& name() const noexcept { return name_; }
+  const std::string& queue_key() const noexcept { return queue_key_; }
+  const std::string& fence_key() const noexcept { return fence_key_; }
+  const std::string& record_key() const noexcept { return record_key_; }
+  const std::shared_ptr<ClientImpl>& client() const noexcept { return client_; }
+
+  /// Runs `script` with the lock's four keys (lock, queue, fence, record)
+  /// and returns the reply; error replies are thrown (mapped).
+  ReplyPtr run4(const Script& script, std::span<const std::string_view> args, std::string_view operation);
+  /// Runs `script` with the lock key only.
+  ReplyPtr run1(const Script& script, std::span<const std::string_view> args, std::string_view operation);
+  /// One plain command; error replies are thrown.
+  ReplyPtr command(std::span<const std::string_view> args, std::string_view operation);
+
+  /// As run4/command, but returns null when `until` passes before the reply
+  /// arrives (the request's outcome is then unknown: it may still execute).
+  /// A reply is waited for at most the socket timeout as usual; `until` is
+  /// the earlier bound when it comes first. until == time_point::max():
+  /// no extra bound.
+  ReplyPtr run4_until(const Script& script, std::span<const std::string_view> args, std::string_view operation,
+                      Clock::time_point until);
+  ReplyPtr command_until(std::span<const std::string_view> args, std::string_view operation, Clock::time_point until);
+
+  /// Sends `commands` in one write and reads every reply, each wait bounded
+  /// like run4_until. Error replies are returned, not thrown: all replies
+  /// are read before the caller looks at any. Empty when `until` passed
+  /// before all replies arrived (outcome unknown).
+  std::vector<ReplyPtr> pipeline_until(std::span<const std::span<const std::string_view>> commands,
+                                       std::string_view operation, Clock::time_point until);
+
+  /// Hands `entry` (see lock_scripts.hpp) to the background clean-up: its
+  /// queue place is removed and, if the key holds its token, the lock is
+  /// passed on. Never throws.
+  void abandon(const std::string& entry, bool unknown_outcome) const noexcept;
+
+  /// Tries the clean-up now, waiting at most `grace` for the reply; hands it
+  /// to the background on any failure. Returns the script's reply, or -1.
+  long long cancel_now(const std::string& entry, std::chrono::milliseconds grace) noexcept;
+
+ private:
+  std::shared_ptr<ClientImpl> client_;
+  std::string name_;
+  std::string queue_key_;
+  std::string fence_key_;
+  std::string record_key_;
+};
+
+}  // namespace lockon::detail

@@ -1,0 +1,211 @@
+#include "lock/lock_scripts.hpp"
+
+namespace lockon::detail {
+
+std::string companion_key(std::string_view key, std::string_view suffix) {
+  // Redis Cluster hashes only the first {...} with a non-empty inside.
+  const auto open = key.find('{');
+  if (open != std::string_view::npos) {
+    const auto close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      std::string out(key);
+      out.append(":").append(suffix);
+      return out;
+    }
+  }
+  std::string out;
+  out.reserve(key.size() + suffix.size() + 3);
+  out.append("{").append(key).append("}:").append(suffix);
+  return out;
+}
+
+std::string wake_channel(std::string_view key, std::string_view subscriber_id) {
+  std::string suffix("wake:");
+  suffix.append(subscriber_id);
+  return companion_key(key, suffix);
+}
+
+namespace scripts {
+namespace {
+
+// Fences: never below the server's clock in microseconds, and above the
+// counter's last value. An emptied counter (restart without persistence,
+// failover to a replica that missed the last INCR, the counter's own expiry)
+// therefore restarts above every fence handed out before, as long as the
+// server clock does not step back by more than the time since the last
+// fence. The counter expires an hour after its last use (it used to live
+// forever: one key per lock_on argument tuple). Lua numbers are doubles:
+// microseconds since 1970 (~2^51) are exact, and are formatted with %.0f
+// because tostring() would print 1.7e+15.
+#define LOCKON_LUA_NEXT_FENCE                                                                       \
+  "local function next_fence()\n"                                                                   \
+  "  local now = redis.call('TIME')\n"                                                              \
+  "  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])\n"                                 \
+  "  local last = tonumber(redis.call('GET', KEYS[3]) or '0') or 0\n"                               \
+  "  if last >= fence then fence = last + 1 end\n"                                                  \
+  "  redis.call('SET', KEYS[3], string.format('%.0f', fence), 'PX', 3600000)\n"                     \
+  "  return fence\n"                                                                                \
+  "end\n"
+
+// Gives K to the first queued waiter whose process still listens, or
+// deletes K when there is none. KEYS[1..4] = lock, queue, fence, hand-over
+// record. Defined in every script that hands over. The wake-up channel is
+// the queue key with "q" replaced by "wake:<subscriber id>" (wake_channel()).
+// The record "<waiter id> <fence>" is how a waiter that missed its message
+// tells a hand-over to *it* from a key that merely holds the same token.
+// PUBLISH runs under pcall: a user without channel rights gets an error
+// there, after LPOP/SET were applied; a script error would leave them
+// applied and report failure. An unpublishable wake-up counts as nobody
+// listening (waiters then poll) and is reported through `publish_denied`.
+#define LOCKON_LUA_HAND_OVER                                                                        \
+  LOCKON_LUA_NEXT_FENCE                                                                             \
+  "local wake_prefix = string.sub(KEYS[2], 1, -2) .. 'wake:'\n"                                    \
+  "local publish_denied = 0\n"                                                                      \
+  "local function hand_over()\n"                                                                    \
+  "  while true do\n"                                                                               \
+  "    local entry = redis.call('LPOP', KEYS[2])\n"                                                 \
+  "    if not entry then\n"                                                                         \
+  "      redis.call('DEL', KEYS[1])\n"                                                              \
+  "      return false\n"                                                                            \
+  "    end\n"                                                                                       \
+  "    local sid, wid, ttl, fenced, token = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n" \
+  "    if token then\n"                                                                             \
+  "      if ttl == '0' then redis.call('SET', KEYS[1], token)\n"                                    \
+  "      else redis.call('SET', KEYS[1], token, 'PX', ttl) end\n"                                   \
+  "      local fence = 0\n"                                                                         \
+  "      if fenced == '1' then fence = next_fence() end\n"                                          \
+  "      local record = wid .. ' ' .. string.format('%.0f', fence)\n"                               \
+  "      redis.call('SET', KEYS[4], record, 'PX', ttl == '0' and 86400000 or ttl)\n"                \
+  "      local heard = redis.pcall('PUBLISH', wake_prefix .. sid, record)\n"                        \
+  "      if type(heard) == 'number' then\n"                                                         \
+  "        if heard > 0 then return true end\n"                                                     \
+  "      else\n"                                                                                    \
+  "        publish_denied = 1\n"                                                                    \
+  "      end\n"                                                                                     \
+  "    end\n"                                                                                       \
+  "  end\n"                                                                                         \
+  "end\n"
+
+// Splits the caller's own entry (ARGV[1]) into its parts.
+#define LOCKON_LUA_MY_ENTRY                                                                         \
+  "local _, my_id, my_ttl, my_fenced, my_token = string.match(ARGV[1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n"
+
+}  // namespace
+
+const Script& wait_attempt() {
+  static const Script script(
+      LOCKON_LUA_HAND_OVER LOCKON_LUA_MY_ENTRY
+      // GET first: a key of another type fails here with WRONGTYPE.
+      "local holder = redis.call('GET', KEYS[1])\n"
+      "local function acquired(fence)\n"
+      "  return {1, fence, publish_denied}\n"
+      "end\n"
+      // K holds our token. Handed to us: the record names us. Otherwise it
+      // is ours only if nobody else can know the token (ARGV[4] == '1': a
+      // random token, and this is a retry of an attempt whose reply was
+      // lost); with a caller-chosen token it is someone else's holding.
+      "local function holding_our_token()\n"
+      "  local record = redis.call('GET', KEYS[4])\n"
+      "  if record and string.sub(record, 1, #my_id + 1) == my_id .. ' ' then\n"
+      // Handed to us before this attempt: restart the lease so that it is
+      // counted from this attempt's send time.
+      "    if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) end\n"
+      "    return acquired(tonumber(string.sub(record, #my_id + 2)))\n"
+      "  end\n"
+      "  if ARGV[4] ~= '1' then return {-1, 0, publish_denied} end\n"
+      "  if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) end\n"
+      "  return acquired(my_fenced == '1' and next_fence() or 0)\n"
+      "end\n"
+      "if holder == my_token then return holding_our_token() end\n"
+      "if not holder then\n"
+      "  local head = redis.call('LINDEX', KEYS[2], 0)\n"
+      "  if head and head ~= ARGV[1] then\n"
+      // Free with others first in line (the holder expired without a
+      // release): hand it down the line; it may reach us.
+      "    hand_over()\n"
+      "    holder = redis.call('GET', KEYS[1])\n"
+      "    if holder == my_token then return holding_our_token() end\n"
+      "  end\n"
+      "  if not holder then\n"
+      "    if head == ARGV[1] then redis.call('LPOP', KEYS[2]) end\n"
+      "    if my_ttl == '0' then redis.call('SET', KEYS[1], my_token)\n"
+      "    else redis.call('SET', KEYS[1], my_token, 'PX', my_ttl) end\n"
+      "    return acquired(my_fenced == '1' and next_fence() or 0)\n"
+      "  end\n"
+      "end\n"
+      "if ARGV[2] == '1' then\n"
+      "  redis.call('RPUSH', KEYS[2], ARGV[1])\n"
+      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+      "elseif not redis.call('LPOS', KEYS[2], ARGV[1]) then\n"
+      // Dropped while its process was unreachable: back in line.
+      "  redis.call('RPUSH', KEYS[2], ARGV[1])\n"
+      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+      "else\n"
+      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+      "end\n"
+      "return {0, redis.call('PTTL', KEYS[1]), publish_denied}\n");
+  return script;
+}
+
+const Script& floor_fence() {
+  static const Script script(
+      LOCKON_LUA_NEXT_FENCE
+      // The fast path's INCR found no counter (first use, expiry, restart,
+      // failover): raise it to the clock. ARGV: token. 0: K is not ours.
+      "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+      "return next_fence()\n");
+  return script;
+}
+
+const Script& release() {
+  static const Script script(
+      LOCKON_LUA_HAND_OVER
+      "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+      // The record of the hand-over to us (if any) has served its purpose.
+      "redis.call('DEL', KEYS[4])\n"
+      "hand_over()\n"
+      "return 1 + publish_denied\n");
+  return script;
+}
+
+const Script& extend() {
+  static const Script script(
+      "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+      "local pttl = redis.call('PTTL', KEYS[1])\n"
+      "if pttl < 0 then return -1 end\n"
+      "local ttl = tonumber(ARGV[2])\n"
+      "if ARGV[3] == '0' then ttl = ttl + pttl end\n"
+      "redis.call('PEXPIRE', KEYS[1], ttl)\n"
+      "return 1\n");
+  return script;
+}
+
+const Script& renew() {
+  static const Script script(
+      "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+      // GT: the watchdog never shortens a lease the owner extended by hand.
+      "if ARGV[3] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')\n"
+      "else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
+      "return 1\n");
+  return script;
+}
+
+const Script& cancel_wait() {
+  static const Script script(
+      LOCKON_LUA_HAND_OVER LOCKON_LUA_MY_ENTRY
+      "redis.call('LREM', KEYS[2], 1, ARGV[1])\n"
+      // Handed K just as we gave up: pass it on rather than sit on it.
+      "if redis.call('GET', KEYS[1]) == my_token then\n"
+      "  hand_over()\n"
+      "  return 1 + 2 * publish_denied\n"
+      "end\n"
+      "return 0\n");
+  return script;
+}
+
+#undef LOCKON_LUA_MY_ENTRY
+#undef LOCKON_LUA_HAND_OVER
+#undef LOCKON_LUA_NEXT_FENCE
+
+}  // namespace scripts
+}  // namespace lockon::detail

@@ -1,0 +1,93 @@
+// The Lua scripts of the single-instance lock, and the names of the keys and
+// channels that accompany a lock key.
+//
+// For a lock key K (K itself holds the owner's token as a plain string,
+// exactly like redis-py's Lock, so other clients interoperate):
+//   companion(K, "q")      LIST of waiting lockon waiters, FIFO. An entry is
+//                          "<subscriber id>|<waiter id>|<ttl ms>|<fenced 0/1>|<token>"
+//   companion(K, "fence")  the last fence handed out for K. The uncontended
+//                          path INCRs it inside MULTI (no Lua: a script costs
+//                          a quarter of the floor's cycle); a result below
+//                          kFenceFloor means the counter was missing, and
+//                          floor_fence() raises it to max(last + 1, server
+//                          TIME in µs), as every hand-over does. So fences keep
+//                          increasing across restarts and failovers (as long
+//                          as the server clock does not step back). The
+//                          counter expires an hour after it was (re)created.
+//   companion(K, "hf")     "<waiter id> <fence>" of the last hand-over: how a
+//                          waiter that missed its wake-up message knows K was
+//                          handed to *it* (not merely set to an equal token)
+//   companion(K, "wake:<subscriber id>")  pub/sub channel of one waiting process
+//                          (per Client) for K; payload "<waiter id> <fence>"
+//                          tells a waiter it now owns K
+//
+// Hand-over: a release pops the first waiter, sets K to that waiter's token
+// (with its TTL) and publishes to its process. The waiter returns at once,
+// with no further round trip. PUBLISH answers how many subscribers got the
+// message: 0 means the waiter's subscriber is gone (process dead, or its
+// subscription down), so the script moves on to the next waiter. Newcomers cannot barge
+// in: K is never free while a live waiter is queued.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "client/script.hpp"
+
+namespace lockon::detail {
+
+/// `K` + suffix in K's hash slot: K's own hash tag if it has a non-empty
+/// one, else "{K}:suffix".
+std::string companion_key(std::string_view key, std::string_view suffix);
+
+/// The channel on which subscriber `subscriber_id` (Subscriber::id()) hears
+/// of hand-overs of `key`: in key's hash slot, like the companion keys.
+std::string wake_channel(std::string_view key, std::string_view subscriber_id);
+
+namespace scripts {
+
+/// KEYS: lock, queue, fence counter, hand-over record.
+/// ARGV: queue entry, enqueue-if-missing ("1"/"0"), queue ttl ms, token is
+/// random ("1": K holding it can only mean an earlier attempt of ours won).
+/// Acquires when K was handed to this entry or when K is free and this
+/// waiter is first in line (handing over to the first live waiter ahead
+/// otherwise). Else queues the entry (if asked) and returns K's PTTL.
+/// Returns {1, fence, denied} when acquired, {0, pttl, denied} when not
+/// (pttl -1: no expiry, -2: free and just handed to a waiter ahead), and
+/// {-1, 0, denied} when K holds this caller-chosen token for someone else.
+/// denied = 1 when a wake-up could not be published (ACL channel rights).
+const Script& wait_attempt();
+
+/// Fences below this cannot be server-clock based (µs since 1970: before
+/// September 2001): the counter was missing, and the fast path's INCR must
+/// be raised to the clock by floor_fence().
+inline constexpr long long kFenceFloor = 1'000'000'000'000'000LL;
+
+/// KEYS: lock, queue, fence counter, hand-over record. ARGV: token.
+/// If K holds the token: sets the counter to max(counter + 1, server TIME
+/// in µs) with the counter's expiry, and returns it; else returns 0.
+const Script& floor_fence();
+
+/// KEYS: lock, queue, fence counter, hand-over record. ARGV: token.
+/// If K holds the token: hands K to the first live waiter or deletes it.
+/// Returns 1 if released, 2 if released but a wake-up could not be
+/// published (ACL channel rights), 0 if not owned.
+const Script& release();
+
+/// KEYS: lock. ARGV: token, ms, replace ("1"/"0").
+/// Returns 1 if extended, 0 if not owned, -1 if the key has no expiry.
+const Script& extend();
+
+/// KEYS: lock. ARGV: token, ttl ms, only-grow ("1": PEXPIRE GT, never
+/// shortening a hand-extended lease; "0": reset to ttl). Returns 1 or 0.
+const Script& renew();
+
+/// KEYS: lock, queue, fence counter, hand-over record. ARGV: queue entry.
+/// Removes a waiter that gives up; if K holds its token (handed to it
+/// meanwhile, or won by an attempt whose reply was lost), passes K on to the
+/// next live waiter. Returns 1 if K held its token (3: and a wake-up could
+/// not be published), else 0.
+const Script& cancel_wait();
+
+}  // namespace scripts
+}  // namespace lockon::detail

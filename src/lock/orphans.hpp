@@ -1,0 +1,97 @@
+// Background clean-up of lock attempts whose outcome the caller never learnt.
+//
+// A waiter that gives up removes its queue entry (cancel_wait), and passes
+// the lock on if a release handed it over meanwhile. When that cancel fails
+// (a network blip, a stalled server at the waiter's deadline), the entry
+// stays queued: if the process still listens on the key's wake channel
+// (another thread waits on the same key, the normal case with lock_on),
+// PUBLISH counts it alive and the key is handed to a token nobody holds, for
+// a whole lease (forever with no_expiry). Likewise an acquisition whose
+// reply was lost (timeout, dropped connection) may have been granted, or
+// may be granted later when a stalled server resumes.
+//
+// Such "orphans" are adopted here: a background thread runs the cancel
+// script (remove the entry; if the key holds the orphan's token, hand it to
+// the next live waiter or delete it) until it succeeds, at growing intervals
+// capped at kMaxRetryInterval, so a stall costs at most about that much
+// after the server is back. Because a request sent before a stall can still
+// execute after our later clean-up (the server serves its connections in no
+// guaranteed order), an orphan of an unknown outcome is cleaned once more
+// after kSecondSweep.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/fork.hpp"
+
+namespace lockon::detail {
+
+class ClientImpl;
+
+struct Orphan {
+  std::shared_ptr<ClientImpl> client;
+  std::string name;          // lock key
+  std::string queue_key;
+  std::string fence_key;
+  std::string record_key;
+  std::string entry;         // "<sid>|<waiter id>|<ttl>|<fenced>|<token>" (see lock_scripts.hpp)
+  bool unknown_outcome = false;  // a request may still execute later: sweep twice
+};
+
+class Orphans {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kFirstRetry{20};
+  static constexpr std::chrono::milliseconds kMaxRetryInterval{250};
+  static constexpr std::chrono::milliseconds kSecondSweep{1000};
+  /// Queue entries expire by then anyway (the queue's TTL).
+  static constexpr std::chrono::minutes kGiveUpAfter{10};
+
+  static Orphans& instance();
+
+  /// Takes over the clean-up. Never blocks on I/O, never throws.
+  void adopt(Orphan orphan) noexcept;
+
+  /// Orphans not yet cleaned (for tests and diagnostics).
+  std::size_t pending();
+
+  ~Orphans();
+
+ private:
+  struct Job {
+    Orphan orphan;
+    Clock::time_point due;
+    Clock::time_point give_up_at;
+    std::chrono::milliseconds interval;
+    int sweeps_left;
+  };
+
+  // Everything the thread shares, per process: a child forked while the
+  // thread ran (or while the mutex was held) starts from a fresh State and
+  // leaves its copy of the parent's untouched (its thread does not exist
+  // there; destroying it would wait for it forever).
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<Job> jobs;
+    bool stopping = false;
+    std::thread thread;
+  };
+
+  Orphans();
+  State& state() { return state_.get([] { return std::make_unique<State>(); }); }
+  static void run(State& state);
+  static bool clean(const Orphan& orphan) noexcept;
+
+  ForkLocal<State> state_;
+};
+
+}  // namespace lockon::detail

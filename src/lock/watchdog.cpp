@@ -1,0 +1,279 @@
+#include "lock/watchdog.hpp"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include "client/client_impl.hpp"
+#include "common/fork.hpp"
+#include "lock/lock_scripts.hpp"
+#include "client/script.hpp"
+
+namespace lockon::detail {
+namespace {
+
+using Clock = RenewalEntry::Clock;
+
+// After a failed renewal, try again soon rather than waiting a full interval:
+// the lease is running out.
+constexpr std::chrono::milliseconds kRetryAfterIoError{50};
+
+std::chrono::milliseconds renew_interval(const RenewalEntry& entry) {
+  return std::max(entry.ttl / 3, std::chrono::milliseconds(1));
+}
+
+
+// A loss found during a round, declared once the round released every
+// entry mutex.
+struct PendingLoss {
+  std::shared_ptr<LeaseSignal> signal;
+  LossReason reason;
+  const char* detail;
+};
+
+// Applies a renewal outcome to an entry whose mutex the caller holds.
+void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, std::vector<PendingLoss>& losses) {
+  const auto now = Clock::now();
+  switch (result) {
+    case RenewResult::renewed:
+      entry.lease_expires = add_saturating(sent_at, entry.ttl);
+      entry.signal->set_lease_end(entry.lease_expires);
+      entry.next_due = add_saturating(now, renew_interval(entry));
+      return;
+    case RenewResult::not_owned:
+      entry.active = false;
+      losses.push_back({entry.signal, LossReason::taken, "renewal found the key gone or held by another owner"});
+      return;
+    case RenewResult::unreachable:
+      entry.active = false;
+      losses.push_back({entry.signal, LossReason::unreachable, "renewal could not reach a majority before the lease ended"});
+      return;
+    case RenewResult::io_error:
+      if (now + kRetryAfterIoError >= entry.lease_expires) {
+        entry.active = false;
+        losses.push_back({entry.signal, LossReason::unreachable, "renewals failed until the lease could have lapsed"});
+      } else {
+        entry.next_due = now + kRetryAfterIoError;
+      }
+      return;
+  }
+}
+
+// Renews the single-instance entries of one server in one pipeline. Caller
+// holds every entry's mutex.
+void renew_pipelined(ClientImpl& client, const std::vector<RenewalEntry*>& entries, std::vector<PendingLoss>& losses) {
+  const auto sent_at = Clock::now();
+  std::vector<RenewResult> results(entries.size(), RenewResult::io_error);
+  try {
+    auto connection = client.pool().borrow();
+    connection->ensure_connected();
+    std::vector<std::string> ttls;
+    ttls.reserve(entries.size());
+    for (RenewalEntry* entry : entries) {
+      ttls.push_back(std::to_string(entry->ttl.count()));
+      const std::array<std::string_view, 1> keys{entry->name};
+      const std::array<std::string_view, 3> args{entry->token, ttls.back(), "1"};
+      append_evalsha(*connection, scripts::renew(), keys, args);
+    }
+    std::vector<ReplyPtr> replies;
+    replies.reserve(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) replies.push_back(connection->read_reply("renew lease"));
+    // NOSCRIPT (after a restart or SCRIPT FLUSH) is redone with EVAL once all
+    // pipelined replies are consumed.
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::array<std::string_view, 1> keys{entries[i]->name};
+      const std::array<std::string_view, 3> args{entries[i]->token, ttls[i], "1"};
+      ReplyPtr reply = resolve_noscript(*connection, scripts::renew(), keys, args, std::move(replies[i]), "renew lease");
+      if (reply->type == REDIS_REPLY_INTEGER) results[i] = reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
+    }
+  } catch (...) {
+    // Connection-level failure: every entry of this batch keeps io_error.
+  }
+  for (std::size_t i = 0; i < entries.size(); ++i) settle(*entries[i], results[i], sent_at, losses);
+}
+
+}  // namespace
+
+// One renewal thread and its entries: everything the old single watchdog
+// did, for the entries of one server.
+class Watchdog::Lane {
+ public:
+  ~Lane() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void add(std::shared_ptr<RenewalEntry> entry) {
+    bool wake = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (entries_.size() >= compact_at_) {
+        std::erase_if(entries_, [](const std::shared_ptr<RenewalEntry>& e) {
+          std::unique_lock entry_lock(e->mutex, std::try_to_lock);
+          return entry_lock.owns_lock() && !e->active;
+        });
+        compact_at_ = std::max<std::size_t>(256, 2 * entries_.size());
+      }
+      wake = entry->next_due < planned_wake_;
+      entries_.push_back(std::move(entry));
+      if (!running_) {
+        // The previous thread (if any) left its loop and is ending.
+        if (thread_.joinable()) thread_.join();
+        running_ = true;
+        planned_wake_ = Clock::time_point::min();
+        thread_ = std::thread([this] { run(); });
+      }
+    }
+    if (wake) changed_.notify_all();
+  }
+
+ private:
+  // A lane without entries ends its thread after this long; add() starts a
+  // new one. Tests and tools talk to many short-lived servers.
+  static constexpr std::chrono::seconds kIdleExit{5};
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    auto idle_since = Clock::now();
+    while (!stopping_) {
+      auto next_wake = Clock::time_point::max();
+      std::vector<std::shared_ptr<RenewalEntry>> due;
+      const auto now = Clock::now();
+      std::erase_if(entries_, [&](const std::shared_ptr<RenewalEntry>& entry) {
+        std::unique_lock entry_lock(entry->mutex, std::try_to_lock);
+        if (!entry_lock.owns_lock()) return false;  // being stopped right now
+        if (!entry->active) return true;
+        const auto when = std::min(entry->next_due, entry->hold_deadline);
+        if (when <= now) due.push_back(entry);
+        else next_wake = std::min(next_wake, when);
+        return false;
+      });
+      if (entries_.empty()) {
+        if (now - idle_since >= kIdleExit) break;
+        next_wake = idle_since + kIdleExit;
+      } else {
+        idle_since = now;
+      }
+      if (due.empty()) {
+        planned_wake_ = next_wake;
+        changed_.wait_until(lock, next_wake);
+        continue;
+      }
+      planned_wake_ = Clock::time_point::min();  // busy: add() need not wake us
+      lock.unlock();
+      renew_due(due);
+      lock.lock();
+    }
+    running_ = false;
+  }
+
+  static void renew_due(std::vector<std::shared_ptr<RenewalEntry>>& due) {
+    std::vector<PendingLoss> losses;
+    {
+      // Lock every due entry for the whole renewal: stop() waits on it.
+      std::vector<std::unique_lock<std::mutex>> held;
+      std::map<ClientImpl*, std::vector<RenewalEntry*>> batches;
+      std::vector<RenewalEntry*> singles;
+      held.reserve(due.size());
+      const auto now = Clock::now();
+      for (auto& entry : due) {
+        std::unique_lock entry_lock(entry->mutex);
+        if (!entry->active) continue;
+        if (now >= entry->hold_deadline) {
+          // max_hold reached: no more renewals; report the loss once the
+          // lease has run out.
+          if (now >= entry->lease_expires) {
+            entry->active = false;
+            losses.push_back({entry->signal, LossReason::max_hold, "maximum hold time reached; renewal stopped"});
+          } else {
+            entry->next_due = entry->lease_expires;
+            entry->hold_deadline = entry->lease_expires;
+          }
+          continue;
+        }
+        if (entry->client) batches[entry->client.get()].push_back(entry.get());
+        else singles.push_back(entry.get());
+        held.push_back(std::move(entry_lock));
+      }
+      for (auto& [client, entries] : batches) renew_pipelined(*client, entries, losses);
+      for (RenewalEntry* entry : singles) {
+        const auto sent_at = Clock::now();
+        RenewResult result = RenewResult::io_error;
+        try {
+          result = entry->renew();
+        } catch (...) {
+        }
+        settle(*entry, result, sent_at, losses);
+      }
+    }
+    // No entry mutex is held any more: callbacks may unlock other locks.
+    for (PendingLoss& loss : losses) loss.signal->declare_lost(loss.reason, loss.detail);
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::shared_ptr<RenewalEntry>> entries_;
+  // When the thread will next look at the entries by itself. add() wakes it
+  // only for an entry due earlier, so a lock/unlock loop costs no thread
+  // wake-up per acquisition.
+  Clock::time_point planned_wake_ = Clock::time_point::min();
+  // add() drops stopped entries once the vector reaches this size.
+  std::size_t compact_at_ = 256;
+  bool stopping_ = false;
+  bool running_ = false;
+  std::thread thread_;
+};
+
+Watchdog& Watchdog::instance() {
+  // OpenSSL first, configuration included, on the caller's thread. Exit-time
+  // handlers run in reverse order of registration, so OpenSSL's cleanup then
+  // runs after this object's destructor joined the threads. And a renewal
+  // thread must not be the one that loads OpenSSL's configuration: the error
+  // state OpenSSL allocates for that thread during loading is never freed
+  // (LeakSanitizer reported it at exit, after a renewal computed a script's
+  // SHA1 first).
+  static const int openssl_ready = OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, nullptr);
+  static Watchdog watchdog;
+  (void)openssl_ready;
+  return watchdog;
+}
+
+Watchdog::Watchdog() : lanes_([] { return std::make_unique<Lanes>(); }) {}
+
+Watchdog::~Watchdog() {
+  Lanes* current = lanes_.here();
+  if (current == nullptr) return;
+  std::map<std::string, std::shared_ptr<Lane>> lanes;
+  {
+    std::lock_guard lock(current->mutex);
+    lanes.swap(current->by_server);
+  }
+  lanes.clear();  // joins every lane's thread before the Lanes go
+}
+
+void Watchdog::add(std::shared_ptr<RenewalEntry> entry) {
+  entry->generation = fork_generation();
+  Lanes& all = lanes();
+  std::shared_ptr<Lane> lane;
+  {
+    std::lock_guard lock(all.mutex);
+    auto& slot = all.by_server[entry->client ? entry->client->endpoint() : std::string()];
+    if (!slot) slot = std::make_shared<Lane>();
+    lane = slot;
+  }
+  lane->add(std::move(entry));
+}
+
+void Watchdog::stop(RenewalEntry& entry) noexcept {
+  if (entry.generation != fork_generation()) return;  // the parent's, in a child
+  std::lock_guard lock(entry.mutex);
+  entry.active = false;
+}
+
+}  // namespace lockon::detail
