@@ -8,6 +8,7 @@
 //   │   └── UnsupportedServerError  the server is older than Redis 7.0
 //   ├── IoError                the server could not be talked to (infrastructure)
 //   │   ├── ConnectError       refused / unreachable / no byte sent: NOT sent
+//   │   │   └── TlsError       TLS handshake or certificate verification failed
 //   │   ├── TimeoutError       a command outlived its socket timeout: MAYBE ran
 //   │   ├── ClosedError        the connection dropped mid-command: MAYBE ran
 //   │   └── ProtocolError      the bytes on the wire made no sense: MAYBE ran
@@ -93,6 +94,16 @@ class IoError : public Error {
 class ConnectError : public IoError {
  public:
   using IoError::IoError;
+};
+
+/// The TLS handshake failed: the server's certificate did not verify
+/// (unknown CA, host name mismatch, expired), the server demanded a client
+/// certificate, the peer does not speak TLS (a plaintext port behind
+/// `rediss://`), or the TLS settings are unusable (unreadable CA file, key
+/// not matching the certificate). The message says which. Nothing was sent.
+class TlsError : public ConnectError {
+ public:
+  using ConnectError::ConnectError;
 };
 
 /// A command's reply did not arrive within the socket timeout; whether the

@@ -9,8 +9,47 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lockon {
+
+/// TLS settings (`rediss://`, `rediss-sentinel://`, `rediss-cluster://`).
+/// Names follow redis-cli's flags; each is also a URL query parameter
+/// (`?cacert=/path&sni=name`). Verification of the server's certificate
+/// chain and host name is on unless `insecure` is set explicitly.
+struct TlsOptions {
+  /// Whether connections use TLS (set by the `rediss` schemes).
+  bool enabled = false;
+  /// PEM file of trusted CA certificates. With cacertdir also empty, the
+  /// system's default store is used.
+  std::string cacert{};
+  /// Directory of trusted CA certificates (hashed names, `openssl rehash`).
+  std::string cacertdir{};
+  /// Client certificate (PEM) for mutual TLS; needs `key`.
+  std::string cert{};
+  /// Private key (PEM) of `cert`.
+  std::string key{};
+  /// Server name sent in the handshake (SNI) and checked against the
+  /// certificate. Empty: the host the connection goes to.
+  std::string sni{};
+  /// Skip all verification of the server's certificate. Never a default;
+  /// for tests and throwaway set-ups only.
+  bool insecure = false;
+};
+
+/// What kind of Redis deployment the options describe.
+enum class Deployment {
+  standalone,  ///< one server (host/port or unix_path)
+  sentinel,    ///< a master found through Redis Sentinel (`seeds` are sentinels)
+  cluster,     ///< Redis Cluster (`seeds` are any of its nodes)
+};
+
+/// One host:port, as listed in a Sentinel or Cluster URL.
+struct NodeAddress {
+  std::string host;
+  int port = 6379;
+  friend bool operator==(const NodeAddress&, const NodeAddress&) = default;
+};
 
 /// Where and how to connect to one Redis server.
 struct ConnectionOptions {
@@ -32,17 +71,40 @@ struct ConnectionOptions {
   std::chrono::milliseconds socket_timeout{1000};
   /// Enable TCP keep-alive probes so a silently dead peer is noticed.
   bool keepalive = true;
+  /// TLS; off unless a `rediss` scheme or `tls.enabled`.
+  TlsOptions tls{};
 
-  /// "host:port", "[v6]:port" or "unix:/path" — for messages and logs.
+  /// Standalone (default), Sentinel or Cluster. For sentinel and cluster,
+  /// `seeds` lists the sentinels / seed nodes; host and port are the first
+  /// seed and are replaced by the node actually in use.
+  Deployment deployment = Deployment::standalone;
+  std::vector<NodeAddress> seeds{};
+  /// Sentinel: the monitored master's name (the URL's `#fragment`).
+  std::string master_name{};
+  /// Sentinel: credentials for the sentinels themselves (URL user/password
+  /// are the master's). Empty: sentinels are contacted without AUTH.
+  std::string sentinel_user{};
+  std::string sentinel_password{};
+
+  /// "host:port", "[v6]:port" or "unix:/path" — for messages and logs;
+  /// "sentinel:NAME@h:p,h:p" and "cluster:h:p,h:p" for those deployments.
   /// Never contains credentials.
   std::string endpoint() const;
 
   /// Parses
   ///   redis://[[user]:password@]host[:port][/db][?query]
+  ///   rediss://...                      (TLS, same form)
   ///   unix:///path/to.sock[?db=N&...]
+  ///   redis-sentinel://[[user]:password@]host:port[,host:port...][/db][?query]#master
+  ///   rediss-sentinel://...             (TLS to sentinels and master)
+  ///   redis-cluster://[[user]:password@]host:port[,host:port...][?query]
+  ///   rediss-cluster://...              (TLS)
   /// Host may be a name, an IPv4 address or a bracketed IPv6 address
   /// ("[::1]"). Query parameters: `connect_timeout`, `socket_timeout`
-  /// (durations, see parse_duration), `db`, `keepalive` (0/1/true/false).
+  /// (durations, see parse_duration), `db`, `keepalive` (0/1/true/false);
+  /// with a `rediss` scheme also `cacert`, `cacertdir`, `cert`, `key`, `sni`
+  /// (percent-decoded) and `insecure` (true/false). A cluster URL takes no
+  /// database index (Cluster has only db 0); a sentinel URL needs `#master`.
   /// User and password are percent-decoded. Throws ConfigError naming what is
   /// wrong; the message never contains the password.
   static ConnectionOptions from_url(std::string_view url);

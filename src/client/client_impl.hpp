@@ -31,6 +31,13 @@ class ClientImpl {
   /// (in a forked child: its own).
   Subscriber& subscriber();
 
+  // The topology seam: the lock layer asks for the pool and the subscriber
+  // of the node that serves a lock key. One server: always the same. Under
+  // Sentinel: the current master's (moved on a switch). Under Cluster: the
+  // master owning the key's slot.
+  Pool& pool_for(std::string_view key) { static_cast<void>(key); return pool(); }
+  Subscriber& subscriber_for(std::string_view key) { static_cast<void>(key); return subscriber(); }
+
  private:
   struct State {
     State(const ConnectionOptions& options, PoolOptions limits) : pool(options, limits) {}

@@ -86,9 +86,20 @@ void apply_query(std::string_view query, ConnectionOptions& options) {
         options.db = parse_db(value);
       } else if (key == "keepalive") {
         options.keepalive = parse_bool(key, value);
+      } else if (key == "cacert" || key == "cacertdir" || key == "cert" || key == "key" || key == "sni" ||
+                 key == "insecure") {
+        if (!options.tls.enabled)
+          url_error("query parameter '" + std::string(key) + "' needs a TLS scheme (rediss://...)");
+        if (key == "insecure") options.tls.insecure = parse_bool(key, value);
+        else if (key == "cacert") options.tls.cacert = percent_decode(value, key);
+        else if (key == "cacertdir") options.tls.cacertdir = percent_decode(value, key);
+        else if (key == "cert") options.tls.cert = percent_decode(value, key);
+        else if (key == "key") options.tls.key = percent_decode(value, key);
+        else options.tls.sni = percent_decode(value, key);
       } else {
         url_error("unknown query parameter '" + std::string(key) +
-                  "' (known: connect_timeout, socket_timeout, db, keepalive)");
+                  "' (known: connect_timeout, socket_timeout, db, keepalive; with rediss: cacert, cacertdir, cert, "
+                  "key, sni, insecure)");
       }
     } catch (const ConfigError& e) {
       if (std::string_view(e.what()).starts_with("invalid Redis URL")) throw;
@@ -141,9 +152,18 @@ void parse_host_port(std::string_view hostport, ConnectionOptions& options) {
 }  // namespace
 
 std::string ConnectionOptions::endpoint() const {
+  const auto one = [](const std::string& h, int p) {
+    if (h.find(':') != std::string::npos) return "[" + h + "]:" + std::to_string(p);
+    return h + ":" + std::to_string(p);
+  };
+  if (deployment != Deployment::standalone) {
+    std::string out = deployment == Deployment::sentinel ? "sentinel:" + master_name + "@" : "cluster:";
+    if (seeds.empty()) return out + one(host, port);
+    for (std::size_t i = 0; i < seeds.size(); ++i) out += (i ? "," : "") + one(seeds[i].host, seeds[i].port);
+    return out;
+  }
   if (!unix_path.empty()) return "unix:" + unix_path;
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
+  return one(host, port);
 }
 
 ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
@@ -155,36 +175,55 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
   const std::string_view scheme = url.substr(0, scheme_end);
   std::string_view rest = url.substr(scheme_end + 3);
 
-  // The query starts at the first '?' after the last '@': like '@' and '/',
-  // a '?' inside the password must not split the URL there (it would put
-  // password bytes into the port, path or query, and so into messages).
+  // The fragment and the query start at the first '#' / '?' after the last
+  // '@': like '@' and '/', a '?' or '#' inside the password must not split
+  // the URL there (it would put password bytes into the port, path or
+  // query, and so into messages).
   const auto last_at = rest.rfind('@');
+  const std::size_t after_userinfo = last_at == std::string_view::npos ? 0 : last_at;
+  std::string_view fragment;
+  bool has_fragment = false;
+  if (const auto h = rest.find('#', after_userinfo); h != std::string_view::npos) {
+    fragment = rest.substr(h + 1);
+    rest = rest.substr(0, h);
+    has_fragment = true;
+  }
   std::string_view query;
-  if (const auto q = rest.find('?', last_at == std::string_view::npos ? 0 : last_at); q != std::string_view::npos) {
+  if (const auto q = rest.find('?', after_userinfo); q != std::string_view::npos) {
     query = rest.substr(q + 1);
     rest = rest.substr(0, q);
   }
 
   if (scheme == "unix") {
+    if (has_fragment) url_error("unexpected '#' fragment in a unix socket URL");
     if (rest.empty() || rest[0] != '/') url_error("unix socket path must be absolute (unix:///path/to.sock)");
     options.unix_path = std::string(rest);
     options.host.clear();
     apply_query(query, options);
     return options;
   }
-  if (scheme == "rediss") url_error("TLS (rediss://) is not supported by this build");
-  if (scheme != "redis") {
+  if (scheme == "redis" || scheme == "rediss") {
+    options.deployment = Deployment::standalone;
+  } else if (scheme == "redis-sentinel" || scheme == "rediss-sentinel") {
+    options.deployment = Deployment::sentinel;
+    options.port = 26379;  // a sentinel's default port
+  } else if (scheme == "redis-cluster" || scheme == "rediss-cluster") {
+    options.deployment = Deployment::cluster;
+  } else {
     // Echo only a well-formed scheme (RFC 3986: letters, digits, + - .): text
     // before a "://" that appears later in a scheme-less URL may be a password.
     constexpr std::string_view kSchemeChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.";
-    const bool well_formed = !scheme.empty() && scheme.size() <= 16 &&
+    const bool well_formed = !scheme.empty() && scheme.size() <= 20 &&
                              scheme.find_first_not_of(kSchemeChars) == std::string_view::npos;
-    if (!well_formed) url_error("unsupported scheme (expected redis or unix)");
-    url_error("unsupported scheme '" + std::string(scheme) + "' (expected redis or unix)");
+    constexpr std::string_view kExpected =
+        " (expected redis, rediss, unix, redis-sentinel, rediss-sentinel, redis-cluster or rediss-cluster)";
+    if (!well_formed) url_error("unsupported scheme" + std::string(kExpected));
+    url_error("unsupported scheme '" + std::string(scheme) + "'" + std::string(kExpected));
   }
+  options.tls.enabled = scheme.starts_with("rediss");
 
   // Credentials end at the LAST '@' before the path: passwords may contain '@'.
-  const auto slash = rest.find('/', rest.rfind('@') == std::string_view::npos ? 0 : rest.rfind('@'));
+  const auto slash = rest.find('/', after_userinfo);
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
 
@@ -202,9 +241,40 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
     if (!options.user.empty() && options.password.empty())
       url_error("user name given without a password");
   }
-  parse_host_port(authority, options);
-  if (!path.empty()) options.db = parse_db(path);
+  if (options.deployment == Deployment::standalone) {
+    if (has_fragment) url_error("unexpected '#' fragment (only sentinel URLs name a master with '#name')");
+    if (authority.find(',') != std::string_view::npos)
+      url_error("several hosts in a redis:// URL (use redis-sentinel:// or redis-cluster://; "
+                "for Redlock give one URL per node)");
+    parse_host_port(authority, options);
+  } else {
+    const int default_port = options.port;
+    while (true) {
+      const auto comma = authority.find(',');
+      ConnectionOptions node;
+      node.port = default_port;
+      parse_host_port(authority.substr(0, comma), node);
+      const NodeAddress address{node.host, node.port};
+      for (const NodeAddress& seen : options.seeds)
+        if (seen == address) url_error("host " + node.endpoint() + " is listed twice");
+      options.seeds.push_back(address);
+      if (comma == std::string_view::npos) break;
+      authority = authority.substr(comma + 1);
+    }
+    options.host = options.seeds.front().host;
+    options.port = options.seeds.front().port;
+  }
+  if (!path.empty()) {
+    if (options.deployment == Deployment::cluster) url_error("a cluster URL takes no database index (Redis Cluster has db 0 only)");
+    options.db = parse_db(path);
+  }
+  if (options.deployment == Deployment::sentinel) {
+    if (fragment.empty()) url_error("a sentinel URL needs the master's name after '#' (redis-sentinel://host:26379#mymaster)");
+    options.master_name = percent_decode(fragment, "master name");
+  }
   apply_query(query, options);
+  if (options.deployment == Deployment::cluster && options.db != 0)
+    url_error("a cluster URL takes no database index (Redis Cluster has db 0 only)");
   return options;
 }
 

@@ -136,7 +136,19 @@ std::vector<InvalidCase> invalid_cases() {
       {"NoSchemeWithPassword", ":hunter2@localhost:6379", "missing scheme", "hunter2"},
       {"SchemeLikeTextInsidePassword", "alice:hun://ter2@localhost", "unsupported scheme", "hun"},
       {"HttpScheme", "http://localhost:6379", "unsupported scheme 'http'"},
-      {"TlsScheme", "rediss://:hunter2@localhost:6380", "TLS", "hunter2"},
+      {"TlsParameterWithoutTls", "redis://:hunter2@h?cacert=/ca.pem", "needs a TLS scheme", "hunter2"},
+      {"BadInsecureFlag", "rediss://h?insecure=perhaps", "insecure"},
+      {"SeveralHostsInRedisUrl", "redis://:hunter2@a:1,b:2", "several hosts", "hunter2"},
+      {"FragmentInRedisUrl", "redis://h#mymaster", "fragment"},
+      {"FragmentInUnixUrl", "unix:///tmp/r.sock#m", "fragment"},
+      {"SentinelWithoutMaster", "redis-sentinel://:hunter2@h:26379", "master's name", "hunter2"},
+      {"SentinelEmptyMaster", "redis-sentinel://h:26379#", "master's name"},
+      {"SentinelDuplicateHost", "redis-sentinel://h:26379,h:26379#m", "listed twice"},
+      {"SentinelBadSecondPort", "redis-sentinel://h:26379,g:0#m", "port '0'"},
+      {"SentinelEmptyHostInList", "redis-sentinel://h:26379,#m", "missing host"},
+      {"ClusterWithDb", "redis-cluster://h:7000/1", "no database index"},
+      {"ClusterWithDbQuery", "redis-cluster://h:7000?db=2", "no database index"},
+      {"ClusterPasswordLeaks", "redis-cluster://:hunter2@h:0", "port '0'", "hunter2"},
       {"PortZero", "redis://:hunter2@h:0", "port '0'", "hunter2"},
       {"Port65536", "redis://h:65536", "port '65536'"},
       {"PortNotANumber", "redis://alice:hunter2@h:abc", "port 'abc'", "hunter2"},
@@ -211,7 +223,10 @@ TEST(UrlInvalidTable, NoMessageEverContainsAPasswordFragment) {
       "redis://alice:Zq?7Wx9@h:0",
       "redis://alice:Zq/7Wx9@h:0",
       "redis://alice:Zq:7Wx9@h:0",
-      "rediss://alice:" + secret + "@h",
+      "rediss://alice:" + secret + "@h:0",
+      "redis-sentinel://alice:" + secret + "@h:1",
+      "redis-sentinel://alice:Zq#7Wx9@h:0#m",
+      "redis-cluster://alice:" + secret + "@h:1,h:1",
       "ftp://alice:" + secret + "@h",
       "alice:Zq7://Wx9@h",
   };
@@ -305,3 +320,66 @@ TEST(UrlDuration, RejectsEmptyNegativeGarbageAndOverflow) {
 }
 
 }  // namespace
+
+// ------------------------------------------------ TLS, Sentinel and Cluster
+
+TEST(UrlTls, RedissEnablesTlsWithVerificationOn) {
+  const auto o = ConnectionOptions::from_url("rediss://alice:pw@cache.example:6380/2");
+  EXPECT_TRUE(o.tls.enabled);
+  EXPECT_FALSE(o.tls.insecure);
+  EXPECT_EQ(o.host, "cache.example");
+  EXPECT_EQ(o.port, 6380);
+  EXPECT_EQ(o.db, 2);
+  EXPECT_EQ(o.user, "alice");
+  EXPECT_EQ(o.deployment, lockon::Deployment::standalone);
+  EXPECT_FALSE(ConnectionOptions::from_url("redis://h").tls.enabled);
+}
+
+TEST(UrlTls, QueryParametersNamedLikeRedisCli) {
+  const auto o = ConnectionOptions::from_url(
+      "rediss://h?cacert=/etc/ca%20dir/ca.pem&cacertdir=/etc/certs&cert=/c.pem&key=/k.pem&sni=redis.internal"
+      "&insecure=false");
+  EXPECT_EQ(o.tls.cacert, "/etc/ca dir/ca.pem");
+  EXPECT_EQ(o.tls.cacertdir, "/etc/certs");
+  EXPECT_EQ(o.tls.cert, "/c.pem");
+  EXPECT_EQ(o.tls.key, "/k.pem");
+  EXPECT_EQ(o.tls.sni, "redis.internal");
+  EXPECT_FALSE(o.tls.insecure);
+  EXPECT_TRUE(ConnectionOptions::from_url("rediss://h?insecure=true").tls.insecure);
+}
+
+TEST(UrlSentinel, HostsMasterNameDbAndDefaultPort) {
+  const auto o = ConnectionOptions::from_url("redis-sentinel://u:pw@s1:26380,s2,[::1]:26381/3?socket_timeout=2s#my%20master");
+  EXPECT_EQ(o.deployment, lockon::Deployment::sentinel);
+  ASSERT_EQ(o.seeds.size(), 3u);
+  EXPECT_EQ(o.seeds[0], (lockon::NodeAddress{"s1", 26380}));
+  EXPECT_EQ(o.seeds[1], (lockon::NodeAddress{"s2", 26379}));
+  EXPECT_EQ(o.seeds[2], (lockon::NodeAddress{"::1", 26381}));
+  EXPECT_EQ(o.master_name, "my master");
+  EXPECT_EQ(o.db, 3);
+  EXPECT_EQ(o.user, "u");
+  EXPECT_EQ(o.password, "pw");
+  EXPECT_EQ(o.socket_timeout, 2s);
+  EXPECT_FALSE(o.tls.enabled);
+  EXPECT_EQ(o.endpoint(), "sentinel:my master@s1:26380,s2:26379,[::1]:26381");
+  EXPECT_EQ(o.endpoint().find("pw"), std::string::npos);
+  EXPECT_TRUE(ConnectionOptions::from_url("rediss-sentinel://s1#m").tls.enabled);
+}
+
+TEST(UrlSentinel, HashInsidePasswordDoesNotStartTheFragment) {
+  const auto o = ConnectionOptions::from_url("redis-sentinel://:p#ss@s1:26379#m");
+  EXPECT_EQ(o.password, "p#ss");
+  EXPECT_EQ(o.master_name, "m");
+}
+
+TEST(UrlCluster, SeedsAndTls) {
+  const auto o = ConnectionOptions::from_url("rediss-cluster://:pw@n1:7000,n2:7001?cacert=/ca.pem");
+  EXPECT_EQ(o.deployment, lockon::Deployment::cluster);
+  ASSERT_EQ(o.seeds.size(), 2u);
+  EXPECT_EQ(o.seeds[1], (lockon::NodeAddress{"n2", 7001}));
+  EXPECT_EQ(o.host, "n1");
+  EXPECT_EQ(o.port, 7000);
+  EXPECT_TRUE(o.tls.enabled);
+  EXPECT_EQ(o.tls.cacert, "/ca.pem");
+  EXPECT_EQ(o.endpoint(), "cluster:n1:7000,n2:7001");
+}
