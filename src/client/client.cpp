@@ -70,14 +70,7 @@ ClientImpl::ClientImpl(ConnectionOptions options, PoolOptions pool)
     : options_((validate(options), std::move(options))),
       limits_(pool),
       endpoint_(options_.endpoint()),
-      state_([this] { return std::make_unique<State>(options_, limits_); }) {}
-
-Subscriber& ClientImpl::subscriber() {
-  State& s = state();
-  std::lock_guard lock(s.subscriber_mutex);
-  if (!s.subscriber) s.subscriber = std::make_unique<Subscriber>(options_);
-  return *s.subscriber;
-}
+      state_([this] { return make_topology(options_, limits_); }) {}
 
 Reply to_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
   switch (reply.type) {

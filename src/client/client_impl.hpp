@@ -11,7 +11,7 @@
 #include "client/hiredis_handles.hpp"
 #include "lockon/client.hpp"
 #include "client/pool.hpp"
-#include "lock/subscriber.hpp"
+#include "client/topology.hpp"
 
 namespace lockon::detail {
 
@@ -21,39 +21,28 @@ class ClientImpl {
   ClientImpl(const ClientImpl&) = delete;
   ClientImpl& operator=(const ClientImpl&) = delete;
 
-  /// The connections of this process image: in a forked child, a fresh pool
-  /// (the parent's sockets are the parent's; see fork.hpp).
-  Pool& pool() { return state().pool; }
+  // The topology seam: the lock layer asks for the node serving a lock key
+  // (see topology.hpp) and keeps the shared_ptr for the whole exchange. In a
+  // forked child, a fresh topology: the parent's sockets are the parent's
+  // (see fork.hpp).
+  std::shared_ptr<Node> node_for(std::string_view key) { return topology().node_for(key); }
+  std::shared_ptr<Node> any_node() { return topology().any_node(); }
+  Topology& topology() { return state_.get([this] { return make_topology(options_, limits_); }); }
+
+  /// Standalone shorthands (tests, benchmarks, one-server paths): the pool
+  /// and subscriber of any_node(). Only valid while the topology keeps that
+  /// node, i.e. always for one server.
+  Pool& pool() { return any_node()->pool(); }
+  Subscriber& subscriber() { return any_node()->subscriber(); }
+
   const ConnectionOptions& options() const noexcept { return options_; }
   const std::string& endpoint() const noexcept { return endpoint_; }
 
-  /// The process's pub/sub connection to this server, started on first use
-  /// (in a forked child: its own).
-  Subscriber& subscriber();
-
-  // The topology seam: the lock layer asks for the pool and the subscriber
-  // of the node that serves a lock key. One server: always the same. Under
-  // Sentinel: the current master's (moved on a switch). Under Cluster: the
-  // master owning the key's slot.
-  Pool& pool_for(std::string_view key) { static_cast<void>(key); return pool(); }
-  Subscriber& subscriber_for(std::string_view key) { static_cast<void>(key); return subscriber(); }
-
  private:
-  struct State {
-    State(const ConnectionOptions& options, PoolOptions limits) : pool(options, limits) {}
-    Pool pool;
-    std::mutex subscriber_mutex;
-    std::unique_ptr<Subscriber> subscriber;
-  };
-
-  State& state() {
-    return state_.get([this] { return std::make_unique<State>(options_, limits_); });
-  }
-
   ConnectionOptions options_;
   PoolOptions limits_;
   std::string endpoint_;
-  ForkLocal<State> state_;
+  ForkLocal<Topology> state_;
 };
 
 /// Converts a hiredis reply to a value; error replies are thrown (mapped).

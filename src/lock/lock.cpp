@@ -173,6 +173,10 @@ class Lock::Impl {
     Clock::time_point queued_at;
     std::string entry;
     std::string token;
+    // The node whose subscriber holds `watch`: kept alive for the wait even
+    // if a failover or slot move retires it (declared before the watch, so
+    // destroyed after it).
+    std::shared_ptr<detail::Node> node;
     std::unique_ptr<detail::Subscriber::Watch> watch;
     Attempt last;
   };
@@ -326,9 +330,11 @@ class Lock::Impl {
   bool wait_for_turn(Clock::time_point deadline) {
     const bool resumed = wait_ != nullptr;
     if (!resumed) {
-      auto& subscriber = client_.impl()->subscriber();
+      auto node = client_.impl()->node_for(state_.name);
+      auto& subscriber = node->subscriber();
       const std::string waiter_id = detail::random_hex(8);
       wait_ = std::make_unique<Wait>();
+      wait_->node = std::move(node);
       wait_->token = token_;
       wait_->queued_at = Clock::now();
       wait_->entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (state_.options.fencing ? "1" : "0") +

@@ -22,9 +22,10 @@ ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view>
 
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   const std::array<std::string_view, 1> keys{name_};
-  auto connection = client_->pool().borrow();
+  const auto node = client_->node_for(name_);  // outlives the lease
+  auto connection = node->pool().borrow();
   ReplyPtr reply = eval(*connection, script, keys, args, operation);
-  check_reply(*reply, client_->endpoint(), operation);
+  check_reply(*reply, node->endpoint(), operation);
   return reply;
 }
 
@@ -57,30 +58,33 @@ ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::c
 ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string_view> args,
                                std::string_view operation, Clock::time_point until) {
   const std::array<std::string_view, 4> keys{name_, queue_key_, fence_key_, record_key_};
-  auto connection = client_->pool().borrow();
+  const auto node = client_->node_for(name_);  // outlives the lease
+  auto connection = node->pool().borrow();
   connection->ensure_connected();
   append_evalsha(*connection, script, keys, args);
   ReplyPtr reply = read_bounded(*connection, operation, until);
   if (!reply) return nullptr;
   // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
   reply = resolve_noscript(*connection, script, keys, args, std::move(reply), operation);
-  check_reply(*reply, client_->endpoint(), operation);
+  check_reply(*reply, node->endpoint(), operation);
   return reply;
 }
 
 ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::string_view operation,
                                   Clock::time_point until) {
-  auto connection = client_->pool().borrow();
+  const auto node = client_->node_for(name_);  // outlives the lease
+  auto connection = node->pool().borrow();
   connection->ensure_connected();
   connection->append(args);
   ReplyPtr reply = read_bounded(*connection, operation, until);
-  if (reply) check_reply(*reply, client_->endpoint(), operation);
+  if (reply) check_reply(*reply, node->endpoint(), operation);
   return reply;
 }
 
 std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const std::string_view>> commands,
                                                std::string_view operation, Clock::time_point until) {
-  auto connection = client_->pool().borrow();
+  const auto node = client_->node_for(name_);  // outlives the lease
+  auto connection = node->pool().borrow();
   connection->ensure_connected();
   for (const auto& command : commands) connection->append(command);
   std::vector<ReplyPtr> replies;

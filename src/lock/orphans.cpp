@@ -59,7 +59,8 @@ bool Orphans::clean(const Orphan& orphan) noexcept {
   try {
     const std::array<std::string_view, 4> keys{orphan.name, orphan.queue_key, orphan.fence_key, orphan.record_key};
     const std::array<std::string_view, 1> args{orphan.entry};
-    auto connection = orphan.client->pool().borrow();
+    const auto node = orphan.client->node_for(orphan.name);  // outlives the lease
+    auto connection = node->pool().borrow();
     ReplyPtr reply = eval(*connection, scripts::cancel_wait(), keys, args, "clean up an abandoned wait");
     return reply && reply->type == REDIS_REPLY_INTEGER;
   } catch (...) {

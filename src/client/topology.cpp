@@ -1,0 +1,30 @@
+#include "client/topology.hpp"
+
+#include "lock/subscriber.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+
+Node::Node(ConnectionOptions options, PoolOptions limits)
+    : pool_(std::move(options), limits), endpoint_(pool_.options().endpoint()) {}
+
+Node::~Node() = default;
+
+Subscriber& Node::subscriber() {
+  std::lock_guard lock(subscriber_mutex_);
+  if (!subscriber_) subscriber_ = std::make_unique<Subscriber>(pool_.options());
+  return *subscriber_;
+}
+
+std::unique_ptr<Topology> make_topology(const ConnectionOptions& options, PoolOptions limits) {
+  switch (options.deployment) {
+    case Deployment::standalone:
+      return std::make_unique<StandaloneTopology>(options, limits);
+    case Deployment::sentinel:
+    case Deployment::cluster:
+      break;
+  }
+  throw ConfigError("connection options: " + options.endpoint() + ": this deployment is not available in this build yet");
+}
+
+}  // namespace lockon::detail

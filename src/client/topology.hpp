@@ -1,0 +1,94 @@
+// Which Redis node serves a key: the topology layer of the client.
+//
+// A Node is one server this process talks to: its bounded connection pool
+// and, once a lock waits there, its pub/sub subscriber. A Topology maps a
+// lock key to the Node serving it now:
+//   - standalone: always the one node;
+//   - Sentinel: the current master, found through the sentinels; a switch
+//     retires the old master's Node (pool *and* subscriber) and makes a new
+//     one (sentinel_topology.*);
+//   - Cluster: the master owning the key's hash slot (cluster_topology.*).
+//
+// Nodes are handed out as shared_ptr: a caller keeps the Node it routed to
+// alive for the whole exchange even if the topology retires it meanwhile
+// (a failover, a slot move), so a pool lease can never outlive its pool.
+// Declare the Node before the lease: `auto node = ...; auto c = node->pool().borrow();`.
+//
+// Feedback: callers report what tells the topology its map may be stale (an
+// error reply such as MOVED/ASK/READONLY, a connection failure). The
+// topology decides whether and when to re-resolve; reporting never blocks on
+// the network. Retrying the caller's request is the caller's business (see
+// errors.hpp: only what certainly did not run is retried by the client).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "client/pool.hpp"
+#include "lockon/options.hpp"
+
+namespace lockon::detail {
+
+class Subscriber;
+
+class Node {
+ public:
+  /// `options` must describe one server (Deployment::standalone).
+  Node(ConnectionOptions options, PoolOptions limits);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  Pool& pool() noexcept { return pool_; }
+  /// The process's pub/sub connection to this node, started on first use.
+  Subscriber& subscriber();
+  const ConnectionOptions& options() const noexcept { return pool_.options(); }
+  /// "host:port" of this node (no credentials).
+  const std::string& endpoint() const noexcept { return endpoint_; }
+
+ private:
+  Pool pool_;
+  std::string endpoint_;
+  std::mutex subscriber_mutex_;
+  std::unique_ptr<Subscriber> subscriber_;
+};
+
+class Topology {
+ public:
+  virtual ~Topology() = default;
+
+  /// The node serving `key` now. May block to resolve the map the first
+  /// time (bounded by the connect timeout); throws ConnectError if no node
+  /// can be found.
+  virtual std::shared_ptr<Node> node_for(std::string_view key) = 0;
+  /// A node for commands without a key (PING, Client::command).
+  virtual std::shared_ptr<Node> any_node() = 0;
+
+  /// `node` answered a request with error reply `text` (e.g. "MOVED 3999
+  /// 127.0.0.1:7001", "READONLY ..."). Never blocks on the network.
+  virtual void report_error_reply(const Node& node, std::string_view text) noexcept {
+    static_cast<void>(node);
+    static_cast<void>(text);
+  }
+  /// A request to `node` failed with an I/O error (connection lost/refused).
+  virtual void report_io_failure(const Node& node) noexcept { static_cast<void>(node); }
+};
+
+/// One server: every key maps to the same node.
+class StandaloneTopology final : public Topology {
+ public:
+  StandaloneTopology(const ConnectionOptions& options, PoolOptions limits)
+      : node_(std::make_shared<Node>(options, limits)) {}
+  std::shared_ptr<Node> node_for(std::string_view) override { return node_; }
+  std::shared_ptr<Node> any_node() override { return node_; }
+
+ private:
+  std::shared_ptr<Node> node_;
+};
+
+/// The topology `options.deployment` asks for.
+std::unique_ptr<Topology> make_topology(const ConnectionOptions& options, PoolOptions limits);
+
+}  // namespace lockon::detail
