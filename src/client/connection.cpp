@@ -183,7 +183,10 @@ ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, 
     if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK)
       fail(IoFailure::protocol, IoStatus{.detail = reader_->errstr}, phase, operation);
     if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
-    const IoStatus status = transport_->read_some(buffer.data(), buffer.size());
+    // The socket-timeout path (most calls) waits inside one blocking read;
+    // a caller's deadline is waited for with poll below.
+    const IoStatus status = deadline == nullptr ? transport_->read_within(buffer.data(), buffer.size(), timeout_)
+                                                : transport_->read_some(buffer.data(), buffer.size());
     if (status.bytes > 0) {
       if (redisReaderFeed(reader_.get(), buffer.data(), status.bytes) != REDIS_OK)
         fail(IoFailure::protocol, IoStatus{.detail = reader_->errstr}, phase, operation);
@@ -191,6 +194,7 @@ ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, 
     }
     if (status.closed) fail(IoFailure::eof, status, phase, operation);
     if (status.failed()) fail(IoFailure::io, status, phase, operation);
+    if (deadline == nullptr) fail(IoFailure::timeout, status, phase, operation);
     // Past the deadline we still looked once (above): a reply that arrived
     // while we waited on a slower node is sitting in the socket buffer.
     // The reply is still owed: this connection's stream is out of step.

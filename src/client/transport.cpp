@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -22,17 +23,35 @@ namespace {
 
 using Clock = Transport::Clock;
 
-/// A plain socket (TCP or Unix): the kernel does all the work.
+/// A plain socket (TCP or Unix): the kernel does all the work. The socket
+/// itself is in blocking mode; read_some/write_some pass MSG_DONTWAIT, so
+/// they never wait, and read_within can block in recv() itself.
 class SocketTransport final : public Transport {
  public:
-  SocketTransport(int fd, std::string_view kind) noexcept : fd_(fd), kind_(kind) {}
+  SocketTransport(int fd, std::string_view kind) noexcept : fd_(fd), kind_(kind) {
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  }
   ~SocketTransport() override { ::close(fd_); }
 
   int fd() const noexcept override { return fd_; }
 
-  IoStatus read_some(char* data, std::size_t size) noexcept override {
+  IoStatus read_within(char* data, std::size_t size, std::chrono::milliseconds timeout) noexcept override {
+    if (timeout != receive_timeout_) {
+      timeval tv{};
+      tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+      tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+      if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) return IoStatus{.error = errno};
+      receive_timeout_ = timeout;
+    }
+    return receive(data, size, 0);
+  }
+
+  IoStatus read_some(char* data, std::size_t size) noexcept override { return receive(data, size, MSG_DONTWAIT); }
+
+  IoStatus receive(char* data, std::size_t size, int flags) noexcept {
     while (true) {
-      const ssize_t n = ::recv(fd_, data, size, 0);
+      const ssize_t n = ::recv(fd_, data, size, flags);
       if (n > 0) return IoStatus{.bytes = static_cast<std::size_t>(n)};
       if (n == 0) return IoStatus{.closed = true};
       if (errno == EINTR) continue;
@@ -45,7 +64,7 @@ class SocketTransport final : public Transport {
     while (true) {
       // MSG_NOSIGNAL: writing to a connection the peer reset (a killed
       // server) would otherwise raise SIGPIPE and kill the whole process.
-      const ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL);
+      const ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) return IoStatus{.bytes = static_cast<std::size_t>(n)};
       if (n == 0) return IoStatus{.error = EPIPE};
       if (errno == EINTR) continue;
@@ -59,6 +78,7 @@ class SocketTransport final : public Transport {
  private:
   int fd_;
   std::string_view kind_;
+  std::chrono::milliseconds receive_timeout_{0};  // SO_RCVTIMEO now set (0: none, the default)
 };
 
 int poll_timeout_ms(Clock::time_point deadline) {
@@ -181,6 +201,15 @@ std::unique_ptr<Transport> open_transport(const ConnectionOptions& options, cons
     throw ConfigError("connect on " + std::string(endpoint) + ": TLS is not available in this build yet");
   }
   return std::make_unique<SocketTransport>(fd, "tcp");
+}
+
+IoStatus Transport::read_within(char* data, std::size_t size, std::chrono::milliseconds timeout) noexcept {
+  const Clock::time_point deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+  while (true) {
+    IoStatus status = read_some(data, size);
+    if (status.want == Want::nothing || status.bytes > 0) return status;
+    if (!wait_ready(*this, status.want, deadline)) return status;
+  }
 }
 
 bool wait_ready(const Transport& transport, Want want, Clock::time_point deadline) noexcept {
