@@ -97,5 +97,7 @@ std::unique_ptr<Transport> open_tls_transport(int fd, const ConnectionOptions& o
 /// Waits until `transport` can go on with `want` or `deadline` passes.
 /// Returns false on timeout. Retries EINTR. A `want` of nothing returns true.
 bool wait_ready(const Transport& transport, Want want, Transport::Clock::time_point deadline) noexcept;
+/// The same for a bare socket (no user-space buffer to look at).
+bool wait_fd_ready(int fd, Want want, Transport::Clock::time_point deadline) noexcept;
 
 }  // namespace lockon::detail
