@@ -1,0 +1,333 @@
+#include "async/async_connection.hpp"
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <array>
+
+#include "async/async_connect.hpp"
+#include "client/connection.hpp"
+#include "client/error_map.hpp"
+#include "client/script.hpp"
+#include "client/server_version.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+
+namespace {
+constexpr std::size_t kReadChunk = 16 * 1024;
+enum class Handshake { none, hello, select };
+}  // namespace
+
+struct AsyncConnection::Request {
+  explicit Request(const Executor& executor) : signal(executor) {}
+  std::size_t expected = 0;
+  std::vector<ReplyPtr> replies;
+  std::uint64_t first_byte = 0;  // offset of its first byte on the socket
+  Handshake handshake = Handshake::none;
+  bool abandoned = false;
+  bool done = false;
+  std::exception_ptr error;
+  // Wakes the awaiting coroutine (cancel() = "look at done").
+  asio::steady_timer signal;
+};
+
+void append_script(std::string& out, const Script& script, bool by_sha, std::span<const std::string_view> keys,
+                   std::span<const std::string_view> args) {
+  const std::string numkeys = std::to_string(keys.size());
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back(by_sha ? "EVALSHA" : "EVAL");
+  argv.push_back(by_sha ? std::string_view(script.sha()) : std::string_view(script.body()));
+  argv.push_back(numkeys);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  append_resp(out, argv);
+}
+
+AsyncConnection::AsyncConnection(Executor executor, ConnectionOptions options)
+    : executor_(std::move(executor)),
+      options_(std::move(options)),
+      endpoint_(options_.endpoint()),
+      writer_signal_(executor_) {}
+
+AsyncConnection::~AsyncConnection() {
+  // Asio must not close the socket: the transport owns it.
+  if (descriptor_) {
+    asio::error_code ignored;
+    descriptor_->cancel(ignored);
+    static_cast<void>(descriptor_->release());
+  }
+}
+
+std::shared_ptr<AsyncConnection::Request> AsyncConnection::enqueue(std::string_view resp, std::size_t replies) {
+  ensure_connected();
+  auto request = std::make_shared<Request>(executor_);
+  request->expected = replies;
+  request->first_byte = queued_bytes_;
+  out_.append(resp);
+  queued_bytes_ += resp.size();
+  if (replies > 0) fifo_.push_back(request);
+  wake_writer();
+  return request;
+}
+
+void AsyncConnection::send_unowed(std::string_view resp) { static_cast<void>(enqueue(resp, 0)); }
+
+asio::awaitable<AsyncConnection::Outcome> AsyncConnection::exchange(std::string resp, std::size_t replies,
+                                                                    Clock::time_point until,
+                                                                    std::string_view operation) {
+  auto self = shared_from_this();
+  auto request = enqueue(resp, replies);
+  const auto timeout = options_.socket_timeout;
+  const auto socket_bound = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+  const bool caller_first = until < socket_bound;
+  request->signal.expires_at(caller_first ? until : socket_bound);
+  while (!request->done) {
+    auto [ec] = co_await request->signal.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    if (request->done) break;
+    if (ec == asio::error::operation_aborted) {
+      const auto state = co_await asio::this_coro::cancellation_state;
+      if (state.cancelled() != asio::cancellation_type::none) {
+        request->abandoned = true;  // its replies are read and dropped
+        co_return Outcome{Ended::cancelled, {}};
+      }
+      continue;  // a stray wake-up: look again
+    }
+    request->abandoned = true;
+    if (caller_first) co_return Outcome{Ended::deadline, {}};
+    throw TimeoutError(std::string(operation) + " on " + endpoint_ + ": timed out waiting for the reply");
+  }
+  if (request->error) std::rethrow_exception(request->error);
+  co_return Outcome{Ended::replied, std::move(request->replies)};
+}
+
+void AsyncConnection::ensure_connected() {
+  if (state_ == State::down) start_connect();
+}
+
+void AsyncConnection::start_connect() {
+  state_ = State::connecting;
+  const std::uint64_t generation = ++generation_;
+  out_.clear();
+  queued_bytes_ = 0;
+  written_bytes_ = 0;
+  reader_.reset(redisReaderCreate());
+  // HELLO 2 (with AUTH) and SELECT go first; callers' requests queue behind.
+  const std::string_view user = options_.user.empty() ? std::string_view("default") : std::string_view(options_.user);
+  auto hello = std::make_shared<Request>(executor_);
+  hello->expected = 1;
+  hello->handshake = Handshake::hello;
+  if (options_.password.empty()) {
+    const std::array<std::string_view, 2> args{"HELLO", "2"};
+    append_resp(out_, args);
+  } else {
+    const std::array<std::string_view, 5> args{"HELLO", "2", "AUTH", user, options_.password};
+    append_resp(out_, args);
+  }
+  fifo_.push_back(hello);
+  if (options_.db != 0) {
+    const std::string db = std::to_string(options_.db);
+    const std::array<std::string_view, 2> args{"SELECT", db};
+    auto select = std::make_shared<Request>(executor_);
+    select->expected = 1;
+    select->handshake = Handshake::select;
+    select->first_byte = out_.size();
+    append_resp(out_, args);
+    fifo_.push_back(select);
+  }
+  queued_bytes_ = out_.size();
+  asio::co_spawn(executor_, connect_and_run(generation), asio::detached);
+}
+
+asio::awaitable<void> AsyncConnection::connect_and_run(std::uint64_t generation) {
+  auto self = shared_from_this();
+  const auto bound = options_.connect_timeout.count() > 0 ? Clock::now() + options_.connect_timeout
+                                                          : Clock::time_point::max();
+  std::unique_ptr<Transport> transport;
+  std::exception_ptr error;
+  try {
+    transport = co_await async_open_transport(executor_, options_, bound, endpoint_);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (generation != generation_) co_return;  // closed meanwhile (the transport closes its socket)
+  if (error) {
+    fail(error, true);
+    co_return;
+  }
+  transport_ = std::move(transport);
+  descriptor_.emplace(executor_, transport_->fd());
+  asio::co_spawn(executor_, read_loop(generation), asio::detached);
+  asio::co_spawn(executor_, write_loop(generation), asio::detached);
+}
+
+void AsyncConnection::wake_writer() noexcept {
+  if (writer_idle_) {
+    writer_idle_ = false;
+    writer_signal_.cancel();
+  }
+}
+
+asio::awaitable<void> AsyncConnection::write_loop(std::uint64_t generation) {
+  auto self = shared_from_this();
+  while (generation == generation_) {
+    if (out_.empty()) {
+      // Requests that arrive before this runs again are written together.
+      writer_idle_ = true;
+      writer_signal_.expires_at(Clock::time_point::max());
+      co_await writer_signal_.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    const IoStatus status = transport_->write_some(out_.data(), out_.size());
+    if (status.bytes > 0) {
+      out_.erase(0, status.bytes);
+      written_bytes_ += status.bytes;
+      if (out_.capacity() > (std::size_t{1} << 20) && out_.empty()) out_ = std::string();
+      continue;
+    }
+    if (status.failed() || status.closed) {
+      try {
+        throw_io_status(status, false, endpoint_, "write");
+      } catch (...) {
+        fail(std::current_exception(), false);
+      }
+      co_return;
+    }
+    const auto wait = status.want == Want::read ? asio::posix::stream_descriptor::wait_read
+                                                : asio::posix::stream_descriptor::wait_write;
+    co_await descriptor_->async_wait(wait, asio::experimental::as_tuple(asio::use_awaitable));
+  }
+}
+
+asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
+  auto self = shared_from_this();
+  std::vector<char> buffer(kReadChunk);
+  while (generation == generation_) {
+    const IoStatus status = transport_->read_some(buffer.data(), buffer.size());
+    if (status.bytes > 0) {
+      if (redisReaderFeed(reader_.get(), buffer.data(), status.bytes) != REDIS_OK) {
+        fail(std::make_exception_ptr(ProtocolError("read on " + endpoint_ + ": protocol error")), false);
+        co_return;
+      }
+      while (generation == generation_) {
+        void* raw = nullptr;
+        if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+          fail(std::make_exception_ptr(ProtocolError("read on " + endpoint_ + ": protocol error: " +
+                                                     reader_->errstr)),
+               false);
+          co_return;
+        }
+        if (raw == nullptr) break;
+        on_reply(ReplyPtr(static_cast<redisReply*>(raw)));
+      }
+      if (generation != generation_) co_return;  // a reply failed the connection (handshake)
+      // A short read drained the socket: wait (a TLS record may still be
+      // buffered in user space; then read on).
+      if (status.bytes == buffer.size() || transport_->has_buffered_input()) continue;
+      co_await descriptor_->async_wait(asio::posix::stream_descriptor::wait_read,
+                                       asio::experimental::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    if (status.failed() || status.closed) {
+      try {
+        throw_io_status(status, written_bytes_ == 0, endpoint_, "read");
+      } catch (...) {
+        fail(std::current_exception(), false);
+      }
+      co_return;
+    }
+    const auto wait = status.want == Want::write ? asio::posix::stream_descriptor::wait_write
+                                                 : asio::posix::stream_descriptor::wait_read;
+    co_await descriptor_->async_wait(wait, asio::experimental::as_tuple(asio::use_awaitable));
+  }
+}
+
+void AsyncConnection::on_reply(ReplyPtr reply) {
+  if (fifo_.empty()) {
+    if (push_handler_) {
+      push_handler_(std::move(reply));
+      return;
+    }
+    fail(std::make_exception_ptr(ProtocolError("read on " + endpoint_ + ": a reply nobody asked for")), false);
+    return;
+  }
+  auto request = fifo_.front();
+  if (request->handshake != Handshake::none) {
+    fifo_.pop_front();
+    try {
+      if (request->handshake == Handshake::hello) {
+        check_hello_reply(*reply, endpoint_,
+                          options_.password.empty() ? "connection handshake: HELLO"
+                                                    : "connection handshake: HELLO with AUTH");
+        bool more = false;
+        for (const auto& r : fifo_) more = more || r->handshake == Handshake::select;
+        if (!more) {
+          state_ = State::up;
+          if (state_handler_) state_handler_(true, nullptr);
+        }
+      } else {
+        check_reply(*reply, endpoint_, "SELECT " + std::to_string(options_.db));
+        state_ = State::up;
+        if (state_handler_) state_handler_(true, nullptr);
+      }
+    } catch (...) {
+      fail(std::current_exception(), true);
+    }
+    return;
+  }
+  request->replies.push_back(std::move(reply));
+  if (request->replies.size() < request->expected) return;
+  fifo_.pop_front();
+  finish(*request);
+}
+
+void AsyncConnection::finish(Request& request) noexcept {
+  request.done = true;
+  if (!request.abandoned) request.signal.cancel();
+}
+
+void AsyncConnection::fail(std::exception_ptr error, bool from_handshake) noexcept {
+  if (state_ == State::down) return;
+  state_ = State::down;
+  ++generation_;
+  if (descriptor_) {
+    asio::error_code ignored;
+    descriptor_->cancel(ignored);
+    static_cast<void>(descriptor_->release());
+    descriptor_.reset();
+  }
+  transport_.reset();
+  writer_signal_.cancel();
+  writer_idle_ = false;
+  auto owed = std::move(fifo_);
+  fifo_.clear();
+  out_.clear();
+  for (auto& request : owed) {
+    if (request->handshake != Handshake::none) continue;
+    // Not a byte of it written: it certainly did not run.
+    if (!from_handshake && request->first_byte >= written_bytes_) {
+      try {
+        throw ConnectError("request on " + endpoint_ + ": connection lost before it was sent");
+      } catch (...) {
+        request->error = std::current_exception();
+      }
+    } else {
+      request->error = error;
+    }
+    finish(*request);
+  }
+  if (state_handler_) state_handler_(false, error);
+}
+
+void AsyncConnection::close() noexcept {
+  try {
+    fail(std::make_exception_ptr(ClosedError("request on " + endpoint_ + ": the client was closed")), false);
+  } catch (...) {
+  }
+}
+
+}  // namespace lockon::detail
