@@ -229,3 +229,5 @@ asio::awaitable<AsyncGuard> async_scoped(AsyncLock& lock);
 asio::awaitable<AsyncGuard> async_scoped(AsyncLock& lock, std::chrono::milliseconds timeout);
 
 }  // namespace lockon
+
+#include "lockon/async_locker.hpp"
