@@ -21,46 +21,15 @@
 namespace lockon::detail {
 namespace {
 
-timeval to_timeval(std::chrono::milliseconds ms) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
-  return tv;
-}
-
-// Our own send(2) rather than hiredis' write(2): MSG_NOSIGNAL. Writing to a
-// connection the peer has reset (a killed server, once a request needs a
-// second write or a keep-alive probe was answered with a reset) would
-// otherwise raise SIGPIPE, whose default action kills the whole process.
-// SO_SNDTIMEO (the socket timeout) bounds a blocked send with EAGAIN.
-// Returns the bytes written; on failure errno is set and fewer were.
-std::size_t send_all(int fd, std::string_view data) {
-  std::size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) errno = EPIPE;
-    break;
-  }
-  return sent;
-}
-
 std::int64_t coarse_now_ns() noexcept {
   timespec now{};
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
   return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
-// Records an errno failure as hiredis would, so the one mapping in
-// error_map applies.
-void record_io_error(redisContext* context, int saved_errno) {
-  context->err = REDIS_ERR_IO;
-  std::snprintf(context->errstr, sizeof context->errstr, "%s", std::strerror(saved_errno));
-  errno = saved_errno;
+Connection::Clock::time_point after(std::chrono::milliseconds timeout) noexcept {
+  if (timeout.count() <= 0) return Connection::Clock::time_point::max();
+  return Connection::Clock::now() + timeout;
 }
 
 }  // namespace
@@ -90,17 +59,16 @@ void append_resp(std::string& out, std::span<const std::string_view> args) {
 Connection::Connection(ConnectionOptions options)
     : options_(std::move(options)), endpoint_(options_.endpoint()) {}
 
-int Connection::fd() const noexcept { return context_ ? context_->fd : -1; }
+Connection::Clock::time_point Connection::timeout_deadline() const noexcept { return after(timeout_); }
 
-void Connection::fail(std::string_view operation) {
-  const int saved_errno = errno;
+void Connection::fail(IoFailure failure, const IoStatus& status, Phase phase, std::string_view operation) {
   broken_ = true;
-  throw_context_error(context_.get(), saved_errno, Phase::command, endpoint_, operation);
+  throw_io_error(failure, status.error, status.detail, phase, endpoint_, operation);
 }
 
-void Connection::fail_send(int saved_errno, std::string_view operation) {
-  record_io_error(context_.get(), saved_errno);
-  fail(operation);
+bool Connection::has_buffered_input() const noexcept {
+  if (reader_ && reader_->len > reader_->pos) return true;
+  return transport_ && transport_->has_buffered_input();
 }
 
 // An idle request/reply socket has nothing to read: readable bytes, EOF or
@@ -117,20 +85,20 @@ bool Connection::stale() noexcept {
   // Opened and then left alone before its handshake was read: cheaper to
   // open again than to tell its replies from a close.
   if (handshake_replies_ > 0) return true;
-  const redisReader* reader = context_->reader;
-  if (reader != nullptr && reader->len > reader->pos) return true;  // unread reply bytes
-  pollfd probe{context_->fd, POLLIN | POLLRDHUP, 0};
+  if (has_buffered_input()) return true;  // unread reply bytes
+  pollfd probe{transport_->fd(), POLLIN | POLLRDHUP, 0};
   const int n = ::poll(&probe, 1, 0);
   return n != 0;  // readable, hung up, or poll itself failed: not to be trusted
 }
 
 void Connection::ensure_connected() {
-  if (context_ && !broken_ && (owes_replies() || !stale())) return;
+  if (transport_ && !broken_ && (owes_replies() || !stale())) return;
   open(false);
 }
 
 void Connection::open(bool keep_queued) {
-  context_.reset();
+  transport_.reset();
+  reader_.reset();
   broken_ = true;  // until connected
   in_flight_ = 0;
   used_ = false;
@@ -142,24 +110,19 @@ void Connection::open(bool keep_queued) {
     queued_ = 0;  // requests queued for the broken socket are not replayed
   }
   out_.clear();
-  current_timeout_ = std::chrono::milliseconds(-1);
-  redisContext* raw = nullptr;
-  const bool bounded = options_.connect_timeout.count() > 0;
-  if (!options_.unix_path.empty()) {
-    raw = bounded ? redisConnectUnixWithTimeout(options_.unix_path.c_str(), to_timeval(options_.connect_timeout))
-                  : redisConnectUnix(options_.unix_path.c_str());
-  } else {
-    raw = bounded ? redisConnectWithTimeout(options_.host.c_str(), options_.port, to_timeval(options_.connect_timeout))
-                  : redisConnect(options_.host.c_str(), options_.port);
-  }
-  ContextPtr context(raw);
-  if (!context || context->err) {
-    const int saved_errno = errno;
+  try {
+    transport_ = open_transport(options_, options_.unix_path.empty() ? options_.host : std::string(), options_.port,
+                                after(options_.connect_timeout), endpoint_);
+  } catch (...) {
     queued_ = 0;
-    throw_context_error(context.get(), saved_errno, Phase::connect, endpoint_, "connect");
+    throw;
   }
-  if (options_.keepalive && options_.unix_path.empty()) redisEnableKeepAlive(context.get());
-  context_ = std::move(context);
+  reader_.reset(redisReaderCreate());
+  if (!reader_) {
+    transport_.reset();
+    queued_ = 0;
+    throw ConnectError("connect on " + endpoint_ + ": cannot allocate a reply reader");
+  }
   restore_timeout();
   // HELLO 2 checks the server's version and, carrying AUTH, authenticates;
   // SELECT follows. Both go out in the same write as the first requests.
@@ -182,36 +145,60 @@ void Connection::open(bool keep_queued) {
   last_use_ns_ = coarse_now_ns();
 }
 
-ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation) {
-  redisContext* context = context_.get();
-  const auto failed = [&] {
-    const int saved_errno = errno;
-    broken_ = true;
-    throw_context_error(context, saved_errno, phase, endpoint_, operation);
-  };
-  if (deadline == nullptr) {
-    void* raw = nullptr;
-    if (redisGetReply(context, &raw) != REDIS_OK) failed();
-    return ReplyPtr(static_cast<redisReply*>(raw));
+bool Connection::pump_input() noexcept {
+  if (!transport_ || !reader_) return false;
+  std::array<char, 16384> buffer{};
+  while (true) {
+    const IoStatus status = transport_->read_some(buffer.data(), buffer.size());
+    if (status.bytes > 0) {
+      if (redisReaderFeed(reader_.get(), buffer.data(), status.bytes) != REDIS_OK) break;
+      // A short read emptied the socket; TLS may still hold a record.
+      if (status.bytes < buffer.size() && !transport_->has_buffered_input()) return true;
+      continue;
+    }
+    if (status.want != Want::nothing && !status.failed() && !status.closed) return true;
+    break;  // EOF or an error
   }
+  broken_ = true;
+  return false;
+}
+
+bool Connection::take_buffered_reply(ReplyPtr& reply) noexcept {
+  reply.reset();
+  if (!reader_) return false;
+  void* raw = nullptr;
+  if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+    broken_ = true;
+    return false;
+  }
+  reply.reset(static_cast<redisReply*>(raw));
+  return true;
+}
+
+ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation) {
+  const Clock::time_point until = deadline != nullptr ? *deadline : timeout_deadline();
+  std::array<char, 16384> buffer{};
   while (true) {
     void* raw = nullptr;
-    if (redisGetReplyFromReader(context, &raw) != REDIS_OK) failed();
+    if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK)
+      fail(IoFailure::protocol, IoStatus{.detail = reader_->errstr}, phase, operation);
     if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
-    // No complete reply buffered: wait for bytes with poll() instead of
-    // changing SO_RCVTIMEO per call (two syscalls each time, per node).
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
-    pollfd ready{context->fd, POLLIN, 0};
-    // Past the deadline still look (timeout 0): a reply that arrived while
-    // we waited on a slower node is sitting in the socket buffer.
-    const int n = ::poll(&ready, 1, static_cast<int>(std::max<long long>(left.count(), 0)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) {
-      // The reply is still owed: this connection's stream is out of step.
-      record_io_error(context, ETIMEDOUT);
-      failed();
+    // The socket-timeout path (most calls) waits inside one blocking read;
+    // a caller's deadline is waited for with poll below.
+    const IoStatus status = deadline == nullptr ? transport_->read_within(buffer.data(), buffer.size(), timeout_)
+                                                : transport_->read_some(buffer.data(), buffer.size());
+    if (status.bytes > 0) {
+      if (redisReaderFeed(reader_.get(), buffer.data(), status.bytes) != REDIS_OK)
+        fail(IoFailure::protocol, IoStatus{.detail = reader_->errstr}, phase, operation);
+      continue;
     }
-    if (redisBufferRead(context) != REDIS_OK) failed();
+    if (status.closed) fail(IoFailure::eof, status, phase, operation);
+    if (status.failed()) fail(IoFailure::io, status, phase, operation);
+    if (deadline == nullptr) fail(IoFailure::timeout, status, phase, operation);
+    // Past the deadline we still looked once (above): a reply that arrived
+    // while we waited on a slower node is sitting in the socket buffer.
+    // The reply is still owed: this connection's stream is out of step.
+    if (!wait_ready(*transport_, status.want, until)) fail(IoFailure::timeout, status, phase, operation);
   }
 }
 
@@ -250,30 +237,49 @@ void Connection::append(std::span<const std::string_view> args) {
   ++queued_;
 }
 
+std::size_t Connection::send_buffer(IoStatus* failure) {
+  const Clock::time_point until = timeout_deadline();
+  std::size_t sent = 0;
+  while (sent < out_.size()) {
+    const IoStatus status = transport_->write_some(out_.data() + sent, out_.size() - sent);
+    if (status.bytes > 0) {
+      sent += status.bytes;
+      continue;
+    }
+    if (status.failed() || status.closed) {
+      *failure = status;
+      break;
+    }
+    if (!wait_ready(*transport_, status.want, until)) {
+      *failure = IoStatus{.error = ETIMEDOUT};
+      break;
+    }
+  }
+  return sent;
+}
+
 void Connection::flush(std::string_view operation) {
   if (out_.empty()) return;
-  std::size_t sent = send_all(context_->fd, out_);
+  IoStatus failure;
+  std::size_t sent = send_buffer(&failure);
   if (sent == 0 && used_ && in_flight_ == 0) {
     // Not a byte left, on a socket that worked before and owes nothing: it
     // went stale after the idle check (or within kIdleCheckAfter). The
     // requests cannot have reached the server: once, send them on a fresh
     // socket (behind its handshake).
     open(true);
-    sent = send_all(context_->fd, out_);
+    failure = IoStatus{};
+    sent = send_buffer(&failure);
   }
   if (sent == 0 && in_flight_ == 0) {
     // Still nothing sent, on a fresh socket: nothing reached the server.
-    const int saved_errno = errno;
     out_.clear();
     queued_ = 0;
-    broken_ = true;
-    record_io_error(context_.get(), saved_errno);
-    throw_context_error(context_.get(), saved_errno, Phase::connect, endpoint_, operation);
+    fail(IoFailure::io, failure, Phase::connect, operation);
   }
   if (sent != out_.size()) {
-    const int saved_errno = errno;
     out_.clear();
-    fail_send(saved_errno, operation);
+    fail(IoFailure::io, failure, Phase::command, operation);
   }
   in_flight_ += queued_;
   queued_ = 0;
@@ -308,12 +314,7 @@ ReplyPtr Connection::command(std::span<const std::string_view> args, std::string
   return read_reply(operation);
 }
 
-void Connection::set_timeout(std::chrono::milliseconds timeout) {
-  if (!context_ || timeout == current_timeout_) return;
-  // hiredis treats a zero timeval as "no timeout" on the socket.
-  if (redisSetTimeout(context_.get(), to_timeval(timeout)) != REDIS_OK) fail("set socket timeout");
-  current_timeout_ = timeout;
-}
+void Connection::set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
 void Connection::restore_timeout() { set_timeout(options_.socket_timeout); }
 

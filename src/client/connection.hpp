@@ -1,4 +1,8 @@
-// One blocking hiredis connection with lazy (re)connect.
+// One blocking connection with lazy (re)connect: a Transport (TCP, Unix or
+// TLS; see transport.hpp) carrying RESP that we format ourselves and parse
+// with hiredis's reader. The socket is non-blocking; every wait is a poll()
+// bounded by a deadline (the socket timeout, or the caller's), so changing
+// the timeout costs no syscall.
 //
 // A Connection is used by one thread at a time (the pool guarantees it). Any
 // I/O failure marks it broken: the reply stream can no longer be trusted, so
@@ -36,8 +40,11 @@
 #include <string>
 #include <string_view>
 
+#include <memory>
+
 #include "client/error_map.hpp"
 #include "client/hiredis_handles.hpp"
+#include "client/transport.hpp"
 #include "lockon/options.hpp"
 
 namespace lockon::detail {
@@ -86,21 +93,36 @@ class Connection {
   bool owes_replies() const noexcept { return queued_ + in_flight_ != 0; }
 
   /// Changes the read/write timeout for the following calls (0 = none). The
-  /// configured socket timeout is restored by restore_timeout().
+  /// configured socket timeout is restored by restore_timeout(). No syscall.
   void set_timeout(std::chrono::milliseconds timeout);
   void restore_timeout();
 
   void mark_broken() noexcept { broken_ = true; }
-  bool connected() const noexcept { return context_ != nullptr && !broken_; }
-  int fd() const noexcept;
-  /// The raw context, for the subscriber's non-request/reply use.
-  redisContext* raw() const noexcept { return context_.get(); }
+  bool connected() const noexcept { return transport_ != nullptr && !broken_; }
+  /// The socket (-1 when not connected), for poll() over several connections.
+  int fd() const noexcept { return transport_ ? transport_->fd() : -1; }
+  /// Whether input is already buffered in user space (unparsed bytes in the
+  /// reader, or TLS records): poll() on fd() would not report it.
+  bool has_buffered_input() const noexcept;
+
+  // For the subscriber's push-driven use (after complete_handshake()):
+  /// Reads, without blocking, every byte the socket has now into the
+  /// reader. Returns false (connection broken) on EOF or an error.
+  bool pump_input() noexcept;
+  /// Takes the next complete reply already read (null if none). Returns
+  /// false (connection broken) if the bytes are not valid RESP.
+  bool take_buffered_reply(ReplyPtr& reply) noexcept;
+
   const ConnectionOptions& options() const noexcept { return options_; }
   const std::string& endpoint() const noexcept { return endpoint_; }
 
  private:
-  [[noreturn]] void fail(std::string_view operation);
-  [[noreturn]] void fail_send(int saved_errno, std::string_view operation);
+  // Writes as much of out_ as the timeout allows; returns the bytes sent
+  // and, if not all, why in *failure.
+  std::size_t send_buffer(IoStatus* failure);
+  // Marks the connection broken and throws the mapped IoError.
+  [[noreturn]] void fail(IoFailure failure, const IoStatus& status, Phase phase, std::string_view operation);
+  Clock::time_point timeout_deadline() const noexcept;
   // Opens a new socket and sends the handshake; queued requests are kept
   // only if `keep_queued` (a resend of requests that never left).
   void open(bool keep_queued);
@@ -114,10 +136,11 @@ class Connection {
 
   ConnectionOptions options_;
   std::string endpoint_;
-  ContextPtr context_;
+  std::unique_ptr<Transport> transport_;
+  ReaderPtr reader_;
   bool broken_ = false;
   std::string out_;  // requests formatted as RESP, not yet sent (see flush)
-  std::chrono::milliseconds current_timeout_{-1};
+  std::chrono::milliseconds timeout_{0};  // bound of blocking waits (0: none)
   std::uint64_t queued_ = 0;     // requests in out_
   std::uint64_t in_flight_ = 0;  // requests sent whose reply was not read
   bool used_ = false;            // a request was sent on this socket

@@ -1,6 +1,7 @@
 #include "client/error_map.hpp"
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "lockon/errors.hpp"
@@ -39,6 +40,31 @@ void throw_context_error(const redisContext* context, int saved_errno, Phase pha
     default:
       throw IoError(describe(operation, endpoint, cause));
   }
+}
+
+void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, Phase phase,
+                    std::string_view endpoint, std::string_view operation) {
+  const std::string reason = !cause.empty() ? std::string(cause)
+                             : saved_errno != 0 ? std::string(std::strerror(saved_errno))
+                                                : std::string("unknown I/O error");
+  const bool timed_out = failure == IoFailure::timeout || (failure == IoFailure::io && is_timeout_errno(saved_errno));
+  if (phase == Phase::connect) {
+    // Whatever went wrong, nothing of the caller's command reached the server.
+    if (timed_out) throw ConnectError(describe(operation, endpoint, "connect timed out"));
+    if (failure == IoFailure::eof) throw ConnectError(describe(operation, endpoint, "cannot connect: server closed the connection"));
+    throw ConnectError(describe(operation, endpoint, "cannot connect: " + reason));
+  }
+  if (timed_out) throw TimeoutError(describe(operation, endpoint, "timed out waiting for the reply"));
+  switch (failure) {
+    case IoFailure::eof:
+      throw ClosedError(describe(operation, endpoint, "server closed the connection"));
+    case IoFailure::protocol:
+      throw ProtocolError(describe(operation, endpoint, "protocol error: " + reason));
+    case IoFailure::io:
+    case IoFailure::timeout:
+      break;
+  }
+  throw ClosedError(describe(operation, endpoint, "connection broken: " + reason));
 }
 
 ReplyKind classify_reply_error(std::string_view text) noexcept {

@@ -15,6 +15,21 @@ namespace lockon::detail {
 /// the caller's command was sent" (ConnectError).
 enum class Phase { connect, command };
 
+/// What a transport-level failure was, for throw_io_error.
+enum class IoFailure {
+  io,        ///< the socket failed (errno in saved_errno, or `cause` for TLS)
+  eof,       ///< the peer closed the stream
+  protocol,  ///< the bytes made no sense (RESP reader error)
+  timeout,   ///< the deadline passed while waiting
+};
+
+/// Throws the IoError subclass for a transport failure: during `connect`
+/// always ConnectError (nothing of the caller's command reached the
+/// server); else TimeoutError / ClosedError / ProtocolError / ClosedError.
+/// `cause` describes it when errno cannot (empty: strerror(saved_errno)).
+[[noreturn]] void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, Phase phase,
+                                 std::string_view endpoint, std::string_view operation);
+
 /// Throws the IoError subclass matching `context->err` (and the errno value
 /// captured right after the failing call). `context` may be null when hiredis
 /// could not even allocate one. Messages name the endpoint and operation.

@@ -13,6 +13,11 @@ struct ContextDeleter {
 };
 using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
 
+struct ReaderDeleter {
+  void operator()(redisReader* reader) const noexcept { redisReaderFree(reader); }
+};
+using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
+
 struct ReplyDeleter {
   void operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
 };

@@ -57,6 +57,12 @@ class Transport {
   virtual IoStatus read_some(char* data, std::size_t size) noexcept = 0;
   /// Writes up to `size` bytes (never raises SIGPIPE). Never blocks.
   virtual IoStatus write_some(const char* data, std::size_t size) noexcept = 0;
+  /// Reads up to `size` bytes, waiting up to `timeout` (0: no bound) for the
+  /// first. A timeout returns want == Want::read with no bytes. The default
+  /// waits with wait_ready(); plain sockets override it with one blocking
+  /// recv() bounded by SO_RCVTIMEO (one system call per reply on the hot
+  /// path instead of poll + recv).
+  virtual IoStatus read_within(char* data, std::size_t size, std::chrono::milliseconds timeout) noexcept;
   /// Whether bytes were already read off the socket and wait in a user-space
   /// buffer (TLS records): read before polling, poll() would not see them.
   virtual bool has_buffered_input() const noexcept { return false; }

@@ -360,31 +360,19 @@ void Subscriber::read_available(std::uint64_t generation, bool direct) noexcept 
   if (!current()) return;  // a stale reader must not wait for a reconnect
   std::lock_guard io(io_mutex_);
   if (!current()) return;
-  redisContext* context = connection_.raw();
-  std::array<char, 16384> buffer{};
-  while (true) {
-    const auto got = ::recv(context->fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
-    if (got > 0) {
-      if (redisReaderFeed(context->reader, buffer.data(), static_cast<std::size_t>(got)) != REDIS_OK) {
-        drop_connection();
-        return;
-      }
-      if (static_cast<std::size_t>(got) < buffer.size()) break;
-      continue;
-    }
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // the other reader was first
+  // Never blocks: another reader may have taken the bytes first, which
+  // costs nothing but a look.
+  if (!connection_.pump_input()) {
     drop_connection();  // EOF or error
     return;
   }
   while (true) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(context->reader, &raw) != REDIS_OK) {
+    ReplyPtr reply;
+    if (!connection_.take_buffered_reply(reply)) {
       drop_connection();
       return;
     }
-    if (raw == nullptr) return;
-    ReplyPtr reply(static_cast<redisReply*>(raw));
+    if (!reply) return;
     on_message(*reply, direct);
   }
 }

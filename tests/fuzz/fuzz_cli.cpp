@@ -110,7 +110,9 @@ void fuzz_typed_arg(FuzzedDataProvider& data) {
     if (bytes) check((*bytes)[0] == 'i', "an integer argument is not encoded as an integer", spec);
   }
   if (spec.starts_with("bool:") && bytes) {
-    check(value == "true" || value == "false" || value == "1" || value == "0", "odd bool accepted", spec);
+    // The text after the prefix (the raw input may itself start with "bool:").
+    const std::string_view text = std::string_view(spec).substr(5);
+    check(text == "true" || text == "false" || text == "1" || text == "0", "odd bool accepted", spec);
   }
 }
 
