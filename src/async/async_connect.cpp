@@ -3,7 +3,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
@@ -17,6 +16,7 @@
 #include <cstring>
 #include <variant>
 
+#include "client/error_map.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
@@ -24,45 +24,13 @@ namespace {
 
 using namespace asio::experimental::awaitable_operators;
 
-std::string describe(std::string_view operation, std::string_view endpoint, std::string_view cause) {
-  std::string message;
-  message.append(operation).append(" on ").append(endpoint).append(": ").append(cause);
-  return message;
+// A failed connect through the one mapping (ConnectError: nothing was sent).
+[[noreturn]] void throw_connect_error(const asio::error_code& ec, std::string_view endpoint) {
+  if (ec == asio::error::timed_out) throw_io_error(IoFailure::timeout, ETIMEDOUT, {}, Phase::connect, endpoint, "connect");
+  const bool errno_based = ec.category() == asio::system_category();
+  throw_io_error(IoFailure::io, errno_based ? ec.value() : 0, errno_based ? std::string() : ec.message(),
+                 Phase::connect, endpoint, "connect");
 }
-
-class SocketTransport final : public Transport {
- public:
-  SocketTransport(int fd, std::string_view kind) : fd_(fd), kind_(kind) {}
-  ~SocketTransport() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int fd() const noexcept override { return fd_; }
-  IoStatus read_some(char* data, std::size_t size) noexcept override {
-    while (true) {
-      const ssize_t n = ::recv(fd_, data, size, MSG_DONTWAIT);
-      if (n > 0) return IoStatus{static_cast<std::size_t>(n)};
-      if (n == 0) return IoStatus{0, Want::nothing, true};
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStatus{0, Want::read};
-      return IoStatus{0, Want::nothing, false, errno};
-    }
-  }
-  IoStatus write_some(const char* data, std::size_t size) noexcept override {
-    while (true) {
-      // MSG_NOSIGNAL: a reset peer must not kill the process with SIGPIPE.
-      const ssize_t n = ::send(fd_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0) return IoStatus{static_cast<std::size_t>(n)};
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return IoStatus{0, Want::write};
-      return IoStatus{0, Want::nothing, false, n == 0 ? EPIPE : errno};
-    }
-  }
-  std::string_view kind() const noexcept override { return kind_; }
-
- private:
-  int fd_;
-  std::string_view kind_;
-};
 
 // Races `connect` against the deadline; returns the error (or success).
 template <class Socket, class Connect>
@@ -81,18 +49,11 @@ asio::awaitable<asio::error_code> bounded(Socket& socket, Transport::Clock::time
 
 }  // namespace
 
-std::unique_ptr<Transport> make_socket_transport(int fd, std::string_view kind) {
-  return std::make_unique<SocketTransport>(fd, kind);
-}
-
 void throw_io_status(const IoStatus& status, bool nothing_sent, std::string_view endpoint,
                      std::string_view operation) {
-  std::string cause;
-  if (status.closed) cause = "server closed the connection";
-  else if (!status.detail.empty()) cause = "connection broken: " + status.detail;
-  else cause = std::string("connection broken: ") + std::strerror(status.error);
-  if (nothing_sent) throw ConnectError(describe(operation, endpoint, cause));
-  throw ClosedError(describe(operation, endpoint, cause));
+  const IoFailure failure = status.closed ? IoFailure::eof : IoFailure::io;
+  throw_io_error(failure, status.error, status.detail, nothing_sent ? Phase::connect : Phase::command, endpoint,
+                 operation);
 }
 
 asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_executor executor,
@@ -108,8 +69,7 @@ asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_ex
                                                    asio::experimental::as_tuple(asio::use_awaitable));
       out = error;
     });
-    if (ec == asio::error::timed_out) throw ConnectError(describe("connect", endpoint, "connect timed out"));
-    if (ec) throw ConnectError(describe("connect", endpoint, "cannot connect: " + ec.message()));
+    if (ec) throw_connect_error(ec, endpoint);
     co_return make_socket_transport(socket.release(), "unix");
   }
   asio::ip::tcp::socket socket(executor);
@@ -136,8 +96,7 @@ asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_ex
       out = error;
     });
   }
-  if (ec == asio::error::timed_out) throw ConnectError(describe("connect", endpoint, "connect timed out"));
-  if (ec) throw ConnectError(describe("connect", endpoint, "cannot connect: " + ec.message()));
+  if (ec) throw_connect_error(ec, endpoint);
   socket.set_option(asio::ip::tcp::no_delay(true), ec);
   if (options.keepalive) socket.set_option(asio::socket_base::keep_alive(true), ec);
   co_return make_socket_transport(socket.release(), "tcp");

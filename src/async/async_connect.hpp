@@ -33,10 +33,7 @@ asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_ex
                                                                  Transport::Clock::time_point deadline,
                                                                  std::string endpoint);
 
-/// A plain (TCP or Unix) transport over a connected socket it owns.
-std::unique_ptr<Transport> make_socket_transport(int fd, std::string_view kind);
-
-/// Maps a failed or closed IoStatus to the IoError subclass: ConnectError
+/// Maps a failed or closed IoStatus through throw_io_error: ConnectError
 /// when `nothing_sent`, else ClosedError (EOF, reset) — the outcome of what
 /// was sent is unknown. Messages name endpoint and operation.
 [[noreturn]] void throw_io_status(const IoStatus& status, bool nothing_sent, std::string_view endpoint,

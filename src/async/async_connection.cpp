@@ -20,6 +20,16 @@ namespace lockon::detail {
 namespace {
 constexpr std::size_t kReadChunk = 16 * 1024;
 enum class Handshake { none, hello, select };
+
+// The one mapping (error_map), captured for the requests it fails.
+std::exception_ptr io_error(IoFailure failure, std::string_view cause, std::string_view endpoint,
+                            std::string_view operation) {
+  try {
+    throw_io_error(failure, 0, cause, Phase::command, endpoint, operation);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
 }  // namespace
 
 struct AsyncConnection::Request {
@@ -99,7 +109,7 @@ asio::awaitable<AsyncConnection::Outcome> AsyncConnection::exchange(std::string 
     }
     request->abandoned = true;
     if (caller_first) co_return Outcome{Ended::deadline, {}};
-    throw TimeoutError(std::string(operation) + " on " + endpoint_ + ": timed out waiting for the reply");
+    throw_io_error(IoFailure::timeout, 0, {}, Phase::command, endpoint_, operation);
   }
   if (request->error) std::rethrow_exception(request->error);
   co_return Outcome{Ended::replied, std::move(request->replies)};
@@ -210,15 +220,13 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
     const IoStatus status = transport_->read_some(buffer.data(), buffer.size());
     if (status.bytes > 0) {
       if (redisReaderFeed(reader_.get(), buffer.data(), status.bytes) != REDIS_OK) {
-        fail(std::make_exception_ptr(ProtocolError("read on " + endpoint_ + ": protocol error")), false);
+        fail(io_error(IoFailure::protocol, "unparsable reply", endpoint_, "read"), false);
         co_return;
       }
       while (generation == generation_) {
         void* raw = nullptr;
         if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
-          fail(std::make_exception_ptr(ProtocolError("read on " + endpoint_ + ": protocol error: " +
-                                                     reader_->errstr)),
-               false);
+          fail(io_error(IoFailure::protocol, reader_->errstr, endpoint_, "read"), false);
           co_return;
         }
         if (raw == nullptr) break;
@@ -252,7 +260,7 @@ void AsyncConnection::on_reply(ReplyPtr reply) {
       push_handler_(std::move(reply));
       return;
     }
-    fail(std::make_exception_ptr(ProtocolError("read on " + endpoint_ + ": a reply nobody asked for")), false);
+    fail(io_error(IoFailure::protocol, "a reply nobody asked for", endpoint_, "read"), false);
     return;
   }
   auto request = fifo_.front();

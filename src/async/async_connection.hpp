@@ -52,11 +52,6 @@
 
 namespace lockon::detail {
 
-struct ReaderDeleter {
-  void operator()(redisReader* reader) const noexcept { redisReaderFree(reader); }
-};
-using ReaderPtr = std::unique_ptr<redisReader, ReaderDeleter>;
-
 class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
  public:
   using Clock = std::chrono::steady_clock;
