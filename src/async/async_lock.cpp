@@ -394,8 +394,17 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
     if (next >= renewal->hold_deadline) next = std::max(renewal->lease->lease_end(), renewal->hold_deadline);
     renewal->timer.expires_at(next);
     co_await renewal->timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    if (renewal->stopped || renewal->lease->lost()) co_return;
+    if (renewal->stopped) co_return;
     const auto now = Clock::now();
+    // lost() also turns true by the clock alone: say why, once (a no-op if
+    // the loss was declared already).
+    if (renewal->lease->lost()) {
+      if (now >= renewal->hold_deadline)
+        renewal->lease->declare_lost(LossReason::max_hold, "max_hold ended renewal and the lease ran out");
+      else
+        renewal->lease->declare_lost(LossReason::unreachable, "renewals failed until the lease could have lapsed");
+      co_return;
+    }
     if (now >= renewal->hold_deadline) {
       if (now < renewal->lease->lease_end()) {
         next = renewal->lease->lease_end();
