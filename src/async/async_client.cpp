@@ -30,7 +30,11 @@ AsyncClientImpl::~AsyncClientImpl() { close(); }
 
 void AsyncClientImpl::close() noexcept {
   connection_->close();
-  if (subscriber_) subscriber_->close();
+  if (subscriber_) {
+    // Waiting locks keep the old one (they poll now); a later wait makes a new one.
+    subscriber_->close();
+    subscriber_.reset();
+  }
 }
 
 AsyncSubscriber& AsyncClientImpl::subscriber() {

@@ -101,6 +101,7 @@ asio::awaitable<bool> AsyncLockImpl::acquire(Clock::time_point deadline) {
   }
   busy_ = false;
   if (failure) std::rethrow_exception(failure);
+  if (acquired && orphaned_) release_detached();
   co_return acquired;
 }
 
@@ -509,7 +510,10 @@ namespace lockon {
 AsyncLock::AsyncLock(AsyncClient client, std::string name, LockOptions options)
     : impl_(std::make_shared<detail::AsyncLockImpl>(client.impl(), std::move(name), std::move(options))) {}
 
-AsyncLock::~AsyncLock() { impl_->release_detached(); }
+AsyncLock::~AsyncLock() {
+  impl_->orphan();
+  impl_->release_detached();
+}
 
 AsyncLock::Clock::time_point AsyncLock::deadline_after(std::chrono::milliseconds timeout) noexcept {
   return detail::add_saturating(Clock::now(), timeout);

@@ -41,6 +41,9 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   asio::awaitable<void> release() noexcept;
   asio::awaitable<void> extend(std::chrono::milliseconds additional, bool replace_ttl);
   void release_detached() noexcept;
+  /// The AsyncLock object is gone: an acquisition still running releases
+  /// what it wins at once (nobody could release it later).
+  void orphan() noexcept { orphaned_ = true; }
 
   const std::shared_ptr<AsyncClientImpl>& client() const noexcept { return client_; }
   const std::string& name() const noexcept { return keys_[0]; }
@@ -86,6 +89,7 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   LockOptions options_;
   std::string ttl_text_;
   bool busy_ = false;  // an acquisition/extension is running
+  bool orphaned_ = false;
   bool held_ = false;
   std::string token_;  // current acquisition's (never logged)
   std::uint64_t fence_ = 0;

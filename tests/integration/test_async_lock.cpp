@@ -201,6 +201,24 @@ TEST_F(AsyncLockTest, ManyCancelledWaitersLeaveNoEntryBehind) {
   }));
 }
 
+TEST_F(AsyncLockTest, LockDestroyedDuringAnAcquisitionReleasesWhatItWins) {
+  AsyncClient client(io.get_executor(), server().url());
+  const std::string name = key("lock");
+  AsyncLock holder(client, name);
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await holder.async_lock(); }));
+  bool completed = false;
+  {
+    AsyncLock doomed(client, name);
+    doomed.async_lock([&](std::exception_ptr) { completed = true; });
+    drain(io, 100ms);  // queued behind the holder
+  }  // destroyed while its acquisition waits
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await holder.async_unlock(); }));
+  drain(io, 300ms);
+  EXPECT_TRUE(completed) << "the orphaned acquisition ran to its end";
+  EXPECT_FALSE(exists(name)) << "and released what it won";
+  EXPECT_EQ(llen(name), 0);
+}
+
 TEST_F(AsyncLockTest, CallbackAndFutureTokens) {
   AsyncClient client(io.get_executor(), server().url());
   const std::string name = key("lock");
