@@ -16,6 +16,8 @@
 
 #include <asio/awaitable.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/system_error.hpp>
+#include <asio/this_coro.hpp>
 
 #include <array>
 #include <chrono>
@@ -28,6 +30,27 @@
 #include "lockon/async.hpp"
 
 namespace lockon::detail {
+
+// Called (co_await) before any awaitable once the caller may have been
+// cancelled: Asio throws operation_aborted from every co_await of a
+// cancelled coroutine, and the clean-up must still run.
+inline auto uncancellable() {
+  return asio::this_coro::reset_cancellation_state([](asio::cancellation_type) {
+    return asio::cancellation_type::none;
+  });
+}
+
+[[noreturn]] inline void throw_cancelled() { throw asio::system_error(asio::error::operation_aborted); }
+
+/// Now + the socket timeout (5 s when unbounded): for clean-ups that must
+/// not wait forever.
+inline std::chrono::steady_clock::time_point bounded_by_socket_timeout(const ConnectionOptions& options) {
+  const auto timeout = options.socket_timeout.count() > 0 ? options.socket_timeout : std::chrono::milliseconds(5000);
+  return std::chrono::steady_clock::now() + timeout;
+}
+
+/// Warns once per server that wake-ups cannot be published (ACL).
+void warn_publish_denied(const AsyncClientImpl& client);
 
 class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
  public:
