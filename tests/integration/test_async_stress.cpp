@@ -5,6 +5,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include <chrono>
@@ -91,6 +92,67 @@ TEST_F(AsyncStressTest, TenThousandCoroutinesOnHundredKeysCountExactlyOnOneThrea
   std::printf("10,000 coroutines, 100 keys: %.2f s, %.0f acquisitions/s, threads %zu -> %zu\n",
               std::chrono::duration<double>(elapsed).count(),
               kCoroutines / std::chrono::duration<double>(elapsed).count(), threads_before, threads_during);
+}
+
+TEST_F(AsyncStressTest, SyncProcessesAndAsyncCoroutinesExcludeEachOther) {
+  // Two processes with the blocking Lock and 20 coroutines here increment
+  // one counter with a non-atomic GET/SET under the same lock key, all
+  // during the same window of time.
+  constexpr int kCoroutines = 20;
+  const std::string counter = key("counter");
+  const std::string name = key("lock");
+  const auto to_ns = [](Clock::time_point t) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  };
+  const auto start = Clock::now() + 300ms;
+  const auto stop = start + 1500ms;
+  std::vector<Child> workers;
+  for (int w = 0; w < 2; ++w)
+    workers.push_back(spawn(worker_argv("contend", {server().url(), counter, name, to_ns(start), to_ns(stop)})));
+  AsyncClient client(io.get_executor(), server().url());
+  int done = 0;
+  int failed = 0;
+  long long async_sections = 0;
+  auto ex = io.get_executor();
+  for (int c = 0; c < kCoroutines; ++c) {
+    asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+      AsyncLock lock(client, name, LockOptions{.ttl = 10s});
+      asio::steady_timer timer(co_await asio::this_coro::executor);
+      timer.expires_at(start);
+      co_await timer.async_wait(asio::use_awaitable);
+      while (Clock::now() < stop) {
+        co_await lock.async_lock();
+        std::vector<std::string> get{"GET", counter};
+        const Reply value = co_await client.async_command(get);
+        const long long next = (value.is_nil() ? 0 : std::stoll(value.as_string())) + 1;
+        std::vector<std::string> set{"SET", counter, std::to_string(next)};
+        co_await client.async_command(set);
+        co_await lock.async_unlock();
+        ++async_sections;
+      }
+    }, [&](std::exception_ptr error) {
+      if (error) ++failed;
+      if (++done == kCoroutines) io.stop();
+    });
+  }
+  io.run_for(120s);
+  EXPECT_EQ(done, kCoroutines);
+  EXPECT_EQ(failed, 0);
+  long long sync_sections = 0;
+  for (auto& worker : workers) {
+    const ProcessResult result = worker.wait(60s);
+    ASSERT_TRUE(result.succeeded()) << result.describe();
+    const auto at = result.out.find("count ");
+    ASSERT_NE(at, std::string::npos) << result.out;
+    const long long n = std::stoll(result.out.substr(at + 6));
+    EXPECT_GT(n, 0) << "each process got the lock during the window";
+    sync_sections += n;
+  }
+  EXPECT_GT(async_sections, 0);
+  EXPECT_EQ(server().command({"GET", counter}).str, std::to_string(sync_sections + async_sections))
+      << "sync " << sync_sections << " + async " << async_sections;
+  std::printf("1.5 s window: %lld sections in 2 blocking processes, %lld in 20 coroutines, counter exact\n",
+              sync_sections, async_sections);
 }
 
 TEST_F(AsyncStressTest, ServerKilledAndRestartedWhileCoroutinesWait) {
