@@ -79,8 +79,10 @@ struct AsyncClientOptions {
 /// A handle to one Redis server for coroutines: one multiplexed, pipelined
 /// command connection and, once a lock waits, one pub/sub connection.
 /// Copies share them. Connecting is lazy, asynchronous and bounded by
-/// connect_timeout; every request's reply is bounded by socket_timeout
-/// (TimeoutError), except that a caller's own deadline comes first.
+/// connect_timeout. socket_timeout bounds how long the connection may owe
+/// replies without receiving any (a stalled server): every owed request then
+/// fails with TimeoutError, the connection is kept. A caller's own deadline
+/// (async_try_lock_for) comes first.
 class AsyncClient {
  public:
   using executor_type = asio::any_io_executor;

@@ -40,6 +40,7 @@ struct AsyncConnection::Request {
   Handshake handshake = Handshake::none;
   bool abandoned = false;
   bool done = false;
+  bool timed_out = false;  // no reply for socket_timeout (check_stall)
   std::exception_ptr error;
   // Wakes the awaiting coroutine (cancel() = "look at done").
   asio::steady_timer signal;
@@ -62,7 +63,8 @@ AsyncConnection::AsyncConnection(Executor executor, ConnectionOptions options)
     : executor_(std::move(executor)),
       options_(std::move(options)),
       endpoint_(options_.endpoint()),
-      writer_signal_(executor_) {}
+      writer_signal_(executor_),
+      stall_timer_(executor_) {}
 
 AsyncConnection::~AsyncConnection() {
   // Asio must not close the socket: the transport owns it.
@@ -79,9 +81,13 @@ std::shared_ptr<AsyncConnection::Request> AsyncConnection::enqueue(std::string_v
   request->expected = replies;
   request->first_byte = queued_bytes_;
   const bool idle = fifo_.empty() && out_.empty() && state_ == State::up && writer_idle_;
+  if (replies > 0 && fifo_.empty()) last_progress_ = Clock::now();  // owing starts now
   out_.append(resp);
   queued_bytes_ += resp.size();
-  if (replies > 0) fifo_.push_back(request);
+  if (replies > 0) {
+    fifo_.push_back(request);
+    arm_stall_check();
+  }
   if (idle) {
     // Nothing in flight: send now rather than through the writer's next turn
     // (the uncontended cycle's latency). With requests in flight, the
@@ -104,10 +110,9 @@ asio::awaitable<AsyncConnection::Outcome> AsyncConnection::exchange(std::string 
                                                                     std::string_view operation) {
   auto self = shared_from_this();
   auto request = enqueue(resp, replies);
-  const auto timeout = options_.socket_timeout;
-  const auto socket_bound = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
-  const bool caller_first = until < socket_bound;
-  request->signal.expires_at(caller_first ? until : socket_bound);
+  // The caller's deadline; the socket timeout is the stall check's (see
+  // check_stall): a deep pipeline on a live server is not a timeout.
+  request->signal.expires_at(until);
   while (!request->done) {
     auto [ec] = co_await request->signal.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
     if (request->done) break;
@@ -119,12 +124,59 @@ asio::awaitable<AsyncConnection::Outcome> AsyncConnection::exchange(std::string 
       }
       continue;  // a stray wake-up: look again
     }
+    if (Clock::now() < until) continue;
     request->abandoned = true;
-    if (caller_first) co_return Outcome{Ended::deadline, {}};
-    throw_io_error(IoFailure::timeout, 0, {}, Phase::command, endpoint_, operation);
+    co_return Outcome{Ended::deadline, {}};
   }
+  if (request->timed_out) throw_io_error(IoFailure::timeout, 0, {}, Phase::command, endpoint_, operation);
   if (request->error) std::rethrow_exception(request->error);
   co_return Outcome{Ended::replied, std::move(request->replies)};
+}
+
+void AsyncConnection::arm_stall_check() {
+  if (options_.socket_timeout.count() <= 0) return;
+  const auto at = last_progress_ + options_.socket_timeout;
+  // Armed for a later moment (e.g. the handshake's bound): re-arm earlier.
+  if (stall_armed_ && stall_timer_.expiry() <= at) return;
+  stall_armed_ = true;
+  const std::uint64_t epoch = ++stall_epoch_;
+  stall_timer_.expires_at(at);
+  std::weak_ptr<AsyncConnection> weak = weak_from_this();
+  stall_timer_.async_wait([weak, epoch](const asio::error_code&) {
+    auto self = weak.lock();
+    if (self && epoch == self->stall_epoch_) self->check_stall();
+  });
+}
+
+// Runs while replies are owed. No reply for socket_timeout: the server is
+// stalled (or the path to it). Every owed request fails with TimeoutError
+// (outcome unknown) and is abandoned — its replies, should they come, are
+// still read and dropped, so the connection stays in step and is kept. A
+// handshake that got no answer fails the connection instead (ConnectError:
+// the server ran nothing behind an unanswered HELLO).
+void AsyncConnection::check_stall() noexcept {
+  stall_armed_ = false;
+  if (fifo_.empty() || state_ == State::down) return;
+  const auto now = Clock::now();
+  if (now < last_progress_ + options_.socket_timeout) {
+    arm_stall_check();
+    return;
+  }
+  if (fifo_.front()->handshake != Handshake::none) {
+    try {
+      throw_io_error(IoFailure::timeout, ETIMEDOUT, {}, Phase::connect, endpoint_, "connect (handshake)");
+    } catch (...) {
+      fail(std::current_exception(), true);
+    }
+    return;
+  }
+  for (auto& request : fifo_) {
+    if (request->done || request->abandoned) continue;
+    request->timed_out = true;
+    finish(*request);
+    request->abandoned = true;
+  }
+  last_progress_ = now;  // later requests get a full timeout of their own
 }
 
 void AsyncConnection::ensure_connected() {
@@ -162,6 +214,10 @@ void AsyncConnection::start_connect() {
     fifo_.push_back(select);
   }
   queued_bytes_ = out_.size();
+  // The handshake's answer is bounded like any reply, from the connect on
+  // (connect_timeout bounds the connect itself).
+  last_progress_ = Clock::now() + options_.connect_timeout;
+  arm_stall_check();
   asio::co_spawn(executor_, connect_and_run(generation), asio::detached);
 }
 
@@ -267,6 +323,7 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
 }
 
 void AsyncConnection::on_reply(ReplyPtr reply) {
+  last_progress_ = Clock::now();
   if (fifo_.empty()) {
     if (push_handler_) {
       push_handler_(std::move(reply));
@@ -323,6 +380,9 @@ void AsyncConnection::fail(std::exception_ptr error, bool from_handshake) noexce
   transport_.reset();
   writer_signal_.cancel();
   writer_idle_ = false;
+  stall_timer_.cancel();
+  stall_armed_ = false;
+  ++stall_epoch_;
   auto owed = std::move(fifo_);
   fifo_.clear();
   out_.clear();

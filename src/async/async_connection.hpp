@@ -9,7 +9,11 @@
 // Deadlines never tear the connection down: a request whose caller gave up
 // (deadline passed, or the awaiting coroutine was cancelled) is marked
 // abandoned and its reply, when it comes, is read and discarded, so the
-// stream stays in step. Only an I/O failure (EOF, reset, protocol error) or
+// stream stays in step. The socket timeout is checked per connection, not
+// per request: when replies are owed and none arrived for socket_timeout,
+// every owed request fails with TimeoutError (and is abandoned, the
+// connection kept); requests merely queued behind many others on a server
+// that keeps answering do not time out. Only an I/O failure (EOF, reset, protocol error) or
 // a failed handshake closes it: every request still owed a reply then fails
 // (ConnectError if not one of its bytes was written — it certainly did not
 // run — else ClosedError: outcome unknown), and the next request reconnects.
@@ -70,8 +74,10 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   AsyncConnection& operator=(const AsyncConnection&) = delete;
 
   /// Queues `resp` (RESP commands owing `replies` replies; see append_resp)
-  /// and waits for all replies until `until` (and at most the socket timeout
-  /// per exchange: TimeoutError after it). Connects first if needed.
+  /// and waits for all replies until `until`. Connects first if needed.
+  /// TimeoutError when the connection went socket_timeout without any reply
+  /// while this request was owed (a stalled server; a deep pipeline on a
+  /// live server is not a timeout).
   /// Ended::deadline / Ended::cancelled (the awaiting coroutine's
   /// cancellation slot fired): no replies, the request's outcome is unknown
   /// (it may still run; its replies will be discarded). Error replies are
@@ -115,6 +121,8 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   asio::awaitable<void> read_loop(std::uint64_t generation);
   asio::awaitable<void> write_loop(std::uint64_t generation);
   void wake_writer() noexcept;
+  void arm_stall_check();
+  void check_stall() noexcept;
   void on_reply(ReplyPtr reply);
   void fail(std::exception_ptr error, bool from_handshake) noexcept;
   void finish(Request& request) noexcept;
@@ -132,6 +140,10 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   std::uint64_t written_bytes_ = 0;  // total bytes written on this socket
   std::deque<std::shared_ptr<Request>> fifo_;
   asio::steady_timer writer_signal_;
+  asio::steady_timer stall_timer_;
+  bool stall_armed_ = false;
+  std::uint64_t stall_epoch_ = 0;  // a re-armed or cancelled check is stale
+  Clock::time_point last_progress_{};  // last reply, or when owing began
   bool writer_idle_ = false;
   std::function<void(ReplyPtr)> push_handler_;
   std::function<void(bool, std::exception_ptr)> state_handler_;

@@ -80,7 +80,7 @@ TEST_F(AsyncConnectionTest, StalledServerTimesOutRequestsButKeepsTheConnectionIn
       } catch (const TimeoutError&) {
         ++timeouts;
       }
-      EXPECT_LT(Clock::now() - start, 600ms);
+      EXPECT_LT(Clock::now() - start, 600ms) << "request " << i;
     }
   }));
   EXPECT_EQ(timeouts, 3);
@@ -95,14 +95,52 @@ TEST_F(AsyncConnectionTest, StalledServerTimesOutRequestsButKeepsTheConnectionIn
   EXPECT_EQ(client.impl()->connection().owed(), 0u);
 }
 
+TEST_F(AsyncConnectionTest, DeepPipelineOnALiveServerDoesNotTimeOut) {
+  // 30 commands of 20 ms of server time each, queued at once, with a 100 ms
+  // socket timeout: the last reply comes ~600 ms after it was queued, but
+  // replies keep arriving, so nothing times out (the timeout detects a
+  // stalled server, not a long queue).
+  ConnectionOptions options = ConnectionOptions::from_url(server().url());
+  options.socket_timeout = 100ms;
+  AsyncClient client(io.get_executor(), options);
+  int ok = 0;
+  int timeouts = 0;
+  const auto start = Clock::now();
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    int done = 0;
+    for (int i = 0; i < 30; ++i) {
+      asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+        std::vector<std::string> busy{"EVAL",
+                                      "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] "
+                                      "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - t0 >= 20000 "
+                                      "return 1",
+                                      "0"};
+        try {
+          co_await client.async_command(busy);
+          ++ok;
+        } catch (const TimeoutError&) {
+          ++timeouts;
+        }
+        ++done;
+      }, asio::detached);
+    }
+    for (int i = 0; i < 500 && done < 30; ++i) co_await sleep_for(10ms);
+  }));
+  EXPECT_EQ(timeouts, 0);
+  EXPECT_EQ(ok, 30);
+  EXPECT_GE(Clock::now() - start, 550ms) << "the queue really was deeper than the socket timeout";
+}
+
 TEST_F(AsyncConnectionTest, CancelledCommandIsAbandonedNotTornDown) {
   AsyncClient client(io.get_executor(), server().url());
   const std::string list = key("list");
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     asio::steady_timer timer(co_await asio::this_coro::executor);
     timer.expires_after(100ms);
-    // BLPOP blocks the (one) connection on the server: cancel our wait.
-    std::vector<std::string> blpop{"BLPOP", list, "1"};
+    // BLPOP blocks the (one) connection on the server for 0.5 s (less than
+    // the socket timeout: replies keep coming): cancel our wait.
+    std::vector<std::string> blpop{"BLPOP", list, "0.5"};
     auto winner = co_await (client.async_command(blpop) || timer.async_wait(asio::use_awaitable));
     EXPECT_EQ(winner.index(), 1u);
     // The next request queues behind the abandoned one and gets its own reply.
