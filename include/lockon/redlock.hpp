@@ -24,6 +24,9 @@
 //     `per_node_timeout`, cut to the caller's deadline (plus one round trip
 //     of at most 5 ms) when that comes first. With fencing, a Lua script does
 //     the SET and also returns the node's fence counter and clock.
+//   * The fan-out is decided as soon as Q nodes granted (or more than N − Q
+//     cannot): a frozen minority is not waited for (docs/redlock.md,
+//     "decided early").
 //   * The attempt succeeds only if ≥ Q nodes granted the key *and* the
 //     validity is still positive when all replies are in:
 //         validity_deadline = start + ttl − (ttl × drift_factor + 2 ms)
@@ -186,9 +189,10 @@ class Redlock final : public DistributedLock {
   /// Releases if held (as unlock(): never throws) and stops renewal.
   ~Redlock() override;
 
-  /// Deletes the token on every node (in parallel). Blocks up to
-  /// per_node_timeout. The local state is cleared and renewal stopped first,
-  /// whatever the outcome.
+  /// Deletes the token on every node (in parallel). Returns once a majority
+  /// confirmed (a frozen minority is not waited for: its keys expire by
+  /// their TTL); blocks up to per_node_timeout otherwise. The local state is
+  /// cleared and renewal stopped first, whatever the outcome.
   /// Throws LockError if not held; LockNotOwned if more than N − Q nodes no
   /// longer hold our token (the lease expired or was taken); QuorumError if
   /// too few nodes answered to confirm (the keys then expire by their TTL).

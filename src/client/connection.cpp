@@ -85,6 +85,9 @@ bool Connection::stale() noexcept {
   // Opened and then left alone before its handshake was read: cheaper to
   // open again than to tell its replies from a close.
   if (handshake_replies_ > 0) return true;
+  // Abandoned replies may arrive at any time: bytes are expected. A dead
+  // socket then shows up as a failed read.
+  if (discard_ > 0) return false;
   if (has_buffered_input()) return true;  // unread reply bytes
   pollfd probe{transport_->fd(), POLLIN | POLLRDHUP, 0};
   const int n = ::poll(&probe, 1, 0);
@@ -101,6 +104,7 @@ void Connection::open(bool keep_queued) {
   reader_.reset();
   broken_ = true;  // until connected
   in_flight_ = 0;
+  discard_ = 0;
   used_ = false;
   handshake_replies_ = 0;
   std::string queued;
@@ -288,6 +292,35 @@ void Connection::flush(std::string_view operation) {
   if (out_.capacity() > (std::size_t{1} << 20)) out_ = std::string();  // no MBs kept after a huge request
 }
 
+bool Connection::abandon_replies() noexcept {
+  if (queued_ != 0 || discard_ + in_flight_ > kMaxAbandoned) {
+    broken_ = true;
+    return false;
+  }
+  discard_ += in_flight_;
+  in_flight_ = 0;
+  return true;
+}
+
+bool Connection::drop_arrived_abandoned() noexcept {
+  if (discard_ == 0) return true;
+  if (!pump_input()) return false;
+  while (discard_ > 0) {
+    ReplyPtr reply;
+    if (!take_buffered_reply(reply)) return false;
+    if (!reply) break;
+    --discard_;
+  }
+  return true;
+}
+
+void Connection::skip_abandoned(const Clock::time_point* deadline, std::string_view operation) {
+  while (discard_ > 0) {
+    next_reply(deadline, Phase::command, operation);
+    --discard_;
+  }
+}
+
 void Connection::got_reply() noexcept {
   if (in_flight_ > 0) --in_flight_;
 }
@@ -295,6 +328,7 @@ void Connection::got_reply() noexcept {
 ReplyPtr Connection::read_reply_until(Clock::time_point deadline, std::string_view operation) {
   flush(operation);
   finish_handshake(&deadline, operation);
+  skip_abandoned(&deadline, operation);
   ReplyPtr reply = next_reply(&deadline, Phase::command, operation);
   got_reply();
   return reply;
@@ -303,6 +337,7 @@ ReplyPtr Connection::read_reply_until(Clock::time_point deadline, std::string_vi
 ReplyPtr Connection::read_reply(std::string_view operation) {
   flush(operation);  // hiredis then has nothing to write
   finish_handshake(nullptr, operation);
+  skip_abandoned(nullptr, operation);
   ReplyPtr reply = next_reply(nullptr, Phase::command, operation);
   got_reply();
   return reply;

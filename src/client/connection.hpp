@@ -92,6 +92,21 @@ class Connection {
   /// Whether commands were appended whose replies were not read yet.
   bool owes_replies() const noexcept { return queued_ + in_flight_ != 0; }
 
+  /// Gives up waiting for the replies of the requests sent (a fan-out that
+  /// was decided without this node): they will be read and dropped before
+  /// the next reply, so the connection stays usable (and warm) instead of
+  /// being reconnected. Returns false — and marks it broken — if too many
+  /// are already abandoned (a node frozen for long). Precondition: nothing
+  /// queued unsent.
+  bool abandon_replies() noexcept;
+  /// Replies still to be dropped (see abandon_replies).
+  std::uint64_t abandoned_replies() const noexcept { return discard_; }
+  /// Drops abandoned replies that already arrived, without blocking.
+  /// Returns false (connection broken) on EOF or an error.
+  bool drop_arrived_abandoned() noexcept;
+  /// At most this many abandoned replies are kept owed on a connection.
+  static constexpr std::uint64_t kMaxAbandoned = 64;
+
   /// Changes the read/write timeout for the following calls (0 = none). The
   /// configured socket timeout is restored by restore_timeout(). No syscall.
   void set_timeout(std::chrono::milliseconds timeout);
@@ -133,6 +148,8 @@ class Connection {
   // Whether an idle connection must be replaced before use; notes this use.
   bool stale() noexcept;
   void got_reply() noexcept;
+  // Reads and drops the abandoned replies (bounded like a read).
+  void skip_abandoned(const Clock::time_point* deadline, std::string_view operation);
 
   ConnectionOptions options_;
   std::string endpoint_;
@@ -143,6 +160,7 @@ class Connection {
   std::chrono::milliseconds timeout_{0};  // bound of blocking waits (0: none)
   std::uint64_t queued_ = 0;     // requests in out_
   std::uint64_t in_flight_ = 0;  // requests sent whose reply was not read
+  std::uint64_t discard_ = 0;    // abandoned replies to drop before the next one
   bool used_ = false;            // a request was sent on this socket
   int handshake_replies_ = 0;    // handshake replies not read yet
   std::int64_t last_use_ns_ = 0;  // CLOCK_MONOTONIC_COARSE at the last ensure_connected()

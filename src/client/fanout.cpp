@@ -130,8 +130,12 @@ void drop_hung_up(std::span<FanOutTarget> targets) {
   std::vector<pollfd> fds;
   std::vector<std::size_t> which;
   for (std::size_t i = 0; i < targets.size(); ++i) {
-    const Connection& connection = *targets[i].connection;
+    Connection& connection = *targets[i].connection;
     if (!connection.connected()) continue;
+    // Replies abandoned by an earlier decided fan-out make it readable:
+    // drop those that arrived; what remains readable is unexpected.
+    if (!connection.drop_arrived_abandoned()) continue;
+    if (connection.abandoned_replies() > 0) continue;  // more may still come: not a sign of death
     fds.push_back(pollfd{connection.fd(), POLLIN | POLLRDHUP, 0});
     which.push_back(i);
   }
@@ -179,6 +183,11 @@ void read_one(FanOutTarget& target, FanOutResult& result, Clock::time_point dead
 // not after the slowest node gave up).
 std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, Clock::time_point deadline,
                                   std::string_view operation) {
+  return fan_out_until_enough(targets, deadline, operation, {});
+}
+
+std::vector<FanOutResult> fan_out_until_enough(std::span<FanOutTarget> targets, Clock::time_point deadline,
+                                               std::string_view operation, const FanOutEnough& enough) {
   std::vector<FanOutResult> results(targets.size());
   std::vector<bool> done(targets.size(), false);
   std::vector<std::optional<Dial>> dials(targets.size());
@@ -201,10 +210,21 @@ std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, Clock::time_p
   const auto start = Clock::now();
   std::vector<pollfd> fds;
   std::vector<std::size_t> which;
+  bool decided = false;
+  Clock::time_point until = deadline;
   while (true) {
+    if (!decided && enough && enough(results)) {
+      // Decided: still read, for a grace period, the replies of nodes that
+      // have been answering (so a healthy node's reply is not thrown away
+      // with its connection); nodes the caller suspects get none.
+      decided = true;
+      const auto grace = std::max<Clock::duration>(Clock::now() - start, std::chrono::milliseconds(2));
+      until = std::min(deadline, Clock::now() + grace);
+    }
     fds.clear();
     which.clear();
     for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (decided && !targets[i].grace_after_decided) continue;
       if (dials[i] && dials[i]->pending()) {
         fds.push_back(pollfd{dials[i]->fd(), dials[i]->events(), 0});
       } else if (results[i].sent && !done[i]) {
@@ -215,7 +235,7 @@ std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, Clock::time_p
       which.push_back(i);
     }
     if (fds.empty()) break;
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
     if (left.count() <= 0) break;
     const int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
     if (n < 0 && errno != EINTR) break;
@@ -233,6 +253,29 @@ std::vector<FanOutResult> fan_out(std::span<FanOutTarget> targets, Clock::time_p
     }
   }
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  if (decided) {
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      Connection& connection = *targets[i].connection;
+      const bool dialing = dials[i] && dials[i]->pending();
+      if (!dialing && !(results[i].sent && !done[i])) continue;
+      // A sent request's reply is dropped when it comes, keeping the
+      // connection warm; a dial in progress is closed.
+      if (dialing || !connection.abandon_replies()) connection.mark_broken();
+      results[i].abandoned = true;
+      const std::string why = "connect to " + connection.endpoint() + " (" + std::string(operation) +
+                              "): not waited for after " + std::to_string(waited.count()) +
+                              " ms; the other nodes' replies decided";
+      if (dialing) {
+        results[i].error = std::make_exception_ptr(ConnectError(why));
+      } else {
+        results[i].error = std::make_exception_ptr(TimeoutError(std::string(operation) + " on " + connection.endpoint() +
+                                                                ": reply not waited for after " +
+                                                                std::to_string(waited.count()) +
+                                                                " ms; the other nodes' replies decided"));
+      }
+    }
+    return results;
+  }
   for (std::size_t i = 0; i < targets.size(); ++i) {
     if (dials[i] && dials[i]->pending()) {
       Connection& connection = *targets[i].connection;

@@ -103,7 +103,9 @@ class Redlock::Impl {
     if (!state_.held) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
     stop_renewal();
     state_.held = false;
-    const Tally tally = lease_->release(state_.token);
+    // Returns once a majority confirmed: unlock never waits on a frozen
+    // minority (their keys expire by their TTL).
+    const Tally tally = lease_->release(state_.token, Clock::time_point::max(), true);
     lease_->set_deadline(Clock::time_point::min());
     if (tally.ok >= nodes().quorum()) {
       state_.lease->close();  // ended by us: lost() must not turn true later
@@ -213,12 +215,26 @@ class Redlock::Impl {
     const auto start = Clock::now();
     const std::array<std::string_view, 2> keys{state_.name, lease_->fence_key};
     std::vector<NodeReply> replies;
+    // The attempt is decided once a majority granted (or cannot): a frozen
+    // minority costs nothing. A node not waited for may still run the SET
+    // later; the key holds our token and expires by its TTL. Fences stay
+    // safe: the granting majority intersects the majority that recorded
+    // the previous holder's fence.
     if (fencing) {
       const std::array<std::string_view, 2> args{token, ttl_text_};
-      replies = nodes().script(detail::redlock_scripts::acquire_fenced(), keys, args, "redlock acquire", not_after);
+      const detail::Voter granted_fenced = [](const redisReply& r) {
+        const bool ok = r.type == REDIS_REPLY_ARRAY && r.elements >= 1 && r.element[0]->type == REDIS_REPLY_INTEGER &&
+                        r.element[0]->integer == 1;
+        return ok ? detail::Vote::yes : detail::Vote::no;
+      };
+      replies = nodes().script(detail::redlock_scripts::acquire_fenced(), keys, args, "redlock acquire", not_after,
+                               granted_fenced);
     } else {
       const std::array<std::string_view, 6> args{"SET", state_.name, token, "NX", "PX", ttl_text_};
-      replies = nodes().command(args, "redlock acquire", std::nullopt, not_after);
+      const detail::Voter granted_plain = [](const redisReply& r) {
+        return r.type == REDIS_REPLY_STATUS ? detail::Vote::yes : detail::Vote::no;
+      };
+      replies = nodes().command(args, "redlock acquire", std::nullopt, not_after, granted_plain);
     }
     std::uint64_t highest = 0;
     const Tally granted = detail::settle(nodes(), replies, NodeOperation::acquire, token, [&](std::size_t, const redisReply& r) {
@@ -253,7 +269,10 @@ class Redlock::Impl {
       attempt.fence = highest;
       const std::string fence_text = std::to_string(attempt.fence);
       const std::array<std::string_view, 3> args{token, fence_text, kFenceCounterTtlMs};
-      auto acks = nodes().script(detail::redlock_scripts::write_fence(), keys, args, "redlock fence", not_after);
+      const detail::Voter recorded = [](const redisReply& r) {
+        return r.type == REDIS_REPLY_INTEGER && r.integer == 1 ? detail::Vote::yes : detail::Vote::no;
+      };
+      auto acks = nodes().script(detail::redlock_scripts::write_fence(), keys, args, "redlock fence", not_after, recorded);
       const Tally written = detail::settle(nodes(), acks, NodeOperation::fence, token, [](std::size_t, const redisReply& r) {
         if (r.type != REDIS_REPLY_INTEGER) return detail::unexpected_reply();
         if (r.integer == 1) return Verdict{NodeOutcome::ok, "fence recorded"};

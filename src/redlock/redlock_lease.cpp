@@ -37,7 +37,12 @@ RedlockLease::Extension RedlockLease::extend(const std::string& token, ExtendMod
   const std::string_view mode_text = mode == ExtendMode::add ? "add" : mode == ExtendMode::set ? "set" : "grow";
   const std::array<std::string_view, 1> keys{name};
   const std::array<std::string_view, 4> args{token, ms, mode_text, px};
-  auto replies = nodes->script(redlock_scripts::extend(), keys, args, "redlock extend");
+  // Decided once a majority extended: a frozen minority's keys keep their
+  // old expiry, which the validity (counted on the majority) never relied on.
+  const Voter extended = [](const redisReply& r) {
+    return r.type == REDIS_REPLY_INTEGER && (r.integer == 1 || r.integer == 2) ? Vote::yes : Vote::no;
+  };
+  auto replies = nodes->script(redlock_scripts::extend(), keys, args, "redlock extend", Clock::time_point::max(), extended);
   const Tally tally = settle(*nodes, replies, NodeOperation::extend, token, [](std::size_t, const redisReply& r) {
     if (r.type != REDIS_REPLY_INTEGER) return unexpected_reply();
     if (r.integer == 1) return Verdict{NodeOutcome::ok, "extended"};
@@ -61,10 +66,14 @@ RedlockLease::Extension RedlockLease::extend(const std::string& token, ExtendMod
   return {ExtendResult::unreachable, "extended on " + tally.summary(*nodes)};
 }
 
-Tally RedlockLease::release(const std::string& token, Clock::time_point not_after) const {
+Tally RedlockLease::release(const std::string& token, Clock::time_point not_after, bool until_decided) const {
   const std::array<std::string_view, 1> keys{name};
   const std::array<std::string_view, 1> args{token};
-  auto replies = nodes->script(redlock_scripts::release(), keys, args, "redlock release", not_after);
+  const Voter deleted = [](const redisReply& r) {
+    return r.type == REDIS_REPLY_INTEGER && r.integer == 1 ? Vote::yes : Vote::no;
+  };
+  auto replies = nodes->script(redlock_scripts::release(), keys, args, "redlock release", not_after,
+                               until_decided ? deleted : Voter{});
   return settle(*nodes, replies, NodeOperation::release, token, [](std::size_t, const redisReply& r) {
     if (r.type != REDIS_REPLY_INTEGER) return unexpected_reply();
     if (r.integer == 1) return Verdict{NodeOutcome::ok, "released"};

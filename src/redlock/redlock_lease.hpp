@@ -54,8 +54,11 @@ struct RedlockLease {
 
   /// Deletes `token` on every node (compare-and-delete); tally.ok counts the
   /// deletions. Blocks up to the per-node timeout, and not past `not_after`
-  /// save one round trip (RedlockNodes::window).
-  Tally release(const std::string& token, Clock::time_point not_after = Clock::time_point::max()) const;
+  /// save one round trip (RedlockNodes::window). With `until_decided`, stops
+  /// waiting once a majority confirmed (or cannot): a frozen minority's keys
+  /// then expire by their TTL.
+  Tally release(const std::string& token, Clock::time_point not_after = Clock::time_point::max(),
+                bool until_decided = false) const;
 
  private:
   std::mutex update_;

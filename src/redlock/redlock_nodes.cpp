@@ -169,12 +169,41 @@ RedlockNodes::RedlockNodes(std::vector<Client> clients, std::string name, std::c
       throw ConfigError("redlock '" + name_ + "': node " + endpoint + " is listed twice; nodes must be independent servers");
     endpoints_.push_back(std::move(endpoint));
   }
+  next_probe_ns_ = std::make_unique<std::atomic<std::int64_t>[]>(clients_.size());
+  for (std::size_t i = 0; i < clients_.size(); ++i) next_probe_ns_[i].store(0, std::memory_order_relaxed);
+}
+
+namespace {
+std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+bool RedlockNodes::grace_for(std::size_t node) const noexcept {
+  auto& next = next_probe_ns_[node];
+  const std::int64_t due = next.load(std::memory_order_relaxed);
+  if (due == 0) return true;
+  const std::int64_t now = steady_ns();
+  if (now < due) return false;
+  // This fan-out probes it; the others keep deciding without it meanwhile.
+  next.store(now + std::chrono::nanoseconds(kSuspectProbeEvery).count(), std::memory_order_relaxed);
+  return true;
+}
+
+void RedlockNodes::note_outcome(std::size_t node, bool abandoned, bool answered) const noexcept {
+  auto& next = next_probe_ns_[node];
+  if (answered) {
+    next.store(0, std::memory_order_relaxed);
+  } else if (abandoned && next.load(std::memory_order_relaxed) == 0) {
+    next.store(steady_ns() + std::chrono::nanoseconds(kSuspectProbeEvery).count(), std::memory_order_relaxed);
+  }
 }
 
 std::vector<NodeReply> RedlockNodes::run(const std::function<void(Connection&)>& send,
                                          const std::function<ReplyPtr(Connection&, ReplyPtr)>& finish,
                                          std::string_view operation, std::chrono::milliseconds timeout,
-                                         Clock::time_point not_after) const {
+                                         Clock::time_point not_after, const Voter& voter) const {
   const auto start = Clock::now();
   const auto deadline = window(start, timeout, not_after);
   const auto since_start = [start] {
@@ -203,15 +232,34 @@ std::vector<NodeReply> RedlockNodes::run(const std::function<void(Connection&)>&
       out[i].elapsed = since_start();
       return reply;
     };
+    target.grace_after_decided = !voter || grace_for(i);
     targets.push_back(std::move(target));
     index.push_back(i);
   }
-  std::vector<FanOutResult> results = fan_out(targets, deadline, operation);
+  FanOutEnough enough;
+  if (voter) {
+    // Nodes whose pool could not lend a connection already count as no.
+    std::size_t unavailable = 0;
+    for (const NodeReply& node : out)
+      if (node.error) ++unavailable;
+    enough = [&voter, unavailable, n, q = quorum()](std::span<const FanOutResult> results) {
+      std::size_t yes = 0;
+      std::size_t no = unavailable;
+      for (const FanOutResult& result : results) {
+        if (result.error) ++no;
+        else if (result.reply) ++(!is_error_reply(*result.reply) && voter(*result.reply) == Vote::yes ? yes : no);
+      }
+      return yes >= q || no > n - q;
+    };
+  }
+  std::vector<FanOutResult> results = fan_out_until_enough(targets, deadline, operation, enough);
   for (std::size_t k = 0; k < index.size(); ++k) {
     NodeReply& node = out[index[k]];
     node.reply = std::move(results[k].reply);
     node.error = results[k].error;
     node.sent = results[k].sent;
+    node.abandoned = results[k].abandoned;
+    if (voter) note_outcome(index[k], node.abandoned, node.reply != nullptr);
     if (node.error) node.elapsed = since_start();
   }
   return out;
@@ -226,19 +274,19 @@ RedlockNodes::Clock::time_point RedlockNodes::window(Clock::time_point start, st
 
 std::vector<NodeReply> RedlockNodes::command(std::span<const std::string_view> args, std::string_view operation,
                                              std::optional<std::chrono::milliseconds> timeout,
-                                             Clock::time_point not_after) const {
+                                             Clock::time_point not_after, const Voter& voter) const {
   return run([args](Connection& connection) { connection.append(args); }, {}, operation,
-             timeout.value_or(per_node_timeout_), not_after);
+             timeout.value_or(per_node_timeout_), not_after, voter);
 }
 
 std::vector<NodeReply> RedlockNodes::script(const Script& script, std::span<const std::string_view> keys,
                                             std::span<const std::string_view> args, std::string_view operation,
-                                            Clock::time_point not_after) const {
+                                            Clock::time_point not_after, const Voter& voter) const {
   return run([&](Connection& connection) { append_evalsha(connection, script, keys, args); },
              [&](Connection& connection, ReplyPtr reply) {
                return resolve_noscript(connection, script, keys, args, std::move(reply), operation);
              },
-             operation, per_node_timeout_, not_after);
+             operation, per_node_timeout_, not_after, voter);
 }
 
 void RedlockNodes::report(std::size_t node, NodeOperation operation, NodeOutcome outcome, std::string detail,

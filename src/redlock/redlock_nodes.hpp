@@ -3,7 +3,9 @@
 // NodeEvent reporting (with tokens redacted).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -57,6 +59,7 @@ struct NodeReply {
   std::exception_ptr error;              // set when the node could not be talked to
   std::chrono::microseconds elapsed{0};  // fan-out start → answer (or failure)
   bool sent = false;                     // the request was written (false: the node certainly did not run it)
+  bool abandoned = false;                // not waited for: the others' replies decided
 
   /// An answer that is not an error reply.
   bool answered() const noexcept { return reply && !is_error_reply(*reply); }
@@ -78,6 +81,12 @@ std::optional<std::uint64_t> fence_candidate(const redisReply& reply) noexcept;
 
 /// The automatic per-node timeout for a TTL (see RedlockOptions).
 std::chrono::milliseconds auto_per_node_timeout(std::chrono::milliseconds ttl) noexcept;
+
+/// How a node's reply votes on the question a fan-out asks, for stopping
+/// early: yes (e.g. "granted"), no (e.g. "held by another owner", an error
+/// reply). Failures to reply count as no.
+enum class Vote { yes, no };
+using Voter = std::function<Vote(const redisReply&)>;
 
 /// The N clients of a Redlock. Immutable after construction; every member
 /// may be called from any thread (the clients' pools are thread-safe).
@@ -102,13 +111,22 @@ class RedlockNodes {
   /// most. Never throws for a node's failure.
   std::vector<NodeReply> command(std::span<const std::string_view> args, std::string_view operation,
                                  std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                                 Clock::time_point not_after = Clock::time_point::max()) const;
+                                 Clock::time_point not_after = Clock::time_point::max(),
+                                 const Voter& voter = {}) const;
 
   /// Runs `script` on every node at once (EVALSHA, EVAL after NOSCRIPT);
   /// bounded as command() with per_node_timeout.
+  ///
+  /// With a `voter`, both stop waiting once the outcome is decided: a
+  /// majority voted yes, or more than N - majority cannot (voted no or
+  /// failed). Nodes not waited for then carry an error marked `abandoned`
+  /// (a frozen minority costs nothing); their request may still run there
+  /// later, so callers use this only where a late execution is harmless
+  /// (our own token's key, which expires by its TTL).
   std::vector<NodeReply> script(const Script& script, std::span<const std::string_view> keys,
                                 std::span<const std::string_view> args, std::string_view operation,
-                                Clock::time_point not_after = Clock::time_point::max()) const;
+                                Clock::time_point not_after = Clock::time_point::max(),
+                                const Voter& voter = {}) const;
 
   /// The least a fan-out cut short by a caller's deadline still waits: one
   /// round trip to a healthy node (replies are read up to there).
@@ -128,10 +146,19 @@ class RedlockNodes {
  private:
   std::vector<NodeReply> run(const std::function<void(Connection&)>& send,
                              const std::function<ReplyPtr(Connection&, ReplyPtr)>& finish, std::string_view operation,
-                             std::chrono::milliseconds timeout, Clock::time_point not_after) const;
+                             std::chrono::milliseconds timeout, Clock::time_point not_after, const Voter& voter) const;
+
+  // Nodes abandoned by a decided fan-out are suspected frozen: the next
+  // fan-outs decide without waiting for them, except one every
+  // kSuspectProbeEvery, which gives them the grace period to rejoin.
+  static constexpr std::chrono::milliseconds kSuspectProbeEvery{100};
+  bool grace_for(std::size_t node) const noexcept;
+  void note_outcome(std::size_t node, bool abandoned, bool answered) const noexcept;
 
   std::vector<Client> clients_;
   std::vector<std::string> endpoints_;
+  // Per node: steady-clock ns of its next probe while suspected; 0: trusted.
+  std::unique_ptr<std::atomic<std::int64_t>[]> next_probe_ns_;
   std::string name_;
   std::chrono::milliseconds per_node_timeout_;
   std::function<void(const NodeEvent&)> on_event_;

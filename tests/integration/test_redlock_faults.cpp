@@ -5,6 +5,7 @@
 
 #include "lockon/errors.hpp"
 #include "redlock_support.hpp"
+#include "support/fault_proxy.hpp"
 
 namespace lockon::test {
 namespace {
@@ -164,28 +165,52 @@ TEST_F(RedlockFaults, RenewalKeepsTheLeaseWithAMajorityAndSignalsLossWithout) {
   EXPECT_THROW(std::rethrow_exception(lock.last_unlock_error()), QuorumError);
 }
 
-TEST_F(RedlockFaults, PausedNodeDelaysAcquisitionByAtMostItsPerNodeTimeout) {
+// A frozen minority costs neither acquire nor release its per-node timeout:
+// both are decided once a majority answered. The first fan-out gives the
+// paused node a short grace period (it had been answering), the following
+// ones none (it is suspected), except a probe every 100 ms.
+TEST_F(RedlockFaults, PausedMinorityDelaysNeitherAcquisitionNorRelease) {
   start(3);
   const std::string name = unique_key("paused");
   EventLog log;
-  Redlock lock(urls(), name, {.ttl = 5s}, {.per_node_timeout = 50ms, .on_node_event = log.hook()});
+  Redlock lock(urls(), name, {.ttl = 5s}, {.per_node_timeout = 200ms, .on_node_event = log.hook()});
+  ASSERT_TRUE(lock.try_lock());  // all up: every node trusted
+  lock.release();
   server(1).pause();
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 20; ++i) {
     log.clear();
     const auto started = Clock::now();
     ASSERT_TRUE(lock.try_lock());
     const auto took = Clock::now() - started;
-    EXPECT_GE(took, 45ms);
-    EXPECT_LT(took, 50ms + 150ms) << "acquisition " << i;
+    // Far below the 200 ms per-node timeout: at most the grace period (the
+    // time to a majority, >= 2 ms) plus scheduling noise.
+    EXPECT_LT(took, 60ms) << "acquisition " << i;
     for (const auto& event : log.of(NodeOperation::acquire)) {
       EXPECT_EQ(event.ok(), event.endpoint != endpoint(1)) << event.endpoint << ": " << event.detail;
-      EXPECT_LT(event.elapsed, 200ms);
+      if (event.endpoint == endpoint(1))
+        EXPECT_NE(event.detail.find("not waited for"), std::string::npos) << event.detail;
     }
     const auto release_started = Clock::now();
     lock.release();
-    EXPECT_LT(Clock::now() - release_started, 50ms + 150ms);
+    EXPECT_LT(Clock::now() - release_started, 60ms) << "release " << i;
+    EXPECT_FALSE(lock.lost());
   }
+  EXPECT_EQ(get(0, name), "");
+  EXPECT_EQ(get(2, name), "");
   server(1).resume();
+  // Back: it rejoins within a probe period and answers again. (It may
+  // refuse for a while: the SETs it received while frozen ran when it
+  // resumed, and those keys of ours expire by their TTL.)
+  bool rejoined = false;
+  for (int i = 0; i < 50 && !rejoined; ++i) {
+    log.clear();
+    ASSERT_TRUE(lock.try_lock());
+    for (const auto& event : log.of(NodeOperation::acquire))
+      if (event.endpoint == endpoint(1) && event.outcome != NodeOutcome::failed) rejoined = true;
+    lock.release();
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(rejoined) << "the resumed node never granted again";
 }
 
 TEST_F(RedlockFaults, DebugSleepingNodeDoesNotDelayAcquisitionBeyondItsTimeout) {
@@ -207,11 +232,23 @@ TEST_F(RedlockFaults, AcquisitionPastItsValidityIsReportedFailedAndReleasedEvery
   start(3);
   const std::string name = unique_key("too-slow");
   EventLog log;
-  // A per-node timeout longer than TTL − drift (300 − 0.4 × 300 − 2 = 178
-  // ms): a paused node makes the fan-out outlast the validity although a
-  // majority granted the key — which still exists (300 ms) when released.
-  Redlock lock(urls(), name, {.ttl = 300ms, .auto_renew = false},
-               {.drift_factor = 0.4, .per_node_timeout = 200ms, .on_node_event = log.hook()});
+  // Node 1 behind a proxy adding 100 ms each way, node 2 paused: the
+  // majority (0 and 1) is complete only after ~200 ms, past the validity of
+  // TTL - drift (300 - 0.4 x 300 - 2 = 178 ms), although both granted the
+  // key — which still exists (300 ms) when released.
+  lockon::test::FaultProxy slow("127.0.0.1", server(1).port());
+  std::vector<std::string> nodes = urls();
+  nodes[1] = slow.url();
+  const std::string slow_endpoint = "127.0.0.1:" + std::to_string(slow.port());
+  Redlock lock(nodes, name, {.ttl = 300ms, .auto_renew = false},
+               {.drift_factor = 0.4, .per_node_timeout = 300ms, .on_node_event = log.hook()});
+  // Warm: pooled connections everywhere, so the slow node costs one round
+  // trip per fan-out (a fresh one would need three).
+  slow.set_latency(0us);
+  ASSERT_TRUE(lock.try_lock());
+  lock.unlock();
+  slow.set_latency(100ms);
+  log.clear();
   server(2).pause();
   const auto started = Clock::now();
   try {
@@ -220,20 +257,23 @@ TEST_F(RedlockFaults, AcquisitionPastItsValidityIsReportedFailedAndReleasedEvery
   } catch (const QuorumError& error) {
     EXPECT_NE(std::string(error.what()).find("validity"), std::string::npos) << error.what();
   }
-  // Three attempts in a row (each ≈ 200 ms + 200 ms of cleanup), then the
+  // Three attempts in a row (each ≈ 200 ms + 300 ms of cleanup), then the
   // error — long before the 5 s deadline.
   EXPECT_LT(Clock::now() - started, 3s);
   EXPECT_FALSE(lock.held());
   const auto acquires = log.of(NodeOperation::acquire);
   ASSERT_EQ(acquires.size(), 9u);
   EXPECT_EQ(std::count_if(acquires.begin(), acquires.end(), [](const NodeEvent& e) { return e.ok(); }), 6);
-  // Each attempt was released on every node, the paused one included.
+  // Each attempt was released on every node that answered (or its key had
+  // already expired: the decision came at the end of the validity); the
+  // paused one failed.
   const auto releases = log.of(NodeOperation::release);
   ASSERT_EQ(releases.size(), 9u);
-  EXPECT_EQ(std::count_if(releases.begin(), releases.end(), [](const NodeEvent& e) { return e.ok(); }), 6);
   for (const auto& event : releases) {
     if (event.endpoint == endpoint(2)) {
       EXPECT_EQ(event.outcome, NodeOutcome::failed);
+    } else {
+      EXPECT_NE(event.outcome, NodeOutcome::failed) << event.endpoint << ": " << event.detail;
     }
   }
   // try_lock() gives up after its single attempt.
