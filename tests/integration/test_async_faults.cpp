@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "integration/async_support.hpp"
 #include "lockon/async.hpp"
@@ -85,6 +86,45 @@ TEST_F(AsyncFaultTest, HolderWhoseServerDiesIsToldByTheLeaseEnd) {
   // Declared once the provable lease end passed: not before it, and soon after.
   EXPECT_GE(lost_at - acquired_at, 550ms);
   EXPECT_LT(lost_at - acquired_at, 600ms + 400ms);
+}
+
+TEST_F(AsyncFaultTest, DeadlineOnAStalledServerReturnsInTimeAndTheLateWinIsReleased) {
+  RedisServer own;
+  ConnectionOptions options = ConnectionOptions::from_url(own.url());
+  options.socket_timeout = 300ms;
+  AsyncClient client(io.get_executor(), options);
+  AsyncLock lock(client, "k");
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> ping{"PING"};
+    co_await client.async_command(ping);  // connected
+  }));
+  own.pause();
+  Clock::duration took{};
+  bool acquired = true;
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    const auto start = Clock::now();
+    acquired = co_await lock.async_try_lock_for(200ms);
+    took = Clock::now() - start;
+  }));
+  EXPECT_FALSE(acquired);
+  EXPECT_GE(took, 190ms);
+  EXPECT_LT(took, 450ms) << "the deadline, not the socket timeout, bounds the call";
+  // The SET is still in the server's socket: resumed, it wins the key —
+  // and the background clean-up (cancel-wait after it on the same
+  // connection) passes it on.
+  own.resume();
+  bool released = false;
+  for (int i = 0; i < 100 && !released; ++i) {
+    drain(io, 50ms);
+    released = own.command({"EXISTS", "k"}).integer == 0;
+  }
+  EXPECT_TRUE(released) << "a late win was left holding the key";
+  EXPECT_FALSE(lock.held());
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    const bool got = co_await lock.async_try_lock();
+    EXPECT_TRUE(got);
+    co_await lock.async_unlock();
+  }));
 }
 
 }  // namespace
