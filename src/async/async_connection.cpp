@@ -6,6 +6,8 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <poll.h>
+
 #include <array>
 
 #include "async/async_connect.hpp"
@@ -75,7 +77,23 @@ AsyncConnection::~AsyncConnection() {
   }
 }
 
+// An idle request/reply socket has nothing to say: readable bytes, EOF or an
+// error mean the server closed it (restart, `timeout`) and the read loop has
+// not run since (the loop was busy, or not running). Looked at only after
+// kIdleCheckAfter of quiet, as the blocking Connection does, so that a
+// request is never sent into a dead socket when that can still be known.
+bool AsyncConnection::stale() const noexcept {
+  if (state_ != State::up || !fifo_.empty() || !out_.empty() || push_handler_) return false;
+  if (Clock::now() - last_progress_ < kIdleCheckAfter) return false;
+  pollfd probe{transport_->fd(), POLLIN | POLLRDHUP, 0};
+  return ::poll(&probe, 1, 0) != 0 || transport_->has_buffered_input();
+}
+
 std::shared_ptr<AsyncConnection::Request> AsyncConnection::enqueue(std::string_view resp, std::size_t replies) {
+  if (stale()) {
+    // Nothing is owed: nobody sees this failure; the request goes on a fresh socket.
+    fail(io_error(IoFailure::eof, {}, endpoint_, "idle check"), false);
+  }
   ensure_connected();
   auto request = std::make_shared<Request>(executor_);
   request->expected = replies;

@@ -68,6 +68,10 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
     std::vector<ReplyPtr> replies;  // all of them when ended == replied
   };
 
+  /// A connection idle for longer than this is probed (one poll()) before
+  /// the next request is sent: see stale().
+  static constexpr auto kIdleCheckAfter = std::chrono::milliseconds(2);
+
   AsyncConnection(Executor executor, ConnectionOptions options);
   ~AsyncConnection();
   AsyncConnection(const AsyncConnection&) = delete;
@@ -116,6 +120,7 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   struct Request;
 
   std::shared_ptr<Request> enqueue(std::string_view resp, std::size_t replies);
+  bool stale() const noexcept;
   void start_connect();
   asio::awaitable<void> connect_and_run(std::uint64_t generation);
   asio::awaitable<void> read_loop(std::uint64_t generation);

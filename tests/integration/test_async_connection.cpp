@@ -189,6 +189,21 @@ TEST_F(AsyncConnectionTest, ServerRestartFailsOwedRequestsTypedAndReconnects) {
   }));
 }
 
+TEST_F(AsyncConnectionTest, ConnectionClosedWhileIdleIsReplacedBeforeTheNextRequest) {
+  AsyncClient client(io.get_executor(), server().url());
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> ping{"PING"};
+    co_await client.async_command(ping);
+  }));
+  // The server restarts while the loop does not run: the EOF waits unread.
+  server().restart();
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> ping{"PING"};
+    const Reply pong = co_await client.async_command(ping);  // no ClosedError: never sent into the dead socket
+    EXPECT_EQ(pong.as_string(), "PONG");
+  }));
+}
+
 TEST_F(AsyncConnectionTest, WrongPasswordIsAnAuthError) {
   RedisServer secured(ServerOptions{.requirepass = "s3cret"});
   ConnectionOptions options = ConnectionOptions::from_url(secured.url());
