@@ -33,9 +33,10 @@
 // acquires later. async_unlock() cannot be cancelled (it finishes the release).
 //
 // Threading: an AsyncClient and its locks run on the client's executor,
-// which must not run two handlers at once: an io_context run by a single
-// thread (or a strand of it). Operations may be started from coroutines on
-// other executors; they run on the client's and complete on the caller's.
+// which must be an io_context run by a single thread (not a strand over a
+// multi-threaded one: see docs/async.md). Operations may be started from
+// coroutines on other executors; they run on the client's and complete on
+// the caller's.
 // fence(), held(), lost() are meant to be read from the client's executor.
 //
 // Limitations (this version): standalone servers only (Sentinel/Cluster URLs

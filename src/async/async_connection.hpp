@@ -25,12 +25,14 @@
 // [AUTH], SELECT) is queued in front of the first requests, as the blocking
 // Connection does.
 //
-// Threading: every member runs on the connection's executor, which must not
-// run two of its handlers at once (an io_context run by one thread, or a
-// strand over it). The readiness waits rely on it: a non-blocking read that
-// found nothing and the wait that follows it run in one handler, so the
-// edge-triggered reactor cannot report the next arrival before the wait is
-// registered.
+// Threading: every member runs on the connection's executor, an io_context
+// run by ONE thread. The readiness waits rely on it: a non-blocking read that
+// found nothing and the wait that follows it run in one handler, and no
+// other thread can be inside epoll_wait meanwhile, so the edge-triggered
+// reactor cannot consume the next arrival's edge before the wait is
+// registered (Asio 1.22's async_wait never tries speculatively). A strand
+// over a multi-threaded io_context does NOT give that: another thread may
+// run the reactor in between, and the wake-up would be lost.
 #pragma once
 
 #include <asio/any_io_executor.hpp>
