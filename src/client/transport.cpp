@@ -199,6 +199,10 @@ std::unique_ptr<Transport> open_transport(const ConnectionOptions& options, cons
   return std::make_unique<SocketTransport>(fd, "tcp");
 }
 
+std::unique_ptr<Transport> make_socket_transport(int fd, std::string_view kind) {
+  return std::make_unique<SocketTransport>(fd, kind);
+}
+
 IoStatus Transport::read_within(char* data, std::size_t size, std::chrono::milliseconds timeout) noexcept {
   const Clock::time_point deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
   while (true) {

@@ -80,6 +80,11 @@ class Transport {
 std::unique_ptr<Transport> open_transport(const ConnectionOptions& options, const std::string& host, int port,
                                           Transport::Clock::time_point deadline, std::string_view endpoint);
 
+/// A plain transport over a connected TCP or Unix socket (owned from now
+/// on), e.g. one the Asio front connected (async/async_connect.cpp).
+/// `kind` ("tcp", "unix") must be a string literal.
+std::unique_ptr<Transport> make_socket_transport(int fd, std::string_view kind);
+
 /// Connects a non-blocking TCP socket to host:port (name resolution, every
 /// address in turn, TCP_NODELAY, keep-alive if asked) before `deadline`.
 /// Returns the fd (owned by the caller). Throws ConnectError naming `endpoint`.
