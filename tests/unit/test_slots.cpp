@@ -101,7 +101,8 @@ TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
 // channel's shard), everything else unchanged.
 TEST(Slots, ShardedScriptVariantsUseSpublish) {
   namespace s = lockon::detail::scripts;
-  for (const auto* pair : {&s::wait_attempt, &s::release, &s::cancel_wait}) {
+  using Getter = const lockon::detail::Script& (*)(bool);
+  for (const Getter pair : std::vector<Getter>{&s::wait_attempt, &s::release, &s::cancel_wait}) {
     const std::string& plain = (*pair)(false).body();
     const std::string& sharded = (*pair)(true).body();
     EXPECT_NE(plain.find("redis.pcall('PUBLISH'"), std::string::npos);
