@@ -1,0 +1,311 @@
+// integration/test_cluster.cpp — Redis Cluster (issue 14) against a real
+// 3-master / 3-replica cluster started once for the suite: routing of Client
+// commands and locks to every shard, clear cross-slot errors, mutual
+// exclusion across 4 processes over keys on all shards, hand-overs by
+// SPUBLISH/SSUBSCRIBE on every shard, a slot migration under a held lock
+// with waiters queued, and a master failover mid-run.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <typeinfo>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/slots.hpp"
+#include "lockon/client.hpp"
+#include "lockon/errors.hpp"
+#include "lockon/lock.hpp"
+#include "support/cluster_fixture.hpp"
+#include "support/fixtures.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using detail::key_slot;
+
+long long ms_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!cluster_) {
+      const auto start = Clock::now();
+      cluster_ = std::make_unique<RedisCluster>(3, 1);
+      std::cout << "cluster of 6 nodes formed in " << ms_since(start) << " ms\n";
+    }
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+  void SetUp() override { cluster_->wait_consistent(20s); }
+
+  static RedisCluster& cluster() { return *cluster_; }
+  // A lock name (unique per call) whose slot is served by `master`.
+  static std::string name_on(const RedisServer& master, const std::string& tag) {
+    for (int i = 0; i < 100'000; ++i) {
+      std::string name = unique_key(tag + "-" + std::to_string(i));
+      if (&cluster().owner_of_slot(key_slot(name)) == &master) return name;
+    }
+    throw std::runtime_error("no name for master " + std::to_string(master.port()));
+  }
+
+ private:
+  static inline std::unique_ptr<RedisCluster> cluster_;
+};
+
+TEST_F(ClusterTest, ClientCommandsRouteByKeyToEveryShard) {
+  const Client client(cluster().url());
+  client.ping();
+  const std::string prefix = unique_key("route");
+  for (int i = 0; i < 300; ++i) client.command({"SET", prefix + ":" + std::to_string(i), std::to_string(i)});
+  for (int i = 0; i < 300; ++i)
+    ASSERT_EQ(client.command({"GET", prefix + ":" + std::to_string(i)}).as_string(), std::to_string(i));
+  // Each key sits on its slot's master, and every master got some.
+  std::map<int, int> per_master;
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = prefix + ":" + std::to_string(i);
+    RedisServer& owner = cluster().owner_of_slot(key_slot(key));
+    ASSERT_EQ(owner.command({"EXISTS", key}).integer, 1) << key;
+    ++per_master[owner.port()];
+  }
+  EXPECT_EQ(per_master.size(), 3u);
+  for (const auto& [port, count] : per_master) EXPECT_GT(count, 50) << port;
+  // Scripts route by their first key; same-slot pipelines work.
+  const std::string tagged = "{" + prefix + "}:";
+  EXPECT_EQ(client.command({"EVAL", "return redis.call('SET', KEYS[1], ARGV[1])", "1", tagged + "a", "x"}).as_string(), "OK");
+  const auto replies = client.pipeline({{"SET", tagged + "b", "1"}, {"INCR", tagged + "b"}, {"GET", tagged + "a"}});
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[1].as_integer(), 2);
+  EXPECT_EQ(replies[2].as_string(), "x");
+}
+
+TEST_F(ClusterTest, CrossSlotOperationsFailWithAnErrorNamingTheKeys) {
+  const Client client(cluster().url());
+  const std::string a = unique_key("xa");
+  std::string b = unique_key("xb");
+  while (key_slot(b) == key_slot(a)) b += "x";
+  try {
+    client.command({"MSET", a, "1", b, "2"});
+    FAIL() << "MSET over two slots succeeded";
+  } catch (const ReplyError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), "CROSSSLOT");
+    EXPECT_NE(what.find(a), std::string::npos) << what;
+    EXPECT_NE(what.find(b), std::string::npos) << what;
+    EXPECT_NE(what.find("hash tag"), std::string::npos) << what;
+  }
+  try {
+    client.pipeline({{"SET", a, "1"}, {"SET", b, "2"}});
+    FAIL() << "a pipeline over two slots was sent";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(a), std::string::npos) << what;
+    EXPECT_NE(what.find(b), std::string::npos) << what;
+  }
+  EXPECT_EQ(cluster().owner_of_slot(key_slot(a)).command({"EXISTS", a}).integer, 0) << "nothing ran";
+}
+
+TEST_F(ClusterTest, LocksOnManyKeysLiveOnTheirSlotsMaster) {
+  const Client client(cluster().url());
+  std::map<int, int> per_master;
+  for (int i = 0; i < 120; ++i) {
+    const std::string name = unique_key("many-" + std::to_string(i));
+    Lock lock(client, name, {.ttl = 5s, .fencing = true});
+    ASSERT_TRUE(lock.try_lock()) << name;
+    RedisServer& owner = cluster().owner_of_slot(key_slot(name));
+    EXPECT_EQ(owner.command({"EXISTS", name}).integer, 1) << name;
+    EXPECT_GT(lock.fence(), 0u);
+    ++per_master[owner.port()];
+    lock.unlock();
+    EXPECT_EQ(owner.command({"EXISTS", name}).integer, 0) << name;
+  }
+  EXPECT_EQ(per_master.size(), 3u);
+}
+
+TEST_F(ClusterTest, FourProcessesExcludeEachOtherOnKeysOfAllShards) {
+  constexpr int kWorkers = 4;
+  constexpr int kKeys = 12;
+  constexpr int kRounds = 15;
+  const std::string prefix = unique_key("mx");
+  std::set<int> masters;
+  for (int k = 0; k < kKeys; ++k)
+    masters.insert(cluster().owner_of_slot(key_slot(prefix + ":" + std::to_string(k))).port());
+  ASSERT_EQ(masters.size(), 3u) << "the keys do not cover every shard";
+  const auto start = Clock::now();
+  std::vector<Child> workers;
+  for (int w = 0; w < kWorkers; ++w)
+    workers.push_back(spawn(worker_argv("cluster_increment", {cluster().url(), prefix, std::to_string(kKeys), std::to_string(kRounds)})));
+  for (auto& worker : workers) {
+    const ProcessResult result = worker.wait(120s);
+    EXPECT_TRUE(result.succeeded()) << result.describe();
+  }
+  std::cout << kWorkers * kKeys * kRounds << " critical sections on a cluster took " << ms_since(start) << " ms\n";
+  const Client client(cluster().url());
+  for (int k = 0; k < kKeys; ++k) {
+    const Reply value = client.command({"GET", "{" + prefix + ":" + std::to_string(k) + "}:n"});
+    EXPECT_EQ(value.as_string(), std::to_string(kWorkers * kRounds)) << "key " << k;
+  }
+}
+
+// A waiter on each shard is handed the lock by message: well before its
+// poll interval (10 s here) would have let it look again.
+TEST_F(ClusterTest, HandOverOnEveryShardArrivesBySharedPubSub) {
+  const Client holder_client(cluster().url());
+  const Client waiter_client(cluster().url());
+  for (RedisServer* master : cluster().masters()) {
+    const std::string name = name_on(*master, "handover");
+    Lock holder(holder_client, name, {.ttl = 20s});
+    ASSERT_TRUE(holder.try_lock());
+    std::atomic<long long> acquired_after{-1};
+    Clock::time_point released_at;
+    std::thread waiter([&] {
+      Lock lock(waiter_client, name, {.ttl = 20s, .wait_poll_interval = 10s});
+      if (lock.try_lock_for(8s)) {
+        acquired_after = ms_since(released_at);
+        lock.unlock();
+      }
+    });
+    // The waiter listens on its key's shard channel on the owning master.
+    bool listening = false;
+    for (int i = 0; i < 200 && !listening; ++i) {
+      const RawReply channels = master->command({"PUBSUB", "SHARDCHANNELS", "*wake*"});
+      listening = !channels.elements.empty();
+      if (!listening) std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_TRUE(listening) << "no shard channel on master " << master->port();
+    std::this_thread::sleep_for(100ms);  // queued behind the holder
+    released_at = Clock::now();
+    holder.unlock();
+    waiter.join();
+    EXPECT_GE(acquired_after.load(), 0) << "never acquired on master " << master->port();
+    EXPECT_LT(acquired_after.load(), 1000) << "hand-over on master " << master->port() << " was not delivered";
+  }
+}
+
+// The slot of a held lock moves to another master (IMPORTING/MIGRATING,
+// MIGRATE, SETSLOT NODE) while three waiters are queued; the holder releases
+// while the slot is half-moved (ASK). Every waiter gets the lock in turn, no
+// call outlives its deadline.
+TEST_F(ClusterTest, SlotMigrationUnderAHeldLockWithWaitersQueued) {
+  const auto masters = cluster().masters();
+  const std::string name = name_on(*masters[0], "migrate");
+  const int slot = key_slot(name);
+  const Client client(cluster().url());
+  Lock holder(client, name, {.ttl = 20s});
+  ASSERT_TRUE(holder.try_lock());
+  constexpr int kWaiters = 3;
+  constexpr auto kWaitBound = 15s;
+  std::atomic<int> acquired{0};
+  std::atomic<long long> longest_call{0};
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlap{false};
+  std::vector<std::thread> waiters;
+  for (int w = 0; w < kWaiters; ++w) {
+    waiters.emplace_back([&] {
+      const Client mine(cluster().url());
+      Lock lock(mine, name, {.ttl = 20s, .wait_poll_interval = 2s});
+      const auto start = Clock::now();
+      const bool got = lock.try_lock_for(kWaitBound);
+      longest_call = std::max<long long>(longest_call.load(), ms_since(start));
+      if (!got) return;
+      if (inside.fetch_add(1) != 0) overlap = true;
+      std::this_thread::sleep_for(30ms);
+      inside.fetch_sub(1);
+      ++acquired;
+      lock.unlock();
+    });
+  }
+  // Queued: the queue key holds three entries.
+  RedisServer& from = *masters[0];
+  const std::string queue = "{" + name + "}:q";
+  for (int i = 0; i < 300 && from.command({"LLEN", queue}).integer < kWaiters; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(from.command({"LLEN", queue}).integer, kWaiters);
+
+  const auto migration = cluster().begin_migration(slot, *masters[1]);
+  cluster().migrate_keys(migration);
+  EXPECT_EQ(masters[1]->command({"EXISTS", name}).integer, 1) << "the lock key moved with its slot";
+  holder.unlock();  // the slot is half-moved: ASK to the target
+  std::this_thread::sleep_for(50ms);
+  cluster().finish_migration(migration);
+  for (auto& waiter : waiters) waiter.join();
+  EXPECT_EQ(acquired.load(), kWaiters) << "a hand-over was lost in the migration";
+  EXPECT_FALSE(overlap.load());
+  EXPECT_LE(longest_call.load(), std::chrono::duration_cast<std::chrono::milliseconds>(kWaitBound).count() + 500);
+  std::cout << "slot migration: longest wait " << longest_call.load() << " ms\n";
+  // Move it back so later tests see the original layout.
+  const auto back = cluster().begin_migration(slot, from);
+  cluster().migrate_keys(back);
+  cluster().finish_migration(back);
+}
+
+// A manual failover of the master serving a set of locks, mid-run: errors
+// during the switch are typed lockon errors, and locking works again within
+// a bound (measured and printed; docs/benchmarks.md and README quote it).
+TEST_F(ClusterTest, MasterFailoverMidRunRecoversWithTypedErrors) {
+  auto masters = cluster().masters();
+  RedisServer& master = *masters[2];
+  RedisServer& replica = cluster().replica_of(master);
+  const Client client(cluster().url(), {.size = 4});
+  std::vector<std::string> names;
+  for (int i = 0; i < 4; ++i) names.push_back(name_on(master, "failover-" + std::to_string(i)));
+  std::atomic<bool> stop{false};
+  std::atomic<long long> ok{0};
+  std::atomic<long long> typed_errors{0};
+  std::atomic<long long> other_errors{0};
+  std::atomic<long long> last_error_ns{0};
+  std::map<std::string, int> error_kinds;
+  std::mutex kinds_mutex;
+  std::thread runner([&] {
+    for (std::size_t i = 0; !stop; ++i) {
+      try {
+        Lock lock(client, names[i % names.size()], {.ttl = 5s});
+        if (lock.try_lock_for(2s)) {
+          lock.unlock();
+          ++ok;
+        }
+      } catch (const Error& e) {
+        ++typed_errors;
+        last_error_ns = Clock::now().time_since_epoch().count();
+        std::lock_guard lock(kinds_mutex);
+        ++error_kinds[typeid(e).name()];
+      } catch (...) {
+        ++other_errors;
+      }
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  const long long before = ok.load();
+  const auto failover_start = Clock::now();
+  cluster().failover(replica);
+  const long long switched_ms = ms_since(failover_start);
+  // Recovery: the first successful cycle after the switch completed.
+  const long long at_switch = ok.load();
+  while (ok.load() == at_switch && ms_since(failover_start) < 20'000) std::this_thread::sleep_for(1ms);
+  const long long recovered_ms = ms_since(failover_start);
+  std::this_thread::sleep_for(300ms);
+  stop = true;
+  runner.join();
+  std::cout << "failover: switch took " << switched_ms << " ms, first lock cycle after it at " << recovered_ms
+            << " ms; cycles before " << before << ", total " << ok.load() << ", typed errors " << typed_errors.load()
+            << "\n";
+  for (const auto& [kind, count] : error_kinds) std::cout << "  " << kind << ": " << count << "\n";
+  EXPECT_GT(before, 0);
+  EXPECT_EQ(other_errors.load(), 0) << "an error that is not a lockon::Error";
+  EXPECT_LT(recovered_ms - switched_ms, 3000) << "locking did not recover within 3 s of the switch";
+  EXPECT_GT(ok.load(), at_switch);
+  // The new master serves the locks now.
+  EXPECT_EQ(&cluster().owner_of_slot(key_slot(names[0])), &replica);
+  // Restore the original roles for later tests.
+  cluster().failover(master);
+}
+
+}  // namespace
+}  // namespace lockon::test
