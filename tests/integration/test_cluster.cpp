@@ -132,8 +132,8 @@ TEST_F(ClusterTest, LocksOnManyKeysLiveOnTheirSlotsMaster) {
 
 TEST_F(ClusterTest, FourProcessesExcludeEachOtherOnKeysOfAllShards) {
   constexpr int kWorkers = 4;
-  constexpr int kKeys = 12;
-  constexpr int kRounds = 15;
+  constexpr int kKeys = 9;
+  constexpr int kRounds = 40;
   const std::string prefix = unique_key("mx");
   std::set<int> masters;
   for (int k = 0; k < kKeys; ++k)
@@ -231,7 +231,11 @@ TEST_F(ClusterTest, SlotMigrationUnderAHeldLockWithWaitersQueued) {
 
   const auto migration = cluster().begin_migration(slot, *masters[1]);
   cluster().migrate_keys(migration);
-  EXPECT_EQ(masters[1]->command({"EXISTS", name}).integer, 1) << "the lock key moved with its slot";
+  {
+    RawConnection target = masters[1]->connect();  // the slot is importing there: ASKING first
+    ASSERT_TRUE(target.command({"ASKING"}).is("OK"));
+    EXPECT_EQ(target.command({"EXISTS", name}).integer, 1) << "the lock key moved with its slot";
+  }
   holder.unlock();  // the slot is half-moved: ASK to the target
   std::this_thread::sleep_for(50ms);
   cluster().finish_migration(migration);
@@ -242,6 +246,51 @@ TEST_F(ClusterTest, SlotMigrationUnderAHeldLockWithWaitersQueued) {
   std::cout << "slot migration: longest wait " << longest_call.load() << " ms\n";
   // Move it back so later tests see the original layout.
   const auto back = cluster().begin_migration(slot, from);
+  cluster().migrate_keys(back);
+  cluster().finish_migration(back);
+}
+
+// A waiter queued before its key's slot moves follows it: the old master's
+// server-sent `sunsubscribe` nudges it, its next attempt follows the MOVED,
+// and it re-subscribes on the new master, where the release's SPUBLISH
+// reaches it well before its 10 s poll interval.
+TEST_F(ClusterTest, WaiterFollowsItsSlotToTheNewMaster) {
+  const auto masters = cluster().masters();
+  const std::string name = name_on(*masters[1], "follow");
+  const int slot = key_slot(name);
+  const Client client(cluster().url());
+  Lock holder(client, name, {.ttl = 20s});
+  ASSERT_TRUE(holder.try_lock());
+  std::atomic<long long> acquired_after{-1};
+  std::atomic<long long> released_ns{0};
+  std::thread waiter([&] {
+    const Client mine(cluster().url());
+    Lock lock(mine, name, {.ttl = 20s, .wait_poll_interval = 10s});
+    if (lock.try_lock_for(8s)) {
+      acquired_after = (Clock::now().time_since_epoch().count() - released_ns.load()) / 1'000'000;
+      lock.unlock();
+    }
+  });
+  const std::string queue = "{" + name + "}:q";
+  for (int i = 0; i < 300 && masters[1]->command({"LLEN", queue}).integer < 1; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(masters[1]->command({"LLEN", queue}).integer, 1);
+  const auto migration = cluster().begin_migration(slot, *masters[2]);
+  cluster().migrate_keys(migration);
+  cluster().finish_migration(migration);
+  // The waiter re-subscribes on the new master.
+  bool listening = false;
+  for (int i = 0; i < 300 && !listening; ++i) {
+    listening = !masters[2]->command({"PUBSUB", "SHARDCHANNELS", "{" + name + "}:wake:*"}).elements.empty();
+    if (!listening) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(listening) << "the waiter never subscribed on the slot's new master";
+  std::this_thread::sleep_for(100ms);
+  released_ns = Clock::now().time_since_epoch().count();
+  holder.unlock();
+  waiter.join();
+  EXPECT_GE(acquired_after.load(), 0) << "the waiter never got the lock";
+  EXPECT_LT(acquired_after.load(), 1000) << "the hand-over after the move was not delivered by message";
+  const auto back = cluster().begin_migration(slot, *masters[1]);
   cluster().migrate_keys(back);
   cluster().finish_migration(back);
 }
