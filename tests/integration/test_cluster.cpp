@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -354,6 +356,44 @@ TEST_F(ClusterTest, MasterFailoverMidRunRecoversWithTypedErrors) {
   EXPECT_EQ(&cluster().owner_of_slot(key_slot(names[0])), &replica);
   // Restore the original roles for later tests.
   cluster().failover(master);
+}
+
+// `lockon run --url redis-cluster://...`: 4 shell loops x 50 runs of a racy
+// read-sleep-write increment, exactly like the single-server CLI test.
+TEST_F(ClusterTest, CliRunOnAClusterIncrementsExactly) {
+  const std::filesystem::path dir = make_temp_dir("lockon-cli-cluster");
+  const auto file = [&](const std::string& name) { return (dir / name).string(); };
+  {
+    std::ofstream(dir / "increment.sh") << "#!/bin/sh\nprintf + >> \"$2\"\nn=$(cat \"$1\")\nsleep 0.002\n"
+                                           "echo $((n + 1)) > \"$1\"\nprintf - >> \"$2\"\n";
+    std::ofstream(dir / "counter") << "0\n";
+    std::ofstream(dir / "log") << "";
+  }
+  std::filesystem::permissions(dir / "increment.sh", std::filesystem::perms::owner_all);
+  constexpr int kWorkers = 4;
+  constexpr int kRounds = 50;
+  const std::string name = unique_key("cli-counter");
+  const std::string loop = "i=0; while [ $i -lt " + std::to_string(kRounds) +
+                           " ]; do \"$LOCKON\" run --url \"$URL\" \"$NAME\" -- \"$SCRIPT\" \"$COUNTER\" \"$LOG\" || exit $?; "
+                           "i=$((i + 1)); done";
+  const std::map<std::string, std::string> env{{"LOCKON", LOCKON_CLI},          {"URL", cluster().url()},
+                                               {"NAME", name},                  {"SCRIPT", file("increment.sh")},
+                                               {"COUNTER", file("counter")},    {"LOG", file("log")}};
+  const auto start = Clock::now();
+  std::vector<Child> workers;
+  for (int w = 0; w < kWorkers; ++w) workers.push_back(spawn({"/bin/sh", "-c", loop}, env));
+  for (auto& worker : workers) {
+    const ProcessResult result = worker.wait(100s);
+    EXPECT_TRUE(result.succeeded()) << result.describe();
+  }
+  std::cout << kWorkers * kRounds << " lockon runs on a cluster took " << ms_since(start) << " ms\n";
+  EXPECT_EQ(read_file(file("counter")), std::to_string(kWorkers * kRounds) + "\n");
+  std::string expected_log;
+  for (int i = 0; i < kWorkers * kRounds; ++i) expected_log += "+-";
+  EXPECT_EQ(read_file(file("log")), expected_log) << "critical sections overlapped";
+  EXPECT_EQ(cluster().owner_of_slot(key_slot(name)).command({"EXISTS", name}).integer, 0) << "lock left behind";
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace
