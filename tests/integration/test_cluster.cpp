@@ -396,5 +396,74 @@ TEST_F(ClusterTest, CliRunOnAClusterIncrementsExactly) {
   std::filesystem::remove_all(dir, ignored);
 }
 
+// A master crashes (SIGKILL) mid-run: its replica is promoted after
+// cluster-node-timeout (2 s here). Meanwhile calls on its keys fail with
+// typed lockon errors (or time out) and never outlive their deadline; after
+// the promotion locking works again within a measured bound. Runs last: the
+// killed node stays down.
+TEST_F(ClusterTest, ZzMasterCrashFailoverRecoversWithinABound) {
+  auto masters = cluster().masters();
+  RedisServer& master = *masters[0];
+  RedisServer& replica = cluster().replica_of(master);
+  const Client client(cluster().url(), {.size = 4});
+  std::vector<std::string> names;
+  for (int i = 0; i < 4; ++i) names.push_back(name_on(master, "crash-" + std::to_string(i)));
+  std::atomic<bool> stop{false};
+  std::atomic<long long> ok{0};
+  std::atomic<long long> typed_errors{0};
+  std::atomic<long long> other_errors{0};
+  std::atomic<long long> longest_call{0};
+  std::atomic<long long> first_ok_after_kill_ns{0};
+  std::atomic<long long> kill_ns{0};
+  std::map<std::string, int> error_kinds;
+  std::mutex kinds_mutex;
+  constexpr auto kDeadline = 1s;
+  std::thread runner([&] {
+    for (std::size_t i = 0; !stop; ++i) {
+      const auto start = Clock::now();
+      const long long started_ns = start.time_since_epoch().count();
+      try {
+        Lock lock(client, names[i % names.size()], {.ttl = 5s});
+        if (lock.try_lock_for(kDeadline)) {
+          lock.unlock();
+          ++ok;
+          // Only a cycle begun after the crash counts as recovered.
+          if (kill_ns.load() != 0 && started_ns > kill_ns.load() && first_ok_after_kill_ns.load() == 0)
+            first_ok_after_kill_ns = Clock::now().time_since_epoch().count();
+        }
+      } catch (const Error& e) {
+        ++typed_errors;
+        std::lock_guard lock(kinds_mutex);
+        ++error_kinds[typeid(e).name()];
+        std::this_thread::sleep_for(10ms);
+      } catch (...) {
+        ++other_errors;
+      }
+      longest_call = std::max<long long>(longest_call.load(), ms_since(start));
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_GT(ok.load(), 0);
+  kill_ns = Clock::now().time_since_epoch().count();
+  master.kill();
+  const auto killed_at = Clock::now();
+  while (first_ok_after_kill_ns.load() == 0 && ms_since(killed_at) < 30'000) std::this_thread::sleep_for(5ms);
+  const long long recovered_ms = (first_ok_after_kill_ns.load() - kill_ns.load()) / 1'000'000;
+  std::this_thread::sleep_for(300ms);
+  stop = true;
+  runner.join();
+  std::cout << "crash failover: first lock cycle " << recovered_ms << " ms after SIGKILL (cluster-node-timeout 2000 ms)"
+            << "; typed errors " << typed_errors.load() << ", longest call " << longest_call.load() << " ms\n";
+  for (const auto& [kind, count] : error_kinds) std::cout << "  " << kind << ": " << count << "\n";
+  EXPECT_GT(first_ok_after_kill_ns.load(), 0) << "never recovered";
+  EXPECT_LT(recovered_ms, 8000) << "recovery took longer than node timeout + 6 s";
+  EXPECT_EQ(other_errors.load(), 0);
+  // try_lock_for(1 s), plus at most one socket/connect timeout (1 s each) for
+  // a request already sent, plus the clean-up grace.
+  EXPECT_LT(longest_call.load(), 3500) << "a call outlived its deadline by far";
+  const RawReply role = replica.command({"ROLE"});
+  EXPECT_EQ(role.elements.at(0).str, "master");
+}
+
 }  // namespace
 }  // namespace lockon::test

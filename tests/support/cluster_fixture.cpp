@@ -217,9 +217,22 @@ void RedisCluster::finish_migration(const Migration& migration) const {
 }
 
 void RedisCluster::failover(RedisServer& replica, std::chrono::milliseconds timeout) const {
-  expect_ok(replica.command({"CLUSTER", "FAILOVER"}), "CLUSTER FAILOVER");
   const auto deadline = Clock::now() + timeout;
+  // A manual failover needs the replica in sync with its master (a demoted
+  // master resyncs first); a request that timed out is asked again.
+  while (true) {
+    const RawReply role = replica.command({"ROLE"});
+    if (role.elements.size() >= 4 && role.elements[3].str == "connected") break;
+    if (Clock::now() >= deadline) throw std::runtime_error("replica " + std::to_string(replica.port()) + " never synced");
+    std::this_thread::sleep_for(20ms);
+  }
+  expect_ok(replica.command({"CLUSTER", "FAILOVER"}), "CLUSTER FAILOVER");
+  auto ask_again = Clock::now() + 6s;
   while (Clock::now() < deadline) {
+    if (Clock::now() >= ask_again) {
+      replica.command({"CLUSTER", "FAILOVER"});
+      ask_again = Clock::now() + 6s;
+    }
     const RawReply role = replica.command({"ROLE"});
     if (!role.elements.empty() && role.elements[0].str == "master") {
       wait_consistent(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
