@@ -252,6 +252,37 @@ TEST_F(ClusterTest, SlotMigrationUnderAHeldLockWithWaitersQueued) {
   cluster().finish_migration(back);
 }
 
+// The watchdog renews each lease on its own slot's master: short leases on
+// every shard outlive five times their TTL, and one whose slot moves
+// mid-hold keeps being renewed on the new master.
+TEST_F(ClusterTest, WatchdogRenewsLeasesOnEveryShardAndAfterASlotMove) {
+  const Client client(cluster().url());
+  const auto masters = cluster().masters();
+  std::vector<std::unique_ptr<Lock>> locks;
+  for (RedisServer* master : masters) {
+    for (int i = 0; i < 3; ++i) {
+      locks.push_back(std::make_unique<Lock>(client, name_on(*master, "renew-" + std::to_string(i)),
+                                             LockOptions{.ttl = 300ms}));
+      ASSERT_TRUE(locks.back()->try_lock());
+    }
+  }
+  const std::string moving = locks.front()->name();
+  std::this_thread::sleep_for(600ms);
+  const auto migration = cluster().begin_migration(key_slot(moving), *masters[1]);
+  cluster().migrate_keys(migration);
+  cluster().finish_migration(migration);
+  std::this_thread::sleep_for(900ms);
+  for (const auto& lock : locks) {
+    EXPECT_FALSE(lock->lost()) << lock->name();
+    EXPECT_TRUE(lock->owned()) << lock->name();
+  }
+  EXPECT_EQ(masters[1]->command({"EXISTS", moving}).integer, 1);
+  for (const auto& lock : locks) lock->unlock();
+  const auto back = cluster().begin_migration(key_slot(moving), *masters[0]);
+  cluster().migrate_keys(back);
+  cluster().finish_migration(back);
+}
+
 // A waiter queued before its key's slot moves follows it: the old master's
 // server-sent `sunsubscribe` nudges it, its next attempt follows the MOVED,
 // and it re-subscribes on the new master, where the release's SPUBLISH
