@@ -363,6 +363,23 @@ TEST_F(ClusterTest, MasterFailoverMidRunRecoversWithTypedErrors) {
       }
     }
   });
+  // A lock held across the switch, with a waiter queued behind it.
+  const std::string held_name = name_on(master, "failover-held");
+  const Client holder_client(cluster().url());
+  Lock held(holder_client, held_name, {.ttl = 3s, .fencing = true});
+  ASSERT_TRUE(held.try_lock());
+  const std::uint64_t fence_before = held.fence();
+  std::atomic<long long> waiter_after_release{-1};
+  std::atomic<long long> released_ns{0};
+  std::thread waiter([&] {
+    const Client mine(cluster().url());
+    Lock lock(mine, held_name, {.ttl = 3s, .fencing = true, .wait_poll_interval = 10s});
+    if (lock.try_lock_for(15s)) {
+      waiter_after_release = (Clock::now().time_since_epoch().count() - released_ns.load()) / 1'000'000;
+      EXPECT_GT(lock.fence(), fence_before);
+      lock.unlock();
+    }
+  });
   std::this_thread::sleep_for(300ms);
   const long long before = ok.load();
   const auto failover_start = Clock::now();
@@ -373,6 +390,17 @@ TEST_F(ClusterTest, MasterFailoverMidRunRecoversWithTypedErrors) {
   while (ok.load() == at_switch && ms_since(failover_start) < 20'000) std::this_thread::sleep_for(1ms);
   const long long recovered_ms = ms_since(failover_start);
   std::this_thread::sleep_for(300ms);
+  // The held lock survived the coordinated switch (renewed on the new
+  // master meanwhile) and its waiter, re-subscribed there, is handed it.
+  EXPECT_TRUE(held.owned());
+  EXPECT_FALSE(held.lost());
+  EXPECT_EQ(replica.command({"GET", held_name}).type, RawReply::Type::string);
+  released_ns = Clock::now().time_since_epoch().count();
+  held.unlock();
+  waiter.join();
+  EXPECT_GE(waiter_after_release.load(), 0) << "the waiter never got the lock";
+  EXPECT_LT(waiter_after_release.load(), 1500) << "no wake-up after the failover";
+  std::cout << "failover: waiter handed the lock " << waiter_after_release.load() << " ms after the release\n";
   stop = true;
   runner.join();
   std::cout << "failover: switch took " << switched_ms << " ms, first lock cycle after it at " << recovered_ms
