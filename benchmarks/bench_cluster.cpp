@@ -4,7 +4,9 @@
 // and on a 3-master cluster (no replicas: a replica's replication stream
 // would tax the cluster's masters on this 2-core machine and measure that
 // instead of the routing), in alternating blocks inside one measurement so
-// drift hits both alike. ratio_cluster = cluster cycles/s / single cycles/s.
+// drift hits both alike. ratio_cluster = cluster cycles/s / single cycles/s;
+// ratio_routing = through the cluster client / the same master addressed as
+// a plain server (what routing itself costs).
 //
 // BM_ClusterSixteenThreads: 16 threads, each cycling over 64 keys of its own
 // (1,024 keys spread over the slots), for 2 s: total cycles/s, and each
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "client/slots.hpp"
 #include "lockon/lockon.hpp"
 #include "support/cluster_fixture.hpp"
 
@@ -31,7 +34,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kBlock = 200;
-constexpr int kRounds = 30;
+constexpr int kRounds = 40;
 
 lockon::test::RedisCluster& cluster() {
   static const auto instance = std::make_unique<lockon::test::RedisCluster>(3, 0);
@@ -52,32 +55,40 @@ long long total_calls(const lockon::test::RedisServer& server) {
 }
 
 void BM_ClusterVsSingleAlternating(benchmark::State& state) {
+  const std::string name = "bench:cluster:alt";
   const lockon::Client single(lockon::bench::server_url());
   const lockon::Client clustered(cluster().url());
-  lockon::Lock on_single(single, "bench:cluster:alt");
-  lockon::Lock on_cluster(clustered, "bench:cluster:alt");
-  double single_seconds = 0;
-  double cluster_seconds = 0;
+  // The same master the cluster client routes to, as a plain server: the
+  // difference to the cluster variant is the routing alone (the cluster vs
+  // single difference also includes a cluster-enabled server's own cost).
+  const auto& owner = cluster().owner_of_slot(lockon::detail::key_slot(name));
+  const lockon::Client direct("redis://127.0.0.1:" + std::to_string(owner.port()));
+  struct Variant {
+    const char* name;
+    std::unique_ptr<lockon::Lock> lock;
+    double seconds = 0;
+  };
+  std::vector<std::unique_ptr<Variant>> variants;
+  variants.push_back(std::make_unique<Variant>(Variant{"single", std::make_unique<lockon::Lock>(single, name)}));
+  variants.push_back(std::make_unique<Variant>(Variant{"cluster", std::make_unique<lockon::Lock>(clustered, name)}));
+  variants.push_back(std::make_unique<Variant>(Variant{"direct", std::make_unique<lockon::Lock>(direct, name)}));
   for (auto _ : state) {
-    single_seconds = cluster_seconds = 0;
+    for (auto& v : variants) v->seconds = 0;
     for (int round = 0; round < kRounds; ++round) {
-      auto start = Clock::now();
-      for (int i = 0; i < kBlock; ++i) {
-        if (!on_single.try_lock()) throw std::runtime_error("busy");
-        on_single.unlock();
+      for (auto& v : variants) {
+        const auto start = Clock::now();
+        for (int i = 0; i < kBlock; ++i) {
+          if (!v->lock->try_lock()) throw std::runtime_error("busy");
+          v->lock->unlock();
+        }
+        v->seconds += std::chrono::duration<double>(Clock::now() - start).count();
       }
-      single_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-      start = Clock::now();
-      for (int i = 0; i < kBlock; ++i) {
-        if (!on_cluster.try_lock()) throw std::runtime_error("busy");
-        on_cluster.unlock();
-      }
-      cluster_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     }
   }
-  state.counters["us_per_cycle_single"] = 1e6 * single_seconds / (kRounds * kBlock);
-  state.counters["us_per_cycle_cluster"] = 1e6 * cluster_seconds / (kRounds * kBlock);
-  state.counters["ratio_cluster"] = single_seconds / cluster_seconds;
+  for (const auto& v : variants)
+    state.counters[std::string("us_per_cycle_") + v->name] = 1e6 * v->seconds / (kRounds * kBlock);
+  state.counters["ratio_cluster"] = variants[0]->seconds / variants[1]->seconds;
+  state.counters["ratio_routing"] = variants[2]->seconds / variants[1]->seconds;
 }
 BENCHMARK(BM_ClusterVsSingleAlternating)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
 
@@ -132,6 +143,8 @@ const bool registered = [] {
   using lockon::bench::register_ratio;
   register_ratio({.label = "alternating blocks: Lock on a 3-master cluster / on one server (cycles/s)",
                   .subject = "BM_ClusterVsSingleAlternating", .metric = "ratio_cluster", .target = 0.90});
+  register_ratio({.label = "alternating blocks: Lock via cluster routing / same master as a plain server (cycles/s)",
+                  .subject = "BM_ClusterVsSingleAlternating", .metric = "ratio_routing", .target = 0.90});
   register_ratio({.label = "16 threads on a cluster: busiest / idlest master's command count",
                   .subject = "BM_ClusterSixteenThreads", .metric = "max_over_min_commands", .target = 1.25,
                   .higher_is_better = false});
