@@ -52,11 +52,16 @@ std::shared_ptr<Node> ClusterTopology::node_for(std::string_view key) { return n
 
 std::shared_ptr<Node> ClusterTopology::node_for_slot(int slot) {
   if (stale_.load(std::memory_order_relaxed)) maybe_refresh();
+  bool loaded = false;
   {
     std::shared_lock lock(map_mutex_);
     if (slots_[static_cast<std::size_t>(slot)]) return slots_[static_cast<std::size_t>(slot)];
+    loaded = !nodes_.empty();
   }
-  refresh();
+  // An unserved slot in a map read moments ago (a master failed and its
+  // replica is not promoted yet): say so without asking again right away.
+  const auto since = Clock::now().time_since_epoch().count() - last_refresh_.load(std::memory_order_relaxed);
+  if (!loaded || since >= Clock::duration(kRefreshInterval).count()) refresh();
   std::shared_lock lock(map_mutex_);
   if (slots_[static_cast<std::size_t>(slot)]) return slots_[static_cast<std::size_t>(slot)];
   throw ServerBusyError("route key on " + options_.endpoint() + ": no master serves hash slot " +

@@ -88,8 +88,15 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
   bool asking = false;
   NodeAddress ask_target;
   for (int attempt = 1;; ++attempt) {
-    std::shared_ptr<Node> node = asking ? topology.node_at(ask_target) : client.node_for(key);
-    if (!node) node = client.node_for(key);
+    std::shared_ptr<Node> node;
+    try {
+      node = asking ? topology.node_at(ask_target) : nullptr;
+      if (!node) node = client.node_for(key);
+    } catch (const ServerBusyError&) {
+      // No master serves the slot right now (a failover under way).
+      if (attempt < kMaxRoutedAttempts && pause()) continue;
+      throw;
+    }
     decltype(exchange(std::declval<Connection&>(), std::declval<Node&>())) result;
     try {
       auto connection = node->pool().borrow();
