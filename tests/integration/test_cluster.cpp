@@ -23,6 +23,7 @@
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
+#include "lockon/redlock.hpp"
 #include "support/cluster_fixture.hpp"
 #include "support/fixtures.hpp"
 
@@ -281,6 +282,16 @@ TEST_F(ClusterTest, WatchdogRenewsLeasesOnEveryShardAndAfterASlotMove) {
   const auto back = cluster().begin_migration(key_slot(moving), *masters[0]);
   cluster().migrate_keys(back);
   cluster().finish_migration(back);
+}
+
+TEST_F(ClusterTest, RedlockRefusesAClusterNode) {
+  const Client node(cluster().url());
+  try {
+    Redlock redlock(std::vector<Client>{node}, unique_key("redlock-on-cluster"));
+    FAIL() << "Redlock accepted a cluster as a node";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("Redis Cluster"), std::string::npos) << e.what();
+  }
 }
 
 // A waiter queued before its key's slot moves follows it: the old master's
