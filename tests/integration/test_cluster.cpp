@@ -284,6 +284,77 @@ TEST_F(ClusterTest, WatchdogRenewsLeasesOnEveryShardAndAfterASlotMove) {
   cluster().finish_migration(back);
 }
 
+// Four processes increment counters under their locks while the slots of
+// some of those keys move between masters and back, several times: every
+// request the migration bounces (ASK, MOVED, TRYAGAIN) is followed, and the
+// counters stay exact.
+TEST_F(ClusterTest, FourProcessesStayExactWhileSlotsMigrateMidRun) {
+  constexpr int kWorkers = 4;
+  constexpr int kKeys = 6;
+  constexpr int kRounds = 400;
+  const std::string prefix = unique_key("mig");
+  std::vector<Child> workers;
+  for (int w = 0; w < kWorkers; ++w)
+    workers.push_back(spawn(worker_argv("cluster_increment", {cluster().url(), prefix, std::to_string(kKeys), std::to_string(kRounds)})));
+  const auto masters = cluster().masters();
+  int moves = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int k = 0; k < 2; ++k) {
+      const int slot = key_slot(prefix + ":" + std::to_string(k));
+      RedisServer& owner = cluster().owner_of_slot(slot);
+      RedisServer& other = *masters[(std::find(masters.begin(), masters.end(), &owner) - masters.begin() + 1) % 3];
+      const auto migration = cluster().begin_migration(slot, other);
+      std::this_thread::sleep_for(20ms);  // requests meet a MIGRATING/IMPORTING slot
+      cluster().migrate_keys(migration);
+      std::this_thread::sleep_for(20ms);
+      cluster().finish_migration(migration);
+      ++moves;
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  // The moves happened mid-run, not after it.
+  EXPECT_TRUE(std::any_of(workers.begin(), workers.end(), [](Child& worker) { return worker.running(); }))
+      << "the workers finished before the migrations did: the test proved nothing";
+  for (auto& worker : workers) {
+    const ProcessResult result = worker.wait(120s);
+    EXPECT_TRUE(result.succeeded()) << result.describe();
+  }
+  std::cout << moves << " slot moves during " << kWorkers * kKeys * kRounds << " critical sections\n";
+  const Client client(cluster().url());
+  for (int k = 0; k < kKeys; ++k) {
+    const Reply value = client.command({"GET", "{" + prefix + ":" + std::to_string(k) + "}:n"});
+    EXPECT_EQ(value.as_string(), std::to_string(kWorkers * kRounds)) << "key " << k;
+  }
+}
+
+// Names the old companion-key rule put in two slots (an empty "{}", a "}"
+// before the first "{"): on a cluster every path works with them (fenced
+// MULTI, the 4-key scripts of a contended hand-over).
+TEST_F(ClusterTest, AwkwardNamesWorkOnEveryPath) {
+  const Client client(cluster().url());
+  for (const std::string base : {"a{}b", "}x{y}", "{}", "x}"}) {
+    const std::string name = base + unique_key("awk");
+    Lock holder(client, name, {.ttl = 5s, .fencing = true});
+    ASSERT_TRUE(holder.try_lock()) << name;
+    std::atomic<bool> got{false};
+    std::thread waiter([&] {
+      const Client mine(cluster().url());
+      Lock lock(mine, name, {.ttl = 5s, .fencing = true, .wait_poll_interval = 10s});
+      if (lock.try_lock_for(5s)) {
+        got = true;
+        EXPECT_GT(lock.fence(), holder.fence());
+        lock.unlock();
+      }
+    });
+    std::this_thread::sleep_for(100ms);
+    const auto released = Clock::now();
+    holder.unlock();
+    waiter.join();
+    EXPECT_TRUE(got.load()) << name;
+    EXPECT_LT(ms_since(released), 1500) << name;
+  }
+}
+
 TEST_F(ClusterTest, RedlockRefusesAClusterNode) {
   const Client node(cluster().url());
   try {
