@@ -51,13 +51,16 @@ void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, 
   if (phase == Phase::connect) {
     // Whatever went wrong, nothing of the caller's command reached the server.
     if (timed_out) throw ConnectError(describe(operation, endpoint, "connect timed out"));
-    if (failure == IoFailure::eof) throw ConnectError(describe(operation, endpoint, "cannot connect: server closed the connection"));
+    if (failure == IoFailure::eof)
+      throw ConnectError(describe(operation, endpoint, "cannot connect: server closed the connection" +
+                                                           (cause.empty() ? std::string() : " (" + std::string(cause) + ")")));
     throw ConnectError(describe(operation, endpoint, "cannot connect: " + reason));
   }
   if (timed_out) throw TimeoutError(describe(operation, endpoint, "timed out waiting for the reply"));
   switch (failure) {
     case IoFailure::eof:
-      throw ClosedError(describe(operation, endpoint, "server closed the connection"));
+      throw ClosedError(describe(operation, endpoint, "server closed the connection" +
+                                                          (cause.empty() ? std::string() : " (" + std::string(cause) + ")")));
     case IoFailure::protocol:
       throw ProtocolError(describe(operation, endpoint, "protocol error: " + reason));
     case IoFailure::io:

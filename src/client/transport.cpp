@@ -195,12 +195,12 @@ std::unique_ptr<Transport> open_transport(const ConnectionOptions& options, cons
     return std::make_unique<SocketTransport>(connect_unix(options.unix_path, deadline, endpoint), "unix");
   }
   const int fd = connect_tcp(host, port, options.keepalive, deadline, endpoint);
-  if (options.tls.enabled) {
-    // Until the TLS transport lands (tls_transport.cpp).
-    ::close(fd);
-    throw ConfigError("connect on " + std::string(endpoint) + ": TLS is not available in this build yet");
-  }
+  if (options.tls.enabled) return open_tls_transport(fd, options, host, deadline, endpoint);
   return std::make_unique<SocketTransport>(fd, "tcp");
+}
+
+std::unique_ptr<Transport> make_socket_transport(int fd, std::string_view kind) {
+  return std::make_unique<SocketTransport>(fd, kind);
 }
 
 IoStatus Transport::read_within(char* data, std::size_t size, std::chrono::milliseconds timeout) noexcept {
@@ -215,7 +215,12 @@ IoStatus Transport::read_within(char* data, std::size_t size, std::chrono::milli
 bool wait_ready(const Transport& transport, Want want, Clock::time_point deadline) noexcept {
   if (want == Want::nothing) return true;
   if (want == Want::read && transport.has_buffered_input()) return true;
-  pollfd ready{transport.fd(), static_cast<short>(want == Want::read ? POLLIN : POLLOUT), 0};
+  return wait_fd_ready(transport.fd(), want, deadline);
+}
+
+bool wait_fd_ready(int fd, Want want, Clock::time_point deadline) noexcept {
+  if (want == Want::nothing) return true;
+  pollfd ready{fd, static_cast<short>(want == Want::read ? POLLIN : POLLOUT), 0};
   while (true) {
     const int n = ::poll(&ready, 1, poll_timeout_ms(deadline));
     if (n < 0 && errno == EINTR) continue;

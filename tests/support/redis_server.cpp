@@ -405,4 +405,7 @@ std::vector<std::unique_ptr<RedisServer>> start_servers(std::size_t n, ServerOpt
   return servers;
 }
 
+int reserve_free_port() { return reserve_port(); }
+void release_free_port(int port) { release_port(port); }
+
 }  // namespace lockon::test

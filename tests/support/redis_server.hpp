@@ -44,6 +44,11 @@ struct ServerOptions {
   std::vector<std::string> extra_args{};
 };
 
+/// A free loopback port below the ephemeral range, reserved for this
+/// process until release_free_port() (for extra listeners such as a TLS port).
+int reserve_free_port();
+void release_free_port(int port);
+
 class RedisServer {
  public:
   /// Starts a server and waits (≤ 5 s per attempt, a few attempts on port
