@@ -29,11 +29,23 @@ bool cluster_ok(RedisServer& server) {
 }
 
 TEST(ClusterTls, RedissClusterRoutesCommandsLocksAndWakeUpsOverTls) {
-  const TlsServerOptions options{.base = {.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                                         "--cluster-node-timeout", "2000", "--tls-cluster", "yes",
-                                                         "--tls-replication", "yes"}}};
+  // Own free ports for the cluster bus (port + 10000 may be taken).
+  std::vector<int> bus_ports;
+  struct Release {
+    std::vector<int>& ports;
+    ~Release() {
+      for (const int port : ports) release_free_port(port);
+    }
+  } release{bus_ports};  // after the servers are gone (declared before them)
   std::vector<std::unique_ptr<TlsRedisServer>> nodes;
-  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<TlsRedisServer>(options));
+  for (int i = 0; i < 3; ++i) {
+    bus_ports.push_back(reserve_free_port());
+    const TlsServerOptions options{
+        .base = {.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                "--cluster-node-timeout", "2000", "--tls-cluster", "yes", "--tls-replication", "yes",
+                                "--cluster-port", std::to_string(bus_ports.back())}}};
+    nodes.push_back(std::make_unique<TlsRedisServer>(options));
+  }
   std::vector<std::string> argv{"redis-cli", "--tls", "--cacert", tls_files().ca_cert, "--cluster", "create"};
   for (const auto& node : nodes) argv.push_back("127.0.0.1:" + std::to_string(node->tls_port()));
   argv.insert(argv.end(), {"--cluster-replicas", "0", "--cluster-yes"});

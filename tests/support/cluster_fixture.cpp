@@ -69,9 +69,15 @@ void expect_ok(const RawReply& reply, const std::string& what) {
 }  // namespace
 
 RedisCluster::RedisCluster(int masters, int replicas) {
-  const ServerOptions options{.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                             "--cluster-node-timeout", "2000", "--appendonly", "no"}};
-  nodes_ = start_servers(static_cast<std::size_t>(masters * (1 + replicas)), options);
+  // The cluster bus gets its own free port (the default, port + 10000, may
+  // fall in the ephemeral range and be taken by some client socket).
+  for (int i = 0; i < masters * (1 + replicas); ++i) {
+    bus_ports_.push_back(reserve_free_port());
+    const ServerOptions options{.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                               "--cluster-node-timeout", "2000", "--appendonly", "no",
+                                               "--cluster-port", std::to_string(bus_ports_.back())}};
+    nodes_.push_back(std::make_unique<RedisServer>(options));
+  }
   std::vector<std::string> argv{"redis-cli", "--cluster", "create"};
   for (const auto& node : nodes_) argv.push_back("127.0.0.1:" + std::to_string(node->port()));
   argv.insert(argv.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
@@ -92,6 +98,11 @@ RedisCluster::RedisCluster(int masters, int replicas) {
       std::this_thread::sleep_for(20ms);
     }
   }
+}
+
+RedisCluster::~RedisCluster() {
+  nodes_.clear();
+  for (const int port : bus_ports_) release_free_port(port);
 }
 
 std::string RedisCluster::url() const {

@@ -22,7 +22,7 @@ namespace lockon::test {
 class RedisCluster {
  public:
   RedisCluster(int masters = 3, int replicas = 1);
-  ~RedisCluster() = default;
+  ~RedisCluster();
   RedisCluster(const RedisCluster&) = delete;
   RedisCluster& operator=(const RedisCluster&) = delete;
 
@@ -65,6 +65,7 @@ class RedisCluster {
   void failover(RedisServer& replica, std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
 
  private:
+  std::vector<int> bus_ports_;  // reserved until the nodes are gone
   std::vector<std::unique_ptr<RedisServer>> nodes_;
 };
 
