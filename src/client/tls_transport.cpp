@@ -218,7 +218,10 @@ class TlsTransport final : public Transport {
   IoStatus read_some(char* data, std::size_t size) noexcept override {
     ERR_clear_error();
     std::size_t got = 0;
-    if (SSL_read_ex(ssl_, data, size, &got) == 1) return IoStatus{.bytes = got};
+    if (SSL_read_ex(ssl_, data, size, &got) == 1) {
+      received_ = true;
+      return IoStatus{.bytes = got};
+    }
     return failure(SSL_get_error(ssl_, 0));
   }
 
@@ -238,9 +241,15 @@ class TlsTransport final : public Transport {
         return IoStatus{.want = Want::write};
       case SSL_ERROR_ZERO_RETURN:
         return IoStatus{.closed = true};
-      case SSL_ERROR_SYSCALL:
-        if (errno == 0) return IoStatus{.closed = true};
-        return IoStatus{.error = errno};
+      case SSL_ERROR_SYSCALL: {
+        const int saved = errno;
+        // TLS 1.3: a server that requires a client certificate we did not
+        // send closes (or resets) right after the handshake.
+        if (!received_ && SSL_get_ex_data(ssl_, requested_index()) != nullptr)
+          return IoStatus{.detail = "TLS: the server requires a client certificate (set cert and key)"};
+        if (saved == 0) return IoStatus{.closed = true};
+        return IoStatus{.error = saved};
+      }
       default:
         break;
     }
@@ -264,6 +273,7 @@ class TlsTransport final : public Transport {
   int fd_;
   ContextPtr ctx_;  // keeps the context alive as long as its SSL
   SSL* ssl_;
+  bool received_ = false;  // a record was read: the server accepted us
 };
 
 std::string handshake_failure(SSL* ssl, int error, const std::string& name, bool verifying) {
