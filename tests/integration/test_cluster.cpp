@@ -23,6 +23,7 @@
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
+#include "lockon/lockon.hpp"
 #include "lockon/redlock.hpp"
 #include "cluster_test_fixture.hpp"
 
@@ -188,6 +189,22 @@ TEST_F(ClusterTest, AwkwardNamesWorkOnEveryPath) {
     EXPECT_TRUE(got.load()) << name;
     EXPECT_LT(ms_since(released), 1500) << name;
   }
+}
+
+// lock_on over a cluster: each call's key lives on its slot's master while
+// the function runs, and calls over many arguments reach every master.
+TEST_F(ClusterTest, LockOnRoutesEachCallsKeyToItsMaster) {
+  const RedisLocker locker(Client(cluster().url()), {.key_prefix = unique_key("lockon")});
+  std::map<int, int> per_master;
+  const auto locked = locker.lock_on<0>("cluster::work", [&](LockContext& context, int item) {
+    RedisServer& owner = cluster().owner_of_slot(key_slot(context.key()));
+    EXPECT_EQ(owner.command({"EXISTS", context.key()}).integer, 1) << context.key();
+    ++per_master[owner.port()];
+    return item * 2;
+  });
+  for (int i = 0; i < 60; ++i) ASSERT_EQ(locked(i), 2 * i);
+  EXPECT_EQ(per_master.size(), 3u);
+  for (const auto& [port, count] : per_master) EXPECT_GT(count, 5) << port;
 }
 
 TEST_F(ClusterTest, RedlockRefusesAClusterNode) {
