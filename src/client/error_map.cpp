@@ -81,13 +81,19 @@ ReplyKind classify_reply_error(std::string_view text) noexcept {
     return ReplyKind::auth;
   if (code == "NOPERM") return ReplyKind::permission;
   if (code == "READONLY") return ReplyKind::read_only;
-  if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN") return ReplyKind::busy;
+  // Cluster: a slot in flux (redirections left after the bounded retries of
+  // routed_call, a failover under way) is a busy server, not a bug.
+  if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN" || code == "CLUSTERDOWN" ||
+      code == "MOVED" || code == "ASK")
+    return ReplyKind::busy;
   return ReplyKind::generic;
 }
 
 void throw_reply_error(std::string_view text, std::string_view endpoint, std::string_view operation) {
   std::string code(text.substr(0, text.find(' ')));
-  const std::string message = describe(operation, endpoint, text);
+  std::string message = describe(operation, endpoint, text);
+  if (code == "MOVED" || code == "ASK")
+    message = describe(operation, endpoint, "the key's hash slot kept moving (last answer: " + std::string(text) + ")");
   switch (classify_reply_error(text)) {
     case ReplyKind::wrong_type:
       throw WrongTypeError(message, std::move(code));
