@@ -25,6 +25,7 @@
 #include "lockon/lock.hpp"
 #include "lockon/lock_context.hpp"
 #include "lockon/options.hpp"
+#include "lock_on/metrics_internal.hpp"
 #include "lockon/redlock.hpp"
 
 namespace lockon {
@@ -166,6 +167,7 @@ namespace {
 // outage reported through lock_on says which lock it hit. LockErrors already
 // carry the key; anything not a lockon::Error passes through unchanged.
 [[noreturn]] void rethrow_with_context(const CallSite& site, std::string_view key) {
+  metrics_detail::record_acquire(site.function_name, metrics_detail::Outcome::error, {});
   const std::string prefix = describe(site, key) + ": ";
   try {
     throw;
@@ -244,7 +246,11 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
         throw;
       }
     }
-    if (acquired) return Acquisition{std::move(lock), attempt, std::move(encoded_args)};
+    if (acquired) {
+      const Clock::time_point now = Clock::now();
+      metrics_detail::record_acquire(site.function_name, metrics_detail::Outcome::acquired, now - start);
+      return Acquisition{std::move(lock), attempt, std::move(encoded_args), now};
+    }
 
     // The deadline wins when both limits are reached by the same attempt.
     const bool timed_out = bounded && Clock::now() >= deadline;
@@ -253,6 +259,8 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
       const std::string key = lock->name();
       const long long waited_ms = elapsed_ms(start).count();
       site.core.idle->put(site.policy, site.digest, std::move(encoded_args), std::move(lock));
+      metrics_detail::record_acquire(site.function_name,
+                                     timed_out ? metrics_detail::Outcome::timeout : metrics_detail::Outcome::busy, {});
       if (!throw_on_busy) return Acquisition{nullptr, attempt, {}};
       const std::string attempts = std::to_string(attempt) + (attempt == 1 ? " attempt" : " attempts");
       if (timed_out) {
@@ -269,6 +277,9 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
 }
 
 void recycle(const CallSite& site, Acquisition&& acquired) noexcept {
+  if (acquired.lock) {
+    metrics_detail::record_release(site.function_name, Clock::now() - acquired.acquired_at, acquired.lock->lost());
+  }
   if (!acquired.lock || acquired.lock->held()) return;  // never file a held lock
   site.core.idle->put(site.policy, site.digest, std::move(acquired.encoded_args), std::move(acquired.lock));
 }

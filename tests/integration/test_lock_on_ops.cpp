@@ -3,13 +3,17 @@
 // locker too; RedisLocker::redlock refuses a server listed twice; outages
 // reported through lock_on name the function and the lock key and keep
 // their type.
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "lockon/errors.hpp"
+#include "lockon/lock.hpp"
 #include "lockon/locker.hpp"
+#include "lockon/metrics.hpp"
 #include "support/fixtures.hpp"
 #include "support/redis_server.hpp"
 
@@ -104,6 +108,61 @@ TEST_F(LockOnOps, AWrongTypeKeyNamesTheFunctionAndTheKey) {
     EXPECT_EQ(e.code(), "WRONGTYPE");
   }
   server().command({"DEL", locked.key_for(3)});
+}
+
+
+// A known workload against a real server, then the Prometheus text is
+// scraped: every count must be exact.
+TEST_F(LockOnOps, MetricsCountAKnownWorkloadExactly) {
+  reset_metrics();
+  RedisLocker locker(server().url());
+  const auto ok = locker.lock_on<0>("metrics::ok", [](int) { std::this_thread::sleep_for(30ms); });
+  for (int i = 0; i < 3; ++i) ok(i);
+
+  Lock blocker(Client(server().url()), locker.key_for<0>("metrics::busy", 1));
+  ASSERT_TRUE(blocker.try_lock());
+  const auto busy = locker.with_policy({.max_retry = 1, .retry_delay = 0ms}).try_lock_on<0>("metrics::busy", [](int) { return 1; });
+  EXPECT_FALSE(busy(1).has_value());
+  EXPECT_FALSE(busy(1).has_value());
+  blocker.unlock();
+
+  Lock blocker2(Client(server().url()), locker.key_for<0>("metrics::slow", 1));
+  ASSERT_TRUE(blocker2.try_lock());
+  const auto slow = locker.with_policy({.max_retry = 0, .retry_delay = 50ms, .timeout = 200ms})
+                        .lock_on<0>("metrics::slow", [](int) {});
+  EXPECT_THROW(slow(1), AcquireTimeout);
+  blocker2.unlock();
+
+  const auto stolen = locker.lock_on<0>("metrics::stolen", [&](LockContext& context, int) {
+    server().command({"SET", context.key(), "usurper", "PX", "60000"});
+  });
+  EXPECT_THROW(stolen(1), LockLost);
+
+  const std::string text = prometheus_text();
+  const auto has = [&](const std::string& line) {
+    EXPECT_NE(text.find("\n" + line + "\n"), std::string::npos) << "missing: " << line << "\n" << text;
+  };
+  has("lockon_acquisitions_total{function=\"metrics::ok\"} 3");
+  has("lockon_busy_total{function=\"metrics::ok\"} 0");
+  has("lockon_acquisitions_total{function=\"metrics::busy\"} 0");
+  has("lockon_busy_total{function=\"metrics::busy\"} 2");
+  has("lockon_timeouts_total{function=\"metrics::slow\"} 1");
+  has("lockon_acquisitions_total{function=\"metrics::stolen\"} 1");
+  has("lockon_lease_losses_total{function=\"metrics::stolen\"} 1");
+  has("lockon_lease_losses_total{function=\"metrics::ok\"} 0");
+  // Each of the three calls held the lock >= 30 ms: none in the 25 ms bucket.
+  has("lockon_hold_seconds_bucket{function=\"metrics::ok\",le=\"0.025\"} 0");
+  has("lockon_hold_seconds_bucket{function=\"metrics::ok\",le=\"+Inf\"} 3");
+  has("lockon_hold_seconds_count{function=\"metrics::ok\"} 3");
+  has("lockon_wait_seconds_count{function=\"metrics::ok\"} 3");
+  has("lockon_wait_seconds_count{function=\"metrics::busy\"} 0");
+  has("# TYPE lockon_wait_seconds histogram");
+
+  const auto snapshot = metrics_snapshot();
+  ASSERT_EQ(snapshot.size(), 4u);
+  EXPECT_EQ(snapshot[1].function, "metrics::ok");
+  EXPECT_GE(snapshot[1].hold.sum_ms, 90.0);
+  EXPECT_EQ(text.find(locker.key_for<0>("metrics::ok", 0)), std::string::npos) << "never per key";
 }
 
 }  // namespace
