@@ -149,11 +149,19 @@ std::string RedisCluster::node_id(const RedisServer& server) const {
 }
 
 RedisServer& RedisCluster::replica_of(const RedisServer& master) const {
-  const RawReply reply = master.command({"ROLE"});
-  // master: ["master", offset, [[ip, port, offset], ...]]
-  if (reply.elements.size() >= 3 && !reply.elements[2].elements.empty())
-    return node(std::stoi(reply.elements[2].elements[0].elements[1].str));
-  throw std::runtime_error("master " + std::to_string(master.port()) + " has no replica: " + reply.to_string());
+  // A replica attaches (and shows in ROLE) a moment after the cluster is
+  // formed: wait for it, bounded.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (true) {
+    const RawReply reply = master.command({"ROLE"});
+    // master: ["master", offset, [[ip, port, offset], ...]]
+    if (reply.elements.size() >= 3 && !reply.elements[2].elements.empty())
+      return node(std::stoi(reply.elements[2].elements[0].elements[1].str));
+    if (Clock::now() >= deadline)
+      throw std::runtime_error("master " + std::to_string(master.port()) + " has no replica after 10 s: " +
+                               reply.to_string());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 void RedisCluster::wait_consistent(std::chrono::milliseconds timeout) const {
