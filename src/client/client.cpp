@@ -58,9 +58,9 @@ void validate(const ConnectionOptions& options) {
     throw ConfigError("connection options: negative timeout");
   if (!options.user.empty() && options.password.empty())
     throw ConfigError("connection options: ACL user given without a password");
-  // Until the Sentinel / Cluster topologies land.
-  if (options.deployment == Deployment::sentinel)
-    throw ConfigError("connection options: Sentinel is not available in this build yet");
+  // Until the Cluster topology lands.
+  if (options.deployment == Deployment::sentinel && options.master_name.empty())
+    throw ConfigError("connection options: Sentinel needs a master name (#name in the URL)");
   if (options.deployment == Deployment::cluster)
     throw ConfigError("connection options: Cluster is not available in this build yet");
 }
@@ -98,6 +98,21 @@ Reply to_reply(const redisReply& reply, std::string_view endpoint, std::string_v
 }  // namespace detail
 
 namespace {
+// Runs `body` on the node any_node() gives (kept alive for the exchange) and
+// tells the topology about READONLY / I/O failures (Sentinel re-resolves).
+template <class F>
+auto on_any_node(detail::ClientImpl& impl, F&& body) {
+  const auto node = impl.any_node();
+  try {
+    return body(*node);
+  } catch (const ReadOnlyError&) {
+    impl.topology().report_error_reply(*node, "READONLY");
+    throw;
+  } catch (const IoError&) {
+    impl.topology().report_io_failure(*node);
+    throw;
+  }
+}
 std::string operation_name(std::string_view first) { return first.empty() ? std::string("command") : std::string(first); }
 }  // namespace
 
@@ -109,18 +124,22 @@ Client::Client(std::string_view url, PoolOptions pool) : Client(ConnectionOption
 Reply Client::command(std::initializer_list<std::string_view> args) const {
   if (args.size() == 0) throw ConfigError("empty command");
   const std::string operation = operation_name(*args.begin());
-  auto connection = impl_->pool().borrow();
-  detail::ReplyPtr reply = connection->command(std::span<const std::string_view>(args.begin(), args.size()), operation);
-  return detail::to_reply(*reply, impl_->endpoint(), operation);
+  return on_any_node(*impl_, [&](detail::Node& node) {
+    auto connection = node.pool().borrow();
+    detail::ReplyPtr reply = connection->command(std::span<const std::string_view>(args.begin(), args.size()), operation);
+    return detail::to_reply(*reply, node.endpoint(), operation);
+  });
 }
 
 Reply Client::command(const std::vector<std::string>& args) const {
   if (args.empty()) throw ConfigError("empty command");
   std::vector<std::string_view> views(args.begin(), args.end());
   const std::string operation = operation_name(views.front());
-  auto connection = impl_->pool().borrow();
-  detail::ReplyPtr reply = connection->command(views, operation);
-  return detail::to_reply(*reply, impl_->endpoint(), operation);
+  return on_any_node(*impl_, [&](detail::Node& node) {
+    auto connection = node.pool().borrow();
+    detail::ReplyPtr reply = connection->command(views, operation);
+    return detail::to_reply(*reply, node.endpoint(), operation);
+  });
 }
 
 std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>& commands) const {
@@ -128,18 +147,20 @@ std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>&
   if (commands.empty()) return replies;
   for (const auto& command : commands)
     if (command.empty()) throw ConfigError("empty command in pipeline");
-  auto connection = impl_->pool().borrow();
-  connection->ensure_connected();
-  for (const auto& command : commands) {
-    std::vector<std::string_view> views(command.begin(), command.end());
-    connection->append(views);
-  }
-  std::vector<detail::ReplyPtr> raw;
-  raw.reserve(commands.size());
-  for (std::size_t i = 0; i < commands.size(); ++i) raw.push_back(connection->read_reply("pipeline"));
-  replies.reserve(raw.size());
-  for (std::size_t i = 0; i < raw.size(); ++i) replies.push_back(detail::to_reply(*raw[i], impl_->endpoint(), commands[i][0]));
-  return replies;
+  return on_any_node(*impl_, [&](detail::Node& node) {
+    auto connection = node.pool().borrow();
+    connection->ensure_connected();
+    for (const auto& command : commands) {
+      std::vector<std::string_view> views(command.begin(), command.end());
+      connection->append(views);
+    }
+    std::vector<detail::ReplyPtr> raw;
+    raw.reserve(commands.size());
+    for (std::size_t i = 0; i < commands.size(); ++i) raw.push_back(connection->read_reply("pipeline"));
+    replies.reserve(raw.size());
+    for (std::size_t i = 0; i < raw.size(); ++i) replies.push_back(detail::to_reply(*raw[i], node.endpoint(), commands[i][0]));
+    return replies;
+  });
 }
 
 void Client::ping() const {

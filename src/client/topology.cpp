@@ -1,5 +1,7 @@
 #include "client/topology.hpp"
 
+#include "client/sentinel_topology.hpp"
+
 #include "lock/subscriber.hpp"
 #include "lockon/errors.hpp"
 
@@ -21,6 +23,7 @@ std::unique_ptr<Topology> make_topology(const ConnectionOptions& options, PoolOp
     case Deployment::standalone:
       return std::make_unique<StandaloneTopology>(options, limits);
     case Deployment::sentinel:
+      return std::make_unique<SentinelTopology>(options, limits);
     case Deployment::cluster:
       break;
   }

@@ -16,6 +16,34 @@ LockCalls::LockCalls(std::shared_ptr<ClientImpl> client, std::string name)
       fence_key_(companion_key(name_, "fence")),
       record_key_(companion_key(name_, "hf")) {}
 
+namespace {
+
+// Tells the topology what a failure says about its map (a demoted or dead
+// master), then lets the failure go on to the caller.
+template <class F>
+auto reporting(ClientImpl& client, const Node& node, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const ReadOnlyError& e) {
+    client.topology().report_error_reply(node, "READONLY");
+    throw;
+  } catch (const IoError&) {
+    client.topology().report_io_failure(node);
+    throw;
+  }
+}
+
+void report_replies(ClientImpl& client, const Node& node, const std::vector<ReplyPtr>& replies) noexcept {
+  for (const ReplyPtr& reply : replies) {
+    if (reply && reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).starts_with("READONLY")) {
+      client.topology().report_error_reply(node, "READONLY");
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   return run4_until(script, args, operation, Clock::time_point::max());
 }
@@ -23,10 +51,12 @@ ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view>
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   const std::array<std::string_view, 1> keys{name_};
   const auto node = client_->node_for(name_);  // outlives the lease
-  auto connection = node->pool().borrow();
-  ReplyPtr reply = eval(*connection, script, keys, args, operation);
-  check_reply(*reply, node->endpoint(), operation);
-  return reply;
+  return reporting(*client_, *node, [&] {
+    auto connection = node->pool().borrow();
+    ReplyPtr reply = eval(*connection, script, keys, args, operation);
+    check_reply(*reply, node->endpoint(), operation);
+    return reply;
+  });
 }
 
 ReplyPtr LockCalls::command(std::span<const std::string_view> args, std::string_view operation) {
@@ -59,42 +89,49 @@ ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string
                                std::string_view operation, Clock::time_point until) {
   const std::array<std::string_view, 4> keys{name_, queue_key_, fence_key_, record_key_};
   const auto node = client_->node_for(name_);  // outlives the lease
-  auto connection = node->pool().borrow();
-  connection->ensure_connected();
-  append_evalsha(*connection, script, keys, args);
-  ReplyPtr reply = read_bounded(*connection, operation, until);
-  if (!reply) return nullptr;
-  // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
-  reply = resolve_noscript(*connection, script, keys, args, std::move(reply), operation);
-  check_reply(*reply, node->endpoint(), operation);
-  return reply;
+  return reporting(*client_, *node, [&]() -> ReplyPtr {
+    auto connection = node->pool().borrow();
+    connection->ensure_connected();
+    append_evalsha(*connection, script, keys, args);
+    ReplyPtr reply = read_bounded(*connection, operation, until);
+    if (!reply) return nullptr;
+    // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
+    reply = resolve_noscript(*connection, script, keys, args, std::move(reply), operation);
+    check_reply(*reply, node->endpoint(), operation);
+    return reply;
+  });
 }
 
 ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::string_view operation,
                                   Clock::time_point until) {
   const auto node = client_->node_for(name_);  // outlives the lease
-  auto connection = node->pool().borrow();
-  connection->ensure_connected();
-  connection->append(args);
-  ReplyPtr reply = read_bounded(*connection, operation, until);
-  if (reply) check_reply(*reply, node->endpoint(), operation);
-  return reply;
+  return reporting(*client_, *node, [&] {
+    auto connection = node->pool().borrow();
+    connection->ensure_connected();
+    connection->append(args);
+    ReplyPtr reply = read_bounded(*connection, operation, until);
+    if (reply) check_reply(*reply, node->endpoint(), operation);
+    return reply;
+  });
 }
 
 std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const std::string_view>> commands,
                                                std::string_view operation, Clock::time_point until) {
   const auto node = client_->node_for(name_);  // outlives the lease
-  auto connection = node->pool().borrow();
-  connection->ensure_connected();
-  for (const auto& command : commands) connection->append(command);
-  std::vector<ReplyPtr> replies;
-  replies.reserve(commands.size());
-  for (std::size_t i = 0; i < commands.size(); ++i) {
-    ReplyPtr reply = read_bounded(*connection, operation, until);
-    if (!reply) return {};
-    replies.push_back(std::move(reply));
-  }
-  return replies;
+  return reporting(*client_, *node, [&] {
+    auto connection = node->pool().borrow();
+    connection->ensure_connected();
+    for (const auto& command : commands) connection->append(command);
+    std::vector<ReplyPtr> replies;
+    replies.reserve(commands.size());
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+      ReplyPtr reply = read_bounded(*connection, operation, until);
+      if (!reply) return std::vector<ReplyPtr>{};
+      replies.push_back(std::move(reply));
+    }
+    report_replies(*client_, *node, replies);
+    return replies;
+  });
 }
 
 void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const noexcept {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "client/client_impl.hpp"
+#include "lockon/errors.hpp"
 #include "common/fork.hpp"
 #include "lock/lock_scripts.hpp"
 #include "client/script.hpp"
@@ -66,8 +67,12 @@ void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, 
 void renew_pipelined(ClientImpl& client, const std::vector<RenewalEntry*>& entries, std::vector<PendingLoss>& losses) {
   const auto sent_at = Clock::now();
   std::vector<RenewResult> results(entries.size(), RenewResult::io_error);
+  // The node serving these keys now (Sentinel: the current master), kept
+  // alive for the exchange even if a failover retires it meanwhile.
+  std::shared_ptr<Node> node;
   try {
-    auto connection = client.pool().borrow();
+    node = client.any_node();
+    auto connection = node->pool().borrow();
     connection->ensure_connected();
     std::vector<std::string> ttls;
     ttls.reserve(entries.size());
@@ -87,9 +92,15 @@ void renew_pipelined(ClientImpl& client, const std::vector<RenewalEntry*>& entri
       const std::array<std::string_view, 3> args{entries[i]->token, ttls[i], "1"};
       ReplyPtr reply = resolve_noscript(*connection, scripts::renew(), keys, args, std::move(replies[i]), "renew lease");
       if (reply->type == REDIS_REPLY_INTEGER) results[i] = reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
+      else if (reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).starts_with("READONLY"))
+        client.topology().report_error_reply(*node, "READONLY");  // a demoted master: re-resolve before the retry
     }
+  } catch (const IoError&) {
+    // Connection-level failure: every entry of this batch keeps io_error;
+    // the topology may re-resolve (a dead master) before the retry.
+    if (node) client.topology().report_io_failure(*node);
   } catch (...) {
-    // Connection-level failure: every entry of this batch keeps io_error.
+    // Every entry of this batch keeps io_error.
   }
   for (std::size_t i = 0; i < entries.size(); ++i) settle(*entries[i], results[i], sent_at, losses);
 }
