@@ -163,9 +163,12 @@ void print_tally(const char* what, Tally& tally) {
 // resumes on the new master. Checks: no call outlives its bound; every error
 // is typed, of the kinds a switch explains; contention resumes within
 // `resume_bound` of the sentinels agreeing on the new master; the counter
-// on the new master equals the completed critical sections minus at most
-// `may_lose` (asynchronous replication can lose the last writes — and a
-// grant — of a crashed master).
+// on the new master never exceeds the increments sent, and keeps every
+// critical section completed before the fault (minus `may_lose`: a crashed
+// master's last writes may not have replicated). Increments made on the old
+// master between the replica's promotion and the clients' switch are lost
+// (split brain: Sentinel does not stop the old master first); the test
+// prints how many.
 void failover_under_contention(SentinelSet& set, const std::function<void()>& fault, Clock::duration resume_bound,
                                long long may_lose, const char* what) {
   const int old_port = set.master_port_by_sentinel();
@@ -176,6 +179,7 @@ void failover_under_contention(SentinelSet& set, const std::function<void()>& fa
   for (int i = 0; i < 4; ++i) workers.emplace_back([&] { contend(set.url(kQuery), tally, stop); });
   std::this_thread::sleep_for(1s);
   const long long before = tally.completed.load();
+  const long long completed_at_fault = tally.completed.load();
   const auto fault_at = Clock::now();
   fault();
   const int new_port = set.wait_for_new_master(old_port, 30s);
@@ -218,13 +222,17 @@ void failover_under_contention(SentinelSet& set, const std::function<void()>& fa
   // Every increment that reached the new master was sent; every completed
   // one is there, but for what the failover may lose.
   EXPECT_LE(counter, tally.sets_sent.load());
-  EXPECT_GE(counter, tally.completed.load() - may_lose);
+  EXPECT_GE(counter, completed_at_fault - may_lose);
+  std::printf("[sentinel] %s: increments lost in the switch: %lld\n", what, tally.completed.load() - counter);
 }
 
 }  // namespace
 
-// A manual failover: the old master pauses writes until the replica has
-// caught up, so nothing completed is lost (may_lose = 0).
+// A manual failover: the replica is promoted while the old master still
+// accepts writes until the clients switch; what was completed before the
+// failover began survives (may_lose = 0). Contention resumes once a lock
+// granted on the old master before the promotion expires on the new one
+// (ttl 3 s): resume_bound 5 s.
 TEST(Sentinel, ManualFailoverUnderContention) {
   SentinelSet set;
   failover_under_contention(

@@ -36,10 +36,12 @@ RawReply ask(int port, const std::vector<std::string>& args) {
 }  // namespace
 
 SentinelSet::SentinelSet() {
-  servers_.push_back(std::make_unique<RedisServer>());
+  // No 5 s delay before a replica's (diskless) sync, on both: either may be master.
+  const std::vector<std::string> fast_sync{"--repl-diskless-sync-delay", "0"};
+  servers_.push_back(std::make_unique<RedisServer>(ServerOptions{.extra_args = fast_sync}));
   const std::string master_port = std::to_string(servers_[0]->port());
   servers_.push_back(std::make_unique<RedisServer>(
-      ServerOptions{.extra_args = {"--replicaof", "127.0.0.1", master_port, "--replica-priority", "100"}}));
+      ServerOptions{.extra_args = {"--replicaof", "127.0.0.1", master_port, "--repl-diskless-sync-delay", "0"}}));
   // The replica must be in sync before sentinels can promote it.
   const auto synced_by = Clock::now() + std::chrono::seconds(10);
   while (true) {
