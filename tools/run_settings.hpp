@@ -15,6 +15,7 @@ struct RunSettings {
   std::chrono::milliseconds ttl{30'000};
   std::optional<std::chrono::milliseconds> wait{};  // empty: wait forever
   std::chrono::milliseconds kill_after{5'000};
+  std::chrono::milliseconds replica_timeout{100};
 };
 
 /// True for a POSIX-portable environment variable name ([A-Za-z_][A-Za-z0-9_]*).
