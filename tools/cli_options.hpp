@@ -26,6 +26,8 @@ struct RunOptions {
   std::string wait{};  // empty: wait forever
   int conflict_exit_code = 1;
   std::string fence_env{};  // empty: no fencing
+  int replicas = 0;                        // --replicas: WAIT for this many (0: off)
+  std::string replica_timeout = "100ms";  // --replica-timeout
   OnLost on_lost = OnLost::term;
   std::string kill_after = "5s";
   bool verbose = false;

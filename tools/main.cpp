@@ -82,6 +82,15 @@ CLI::App* add_run(CLI::App& app, RunOptions& o, std::string& on_lost) {
                   "Enable fencing: export the fence (a number that grows with every acquisition of NAME) "
                   "to COMMAND as environment variable VAR")
       ->type_name("VAR");
+  run->add_option("--replicas", o.replicas,
+                  "Require N replicas to acknowledge the acquisition (Redis WAIT) before COMMAND starts; "
+                  "fewer: the lock is released and lockon fails (single server / Sentinel only)")
+      ->type_name("N")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  run->add_option("--replica-timeout", o.replica_timeout, "How long --replicas waits for the acknowledgements")
+      ->type_name("DURATION")
+      ->capture_default_str();
   run->add_option("--on-lost", on_lost,
                   "If the lock is lost while COMMAND runs: term = SIGTERM COMMAND (SIGKILL after "
                   "--kill-after) and exit 79; ignore = warn and let it finish")

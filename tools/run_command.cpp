@@ -193,6 +193,7 @@ int run_command(const RunOptions& options) {
   LockOptions lock_options;
   lock_options.ttl = settings.ttl;
   lock_options.fencing = !options.fence_env.empty();
+  lock_options.replica_acks = {options.replicas, settings.replica_timeout};
   lock_options.token = token;
   lock_options.on_lost = [loss](const LossEvent& event) {
     {

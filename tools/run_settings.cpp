@@ -36,6 +36,10 @@ RunSettings validate_run_options(const RunOptions& options) {
                       "needs a round trip; use at least " + std::to_string(kMinimumTtl.count()) + "ms");
   if (!options.wait.empty()) s.wait = parse_cli_duration(options.wait, "--wait");
   s.kill_after = parse_cli_duration(options.kill_after, "--kill-after");
+  s.replica_timeout = parse_cli_duration(options.replica_timeout, "--replica-timeout");
+  if (options.replicas < 0) throw ConfigError("--replicas must not be negative");
+  if (options.replicas > 0 && s.replica_timeout.count() <= 0)
+    throw ConfigError("--replica-timeout must be positive (WAIT 0 would block forever)");
   if (options.name.empty()) throw ConfigError("the lock NAME must not be empty");
   if (options.command.empty() || options.command.front().empty()) throw ConfigError("COMMAND is missing");
   if (!options.fence_env.empty() && !valid_env_name(options.fence_env))

@@ -16,6 +16,7 @@ struct RunSettings {
   std::chrono::milliseconds ttl{30'000};
   std::optional<std::chrono::milliseconds> wait{};  // empty: wait forever
   std::chrono::milliseconds kill_after{5'000};
+  std::chrono::milliseconds replica_timeout{100};
 };
 
 /// The shortest --ttl accepted: renewals run every ttl/3, so 300ms leaves

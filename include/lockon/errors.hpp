@@ -24,7 +24,8 @@
 //       ├── LockLost           the lease expired or was taken while in use
 //       ├── AcquireTimeout     the acquire deadline passed (lock busy)
 //       ├── RetriesExhausted   max_retry attempts all found the lock busy
-//       └── QuorumError        Redlock could not reach / win a majority
+//       ├── QuorumError        Redlock could not reach / win a majority
+//       └── ReplicationError   fewer replicas acknowledged a grant than required
 //
 // Messages name the server (host:port) and the operation; they never contain
 // a password or a lock token.
@@ -222,6 +223,22 @@ class RetriesExhausted : public LockError {
 class QuorumError : public LockError {
  public:
   using LockError::LockError;
+};
+
+/// LockOptions::replica_acks: fewer replicas than required acknowledged an
+/// acquisition (or hand-over) within the timeout (`WAIT`). The lock was
+/// released (or handed to the background clean-up if the release failed):
+/// it is not held. The grant may still have reached some replicas.
+class ReplicationError : public LockError {
+ public:
+  ReplicationError(const std::string& message, std::string name, int acknowledged, int required)
+      : LockError(message, std::move(name)), acknowledged_(acknowledged), required_(required) {}
+  int acknowledged() const noexcept { return acknowledged_; }
+  int required() const noexcept { return required_; }
+
+ private:
+  int acknowledged_;
+  int required_;
 };
 
 }  // namespace lockon

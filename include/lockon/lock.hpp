@@ -45,6 +45,16 @@ struct LossEvent {
   std::string detail;      // human-readable cause (never contains the token)
 };
 
+/// Replica acknowledgement of a grant (`WAIT replicas timeout`), see
+/// LockOptions::replica_acks.
+struct ReplicaAcks {
+  /// Replicas that must acknowledge; 0 = off (no WAIT). Must be >= 0.
+  int replicas = 0;
+  /// How long to wait for them. Must be > 0 when replicas > 0 (WAIT 0
+  /// would block forever).
+  std::chrono::milliseconds timeout{100};
+};
+
 /// Options of one lock. Plain aggregate with documented defaults.
 struct LockOptions {
   /// Lease length. Must be > 0 and ≤ 2^47 ms, unless `no_expiry` is set.
@@ -83,6 +93,13 @@ struct LockOptions {
   /// release fails. No lockon mutex is held while it runs, so it may unlock
   /// other locks; keep it short, and do not call into the same lock object.
   std::function<void(const LossEvent&)> on_lost{};
+  /// Before an acquisition (and every hand-over to this object) is reported
+  /// acquired, `replica_acks.replicas` replicas must have acknowledged it
+  /// within `replica_acks.timeout` (Redis `WAIT`, on the connection that
+  /// made the grant's last write). Otherwise the lock is released and
+  /// ReplicationError says how many acknowledged. Narrows, does not close,
+  /// the window in which a failover loses a grant: WAIT is not consensus.
+  ReplicaAcks replica_acks{};
 };
 
 /// The common surface of Lock and Redlock (TimedLockable).

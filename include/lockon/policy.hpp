@@ -75,6 +75,9 @@ struct LockerPolicy {
   /// Take a fence per acquisition (LockContext::fence()). Costs the
   /// single-instance lock a MULTI/EXEC instead of a plain SET.
   bool fencing = false;
+  /// Replicas that must acknowledge each acquisition / hand-over (WAIT)
+  /// before fn runs (LockOptions::replica_acks). Single-instance lock only.
+  ReplicaAcks replica_acks{};
   /// Called on the calling thread after each attempt (metrics, logs, tests).
   /// An exception from it propagates out of the call (a lock the attempt
   /// just took is released first, and fn does not run).

@@ -63,9 +63,8 @@ void validate(const ConnectionOptions& options) {
     throw ConfigError("connection options: negative timeout");
   if (!options.user.empty() && options.password.empty())
     throw ConfigError("connection options: ACL user given without a password");
-  // Until the Sentinel / Cluster topologies land.
-  if (options.deployment == Deployment::sentinel)
-    throw ConfigError("connection options: Sentinel is not available in this build yet");
+  if (options.deployment == Deployment::sentinel && options.master_name.empty())
+    throw ConfigError("connection options: Sentinel needs a master name (#name in the URL)");
 }
 
 ClientImpl::ClientImpl(ConnectionOptions options, PoolOptions pool)

@@ -56,6 +56,17 @@ inline const redisReply* first_redirect(const std::vector<ReplyPtr>& replies) no
 inline bool has_replies(const ReplyPtr& reply) noexcept { return reply != nullptr; }
 inline bool has_replies(const std::vector<ReplyPtr>& replies) noexcept { return !replies.empty(); }
 
+inline const redisReply* first_readonly(const ReplyPtr& reply) noexcept {
+  return reply && reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).starts_with("READONLY")
+             ? reply.get()
+             : nullptr;
+}
+inline const redisReply* first_readonly(const std::vector<ReplyPtr>& replies) noexcept {
+  for (const ReplyPtr& reply : replies)
+    if (const redisReply* found = first_readonly(reply)) return found;
+  return nullptr;
+}
+
 inline constexpr int kMaxRoutedAttempts = 16;
 
 /// Runs `exchange(Connection&, Node&)` (returning ReplyPtr or
@@ -66,9 +77,22 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
                  Exchange&& exchange) -> decltype(exchange(std::declval<Connection&>(), std::declval<Node&>())) {
   using Clock = std::chrono::steady_clock;
   if (client.options().deployment != Deployment::cluster) {
+    // One server, or Sentinel's current master: a straight call. READONLY
+    // and I/O failures are reported (Sentinel re-resolves the master).
     const auto node = client.node_for(key);  // outlives the lease
-    auto connection = node->pool().borrow();
-    return exchange(*connection, *node);
+    try {
+      auto connection = node->pool().borrow();
+      auto result = exchange(*connection, *node);
+      if (const redisReply* readonly = first_readonly(result))
+        client.topology().report_error_reply(*node, {readonly->str, readonly->len});
+      return result;
+    } catch (const ReadOnlyError&) {
+      client.topology().report_error_reply(*node, "READONLY");
+      throw;
+    } catch (const IoError&) {
+      client.topology().report_io_failure(*node);
+      throw;
+    }
   }
   Topology& topology = client.topology();
   const auto start = Clock::now();

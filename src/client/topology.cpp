@@ -1,6 +1,7 @@
 #include "client/topology.hpp"
 
 #include "client/cluster_topology.hpp"
+#include "client/sentinel_topology.hpp"
 #include "lock/subscriber.hpp"
 #include "lockon/errors.hpp"
 
@@ -21,12 +22,12 @@ std::unique_ptr<Topology> make_topology(const ConnectionOptions& options, PoolOp
   switch (options.deployment) {
     case Deployment::standalone:
       return std::make_unique<StandaloneTopology>(options, limits);
+    case Deployment::sentinel:
+      return std::make_unique<SentinelTopology>(options, limits);
     case Deployment::cluster:
       return std::make_unique<ClusterTopology>(options, limits);
-    case Deployment::sentinel:
-      break;
   }
-  throw ConfigError("connection options: " + options.endpoint() + ": this deployment is not available in this build yet");
+  throw ConfigError("connection options: " + options.endpoint() + ": unknown deployment");
 }
 
 }  // namespace lockon::detail

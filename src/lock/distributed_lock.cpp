@@ -35,6 +35,10 @@ DistributedLock::DistributedLock(std::string name, LockOptions options) : state_
   if (options.token && options.token->empty()) throw ConfigError("lock '" + name + "': custom token must not be empty");
   if (options.wait_poll_interval.count() <= 0)
     throw ConfigError("lock '" + name + "': wait_poll_interval must be positive");
+  if (options.replica_acks.replicas < 0)
+    throw ConfigError("lock '" + name + "': replica_acks.replicas must not be negative");
+  if (options.replica_acks.replicas > 0 && options.replica_acks.timeout.count() <= 0)
+    throw ConfigError("lock '" + name + "': replica_acks.timeout must be positive (WAIT 0 blocks forever)");
   if (options.max_hold.count() < 0) throw ConfigError("lock '" + name + "': max_hold must not be negative");
   state_->name = std::move(name);
   state_->options = std::move(options);

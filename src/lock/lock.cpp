@@ -71,6 +71,7 @@ class Lock::Impl {
     std::uint64_t fence = 0;
     long long pttl = -2;
     Clock::time_point sent_at;     // precedes the grant: the lease starts here
+    int acks = -1;                 // WAIT's reply in the same pipeline (-1: none)
   };
 
   bool acquire_until(Clock::time_point deadline) {
@@ -80,7 +81,10 @@ class Lock::Impl {
     if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
     token_ = state_.options.token ? *state_.options.token : detail::random_hex();
     Attempt first = fast_attempt(deadline);
-    if (first.acquired && confirm_lease(first)) return on_acquired(first);
+    if (first.acquired && confirm_lease(first)) {
+      require_acks(first.acks);
+      return on_acquired(first);
+    }
     if (first.deadline_passed || deadline == Clock::time_point::min() || Clock::now() >= deadline) return false;
     return wait_for_turn(deadline);
   }
@@ -226,12 +230,23 @@ class Lock::Impl {
   int fast_request(Attempt& result, Clock::time_point until) {
     if (state_.options.fencing) return fenced_request(result, until);
     ReplyPtr reply;
-    if (state_.options.no_expiry) {
-      const std::array<std::string_view, 5> args{"SET", state_.name, token_, "NX", "GET"};
-      reply = calls_.command_until(args, "acquire lock", until);
+    const std::array<std::string_view, 5> set_forever{"SET", state_.name, token_, "NX", "GET"};
+    const std::array<std::string_view, 7> set_lease{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
+    const auto set = state_.options.no_expiry ? std::span<const std::string_view>(set_forever)
+                                              : std::span<const std::string_view>(set_lease);
+    if (acks_required()) {
+      // WAIT in the same write, on the same connection as the SET: it covers
+      // exactly this connection's writes. A SET that did not win wrote
+      // nothing, and WAIT then returns at once.
+      const std::array<std::span<const std::string_view>, 2> commands{set, wait_args()};
+      std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until);
+      if (replies.empty()) return deadline_passed(result);
+      detail::check_reply(*replies[1], client_.endpoint(), "WAIT for replicas");
+      result.acks = static_cast<int>(replies[1]->integer);
+      reply = std::move(replies[0]);
+      detail::check_reply(*reply, client_.endpoint(), "acquire lock");
     } else {
-      const std::array<std::string_view, 7> args{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
-      reply = calls_.command_until(args, "acquire lock", until);
+      reply = calls_.command_until(set, "acquire lock", until);
     }
     if (!reply) return deadline_passed(result);
     if (reply->type == REDIS_REPLY_NIL) {
@@ -254,12 +269,19 @@ class Lock::Impl {
     const std::array<std::string_view, 2> incr{"INCR", calls_.fence_key()};
     const std::array<std::string_view, 4> expire{"PEXPIRE", calls_.fence_key(), "3600000", "NX"};
     const std::array<std::string_view, 1> exec{"EXEC"};
-    const std::array<std::span<const std::string_view>, 5> commands{
+    const std::array<std::span<const std::string_view>, 6> all{
         multi, state_.options.no_expiry ? std::span<const std::string_view>(set_forever)
                                         : std::span<const std::string_view>(set_lease),
-        incr, expire, exec};
-    const std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until);
+        incr, expire, exec, wait_args()};
+    // With replica acks, WAIT follows EXEC in the same write.
+    const auto commands = std::span<const std::span<const std::string_view>>(all).first(acks_required() ? 6 : 5);
+    std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until);
     if (replies.empty()) return deadline_passed(result);
+    if (acks_required()) {
+      detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
+      result.acks = static_cast<int>(replies.back()->integer);
+      replies.pop_back();
+    }
     // Every reply was read: an error reply (OOM, READONLY, NOPERM...) can be
     // thrown without leaving the connection out of step.
     for (const ReplyPtr& reply : replies) detail::check_reply(*reply, client_.endpoint(), "acquire lock");
@@ -433,8 +455,65 @@ class Lock::Impl {
   }
 
   bool finish_wait(const Attempt& attempt) {
+    // Before wait_ goes: a failure here leaves through wait_for_turn's
+    // clean-up, which removes our queue place.
+    if (acks_required()) replicate_grant();
     wait_.reset();
     return on_acquired(attempt);
+  }
+
+  bool acks_required() const noexcept { return state_.options.replica_acks.replicas > 0; }
+
+  std::span<const std::string_view> wait_args() {
+    wait_replicas_ = std::to_string(state_.options.replica_acks.replicas);
+    wait_timeout_ = std::to_string(state_.options.replica_acks.timeout.count());
+    wait_command_ = {"WAIT", wait_replicas_, wait_timeout_};
+    return wait_command_;
+  }
+
+  // A grant that reached us by hand-over (or by a waiter's script) was
+  // written by another connection — the releaser's, or a pooled one — and
+  // WAIT only covers the writes of the connection it runs on. So we make a
+  // write of our own first, on one connection, in one pipeline: the token
+  // rewritten in place (SET ... KEEPTTL, only if it is still ours), then
+  // WAIT. Once the replicas have our write they have the grant before it
+  // (replication is in order).
+  void replicate_grant() {
+    static const detail::Script touch(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL') return 1 end "
+        "return 0");
+    const std::array<std::string_view, 5> eval{"EVAL", touch.body(), "1", state_.name, token_};
+    const std::array<std::span<const std::string_view>, 2> commands{eval, wait_args()};
+    std::vector<ReplyPtr> replies;
+    try {
+      replies = calls_.pipeline_until(commands, "WAIT for replicas", Clock::time_point::max());
+      for (const ReplyPtr& reply : replies) detail::check_reply(*reply, client_.endpoint(), "WAIT for replicas");
+    } catch (...) {
+      calls_.abandon(orphan_entry(token_), true);
+      throw;
+    }
+    if (replies[0]->type != REDIS_REPLY_INTEGER || replies[0]->integer != 1)
+      throw LockNotOwned("lock '" + state_.name + "' was handed to us but lost before its replication was confirmed",
+                         state_.name);
+    require_acks(static_cast<int>(replies[1]->integer));
+  }
+
+  // Fewer acknowledgements than required: the grant is given back (or left
+  // to the clean-up if the release fails) and the caller told how many.
+  void require_acks(int acks) {
+    const int required = state_.options.replica_acks.replicas;
+    if (required <= 0 || acks >= required) return;
+    try {
+      const std::array<std::string_view, 1> args{token_};
+      calls_.run4(detail::scripts::release(), args, "release an unreplicated lock");
+    } catch (...) {
+      calls_.abandon(orphan_entry(token_), true);
+    }
+    throw ReplicationError("lock '" + state_.name + "' on " + client_.endpoint() + ": " + std::to_string(acks) +
+                               " of " + std::to_string(required) + " required replicas acknowledged the grant within " +
+                               std::to_string(state_.options.replica_acks.timeout.count()) +
+                               " ms (WAIT); the lock was released",
+                           state_.name, acks, required);
   }
 
   // A grant is only as good as the lease we can prove: counted from a send
@@ -509,6 +588,8 @@ class Lock::Impl {
   const std::string ttl_text_;
   std::string token_;
   std::unique_ptr<Wait> wait_;
+  std::string wait_replicas_, wait_timeout_;  // WAIT's arguments (wait_args)
+  std::array<std::string_view, 3> wait_command_{};
   std::shared_ptr<detail::RenewalEntry> renewal_;
 };
 

@@ -18,6 +18,7 @@ LockCalls::LockCalls(std::shared_ptr<ClientImpl> client, std::string name)
       record_key_(companion_key(name_, "hf")),
       sharded_(sharded_wake(*client_)) {}
 
+
 ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   return run4_until(script, args, operation, Clock::time_point::max());
 }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "client/client_impl.hpp"
+#include "lockon/errors.hpp"
 #include "common/fork.hpp"
 #include "lock/lock_scripts.hpp"
 #include "client/script.hpp"

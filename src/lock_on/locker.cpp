@@ -100,6 +100,7 @@ PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
   options.ttl = policy.ttl;
   options.auto_renew = policy.auto_renew;
   options.fencing = policy.fencing;
+  options.replica_acks = policy.replica_acks;
   // One queue place for the whole call: each retry window continues from it.
   options.keep_queue_place = true;
   static std::atomic<std::uint64_t> next_id{1};

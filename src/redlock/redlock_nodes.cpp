@@ -168,6 +168,11 @@ RedlockNodes::RedlockNodes(std::vector<Client> clients, std::string name, std::c
     if (client.options().deployment == Deployment::cluster)
       throw ConfigError("redlock '" + name_ + "': node " + endpoint +
                         " is a Redis Cluster; Redlock nodes must be single servers (use Lock on a cluster)");
+    // Under Sentinel a node's server changes at a failover, and an
+    // asynchronously replicated grant can vanish: not an independent node.
+    if (client.options().deployment == Deployment::sentinel)
+      throw ConfigError("redlock '" + name_ + "': node " + client.endpoint() +
+                        " is a Sentinel deployment; Redlock nodes must be single servers (use Lock with Sentinel)");
     // Two handles on one server (even on different databases) would let
     // that server vote twice: the majority would no longer be one.
     if (!seen.insert(endpoint).second)

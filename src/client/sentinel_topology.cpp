@@ -1,0 +1,236 @@
+#include "client/sentinel_topology.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <array>
+
+#include "client/connection.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+
+namespace {
+
+std::string_view text_of(const redisReply& reply) {
+  if (reply.type == REDIS_REPLY_STRING || reply.type == REDIS_REPLY_STATUS || reply.type == REDIS_REPLY_ERROR)
+    return {reply.str, reply.len};
+  return {};
+}
+
+// Options for one sentinel: its address, the sentinel credentials, db 0.
+ConnectionOptions sentinel_options(const ConnectionOptions& base, const NodeAddress& address) {
+  ConnectionOptions out = base;
+  out.deployment = Deployment::standalone;
+  out.seeds.clear();
+  out.host = address.host;
+  out.port = address.port;
+  out.unix_path.clear();
+  out.db = 0;
+  out.user = base.sentinel_user;
+  out.password = base.sentinel_password;
+  return out;
+}
+
+// Options for the master at `host:port`: the URL's credentials and db.
+ConnectionOptions master_options(const ConnectionOptions& base, std::string host, int port) {
+  ConnectionOptions out = base;
+  out.deployment = Deployment::standalone;
+  out.seeds.clear();
+  out.host = std::move(host);
+  out.port = port;
+  out.unix_path.clear();
+  return out;
+}
+
+std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options) {
+  if (!options.seeds.empty()) return options.seeds;
+  return {NodeAddress{options.host, options.port}};
+}
+
+}  // namespace
+
+SentinelTopology::SentinelTopology(ConnectionOptions options, PoolOptions limits)
+    : options_(std::move(options)), limits_(limits) {
+  listener_ = std::thread([this] { listen(); });
+}
+
+SentinelTopology::~SentinelTopology() {
+  {
+    std::lock_guard lock(stop_mutex_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (listener_.joinable()) listener_.join();
+}
+
+std::shared_ptr<Node> SentinelTopology::node_for(std::string_view) { return current(); }
+
+std::shared_ptr<Node> SentinelTopology::current() {
+  if (!stale_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(mutex_);
+    if (master_) return master_;
+  }
+  // One resolution at a time: callers arriving meanwhile wait for it (it is
+  // bounded) and then use its result.
+  std::lock_guard resolving(resolve_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    const bool throttled = Clock::now() < last_resolve_ + kResolveEvery && !urgent_.load();
+    if (master_ && (!stale_.load() || throttled)) return master_;
+  }
+  urgent_.store(false);
+  std::shared_ptr<Node> previous;
+  {
+    std::lock_guard lock(mutex_);
+    previous = master_;
+    last_resolve_ = Clock::now();
+  }
+  ConnectionOptions found;
+  try {
+    found = resolve();
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    last_resolve_ = Clock::now();
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  last_resolve_ = Clock::now();
+  stale_.store(false, std::memory_order_release);
+  if (master_ && master_->options().host == found.host && master_->options().port == found.port) return master_;
+  // A switch: the old Node is dropped here; callers holding it finish with it.
+  if (master_) switches_.fetch_add(1);
+  master_ = std::make_shared<Node>(found, limits_);
+  return master_;
+}
+
+ConnectionOptions SentinelTopology::resolve() {
+  const auto sentinels = sentinels_of(options_);
+  // Bounded as a whole: one sentinel's connect + reply, and the master's,
+  // plus slack; a list of dead sentinels costs at most this.
+  const auto budget = 2 * (options_.connect_timeout + options_.socket_timeout) + std::chrono::milliseconds(100);
+  const auto give_up_at = Clock::now() + budget;
+  std::size_t first;
+  {
+    std::lock_guard lock(mutex_);
+    first = preferred_;
+  }
+  std::string tried;
+  bool unknown_everywhere = true;
+  for (std::size_t i = 0; i < sentinels.size(); ++i) {
+    if (i > 0 && Clock::now() >= give_up_at) {
+      tried += "; resolution budget of " + std::to_string(budget.count()) + " ms spent";
+      break;
+    }
+    const std::size_t index = (first + i) % sentinels.size();
+    const ConnectionOptions sentinel = sentinel_options(options_, sentinels[index]);
+    const std::string where = sentinel.endpoint();
+    try {
+      Connection connection(sentinel);
+      const std::array<std::string_view, 3> ask{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name};
+      const ReplyPtr reply = connection.command(ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
+      if (reply->type == REDIS_REPLY_NIL) {
+        tried += "; " + where + ": unknown master";
+        continue;
+      }
+      unknown_everywhere = false;
+      if (reply->type == REDIS_REPLY_ERROR) {
+        tried += "; " + where + ": " + std::string(text_of(*reply).substr(0, 120));
+        continue;
+      }
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+        tried += "; " + where + ": unexpected reply";
+        continue;
+      }
+      const std::string host(text_of(*reply->element[0]));
+      const int port = std::atoi(std::string(text_of(*reply->element[1])).c_str());
+      ConnectionOptions master = master_options(options_, host, port);
+      Connection probe(master);
+      const std::array<std::string_view, 1> role{"ROLE"};
+      const ReplyPtr answer = probe.command(role, "ROLE");
+      if (answer->type != REDIS_REPLY_ARRAY || answer->elements < 1 || text_of(*answer->element[0]) != "master") {
+        tried += "; " + where + " named " + master.endpoint() + ", which is not a master (ROLE)";
+        continue;
+      }
+      std::lock_guard lock(mutex_);
+      preferred_ = index;
+      return master;
+    } catch (const AuthError& e) {
+      unknown_everywhere = false;
+      tried += "; " + where + ": " + e.what();
+    } catch (const Error& e) {
+      unknown_everywhere = false;
+      tried += "; " + where + ": " + e.what();
+    }
+  }
+  if (unknown_everywhere)
+    throw ConnectError("Sentinel: no sentinel of " + options_.endpoint() + " knows master '" + options_.master_name +
+                       "' (SENTINEL GET-MASTER-ADDR-BY-NAME answered nil)");
+  throw ConnectError("Sentinel: cannot find master '" + options_.master_name + "'" + tried);
+}
+
+void SentinelTopology::mark_stale(const Node& node) noexcept {
+  std::lock_guard lock(mutex_);
+  if (master_.get() == &node) stale_.store(true, std::memory_order_release);
+}
+
+void SentinelTopology::report_error_reply(const Node& node, std::string_view text) noexcept {
+  if (text.starts_with("READONLY")) mark_stale(node);
+}
+
+void SentinelTopology::report_io_failure(const Node& node) noexcept { mark_stale(node); }
+
+void SentinelTopology::listen() {
+  const auto sentinels = sentinels_of(options_);
+  for (std::size_t round = 0;; ++round) {
+    {
+      std::lock_guard lock(stop_mutex_);
+      if (stop_) return;
+    }
+    listen_once(sentinels[round % sentinels.size()]);
+    std::unique_lock lock(stop_mutex_);
+    if (stop_cv_.wait_for(lock, kListenRetry, [this] { return stop_; })) return;
+  }
+}
+
+// One subscription to one sentinel, until it breaks or the topology stops.
+bool SentinelTopology::listen_once(const NodeAddress& address) {
+  try {
+    Connection connection(sentinel_options(options_, address));
+    connection.ensure_connected();
+    connection.complete_handshake();
+    const std::array<std::string_view, 2> subscribe{"SUBSCRIBE", "+switch-master"};
+    connection.append(subscribe);
+    connection.flush("SUBSCRIBE +switch-master");
+    while (true) {
+      {
+        std::lock_guard lock(stop_mutex_);
+        if (stop_) return true;
+      }
+      if (!connection.has_buffered_input()) {
+        pollfd p{connection.fd(), POLLIN, 0};
+        const int ready = ::poll(&p, 1, 100);  // wakes to notice stop_
+        if (ready < 0 && errno != EINTR) return false;
+        if (ready <= 0) continue;
+      }
+      if (!connection.pump_input()) return false;
+      while (true) {
+        ReplyPtr reply;
+        if (!connection.take_buffered_reply(reply)) return false;
+        if (!reply) break;
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3) continue;
+        if (text_of(*reply->element[0]) != "message") continue;
+        // "<name> <old ip> <old port> <new ip> <new port>"
+        const std::string_view payload = text_of(*reply->element[2]);
+        const auto space = payload.find(' ');
+        if (payload.substr(0, space) != options_.master_name) continue;
+        urgent_.store(true);
+        stale_.store(true, std::memory_order_release);
+      }
+    }
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace lockon::detail

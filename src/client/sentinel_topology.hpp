@@ -1,0 +1,83 @@
+// Sentinel: the master of one monitored set, found through the sentinels.
+//
+// Resolution: each sentinel in turn (the URL's order, the last one that
+// answered first) is asked `SENTINEL GET-MASTER-ADDR-BY-NAME <name>`; the
+// address it gives is connected to and must answer `ROLE` with "master" (a
+// sentinel that has not seen a failover yet can name a demoted master).
+// Sentinels are contacted with the sentinel credentials and db 0, the master
+// with the URL's credentials and db; TLS settings apply to both. Each step is
+// bounded by the connect / socket timeouts, the whole resolution by
+// kResolveBudget.
+//
+// Following failovers: the master's Node is replaced when
+//   - a caller reports READONLY from it (it was demoted) or an I/O failure
+//     (it died): the topology is marked stale and the next node_for()
+//     resolves again (at most one resolution at a time, at most one every
+//     kResolveEvery: a dead master costs callers a ConnectError, not a storm
+//     of resolutions);
+//   - a sentinel publishes `+switch-master` for our name: a background
+//     thread subscribed to a sentinel marks the topology stale at once, with
+//     no throttle (reconnects to the sentinels at most every kListenRetry;
+//     the thread ends with the topology).
+// The retired Node lives on while callers hold it (their exchange finishes
+// or fails on the old server); a waiter watching its subscriber keeps
+// polling the lock with its attempts, which route to the new master.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "client/topology.hpp"
+
+namespace lockon::detail {
+
+class SentinelTopology final : public Topology {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kResolveEvery = std::chrono::milliseconds(100);
+  static constexpr auto kListenRetry = std::chrono::milliseconds(250);
+
+  /// Does not contact anything: the first node_for() resolves.
+  SentinelTopology(ConnectionOptions options, PoolOptions limits);
+  ~SentinelTopology() override;
+
+  std::shared_ptr<Node> node_for(std::string_view key) override;
+  std::shared_ptr<Node> any_node() override { return current(); }
+  void report_error_reply(const Node& node, std::string_view text) noexcept override;
+  void report_io_failure(const Node& node) noexcept override;
+
+  /// Number of master switches seen (tests, diagnostics).
+  std::uint64_t switches() const noexcept { return switches_.load(); }
+
+ private:
+  std::shared_ptr<Node> current();
+  // Asks the sentinels; returns the confirmed master's options. Throws
+  // ConnectError naming the master and what each sentinel said.
+  ConnectionOptions resolve();
+  void mark_stale(const Node& node) noexcept;
+  void listen();  // the +switch-master thread
+  bool listen_once(const NodeAddress& sentinel);
+
+  ConnectionOptions options_;
+  PoolOptions limits_;
+  std::mutex resolve_mutex_;  // one resolution at a time
+  std::mutex mutex_;          // guards master_, last_resolve_, preferred_
+  std::shared_ptr<Node> master_;
+  Clock::time_point last_resolve_{};
+  std::size_t preferred_ = 0;  // the sentinel that answered last
+  std::atomic<bool> stale_{true};
+  std::atomic<bool> urgent_{false};  // +switch-master: skip the throttle
+  std::atomic<std::uint64_t> switches_{0};
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread listener_;
+};
+
+}  // namespace lockon::detail

@@ -1,0 +1,166 @@
+// LockOptions::replica_acks: WAIT for N replicas before an acquisition or a
+// hand-over is reported; fewer acknowledgements release the lock and throw
+// ReplicationError. A real master and a real replica (replicaof).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "lockon/client.hpp"
+#include "lockon/errors.hpp"
+#include "lockon/lock.hpp"
+#include "support/redis_server.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using lockon::test::RedisServer;
+using lockon::test::ServerOptions;
+
+struct Pair {
+  RedisServer master;
+  RedisServer replica;
+  // No 5 s delay before the replica's first (diskless) sync.
+  Pair() : master(ServerOptions{.extra_args = {"--repl-diskless-sync-delay", "0"}}), replica(ServerOptions{.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())}}) {
+    const auto until = Clock::now() + 10s;
+    while (replica.command({"INFO", "replication"}).str.find("master_link_status:up") == std::string::npos) {
+      if (Clock::now() > until) throw std::runtime_error("replica did not sync: " + replica.log_tail());
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+};
+
+lockon::LockOptions with_acks(int replicas, std::chrono::milliseconds timeout) {
+  lockon::LockOptions options;
+  options.ttl = 10s;
+  options.replica_acks = {replicas, timeout};
+  return options;
+}
+
+TEST(ReplicaAcks, AcquisitionAcknowledgedIsOnTheReplica) {
+  Pair pair;
+  lockon::Client client(pair.master.url());
+  for (bool fencing : {false, true}) {
+    auto options = with_acks(1, 1000ms);
+    options.fencing = fencing;
+    lockon::Lock lock(client, "acks:lock", options);
+    ASSERT_TRUE(lock.try_lock());
+    // WAIT returned 1: the replica has the grant now, not eventually.
+    EXPECT_EQ(pair.replica.command({"GET", "acks:lock"}).str, pair.master.command({"GET", "acks:lock"}).str);
+    EXPECT_FALSE(pair.replica.command({"GET", "acks:lock"}).is_nil());
+    lock.unlock();
+  }
+}
+
+TEST(ReplicaAcks, PausedReplicaGivesReplicationErrorAndFreesTheLock) {
+  Pair pair;
+  lockon::Client client(pair.master.url());
+  pair.replica.pause();
+  for (bool fencing : {false, true}) {
+    auto options = with_acks(1, 200ms);
+    options.fencing = fencing;
+    lockon::Lock lock(client, "acks:lock", options);
+    const auto start = Clock::now();
+    try {
+      lock.try_lock();
+      FAIL() << "expected ReplicationError";
+    } catch (const lockon::ReplicationError& e) {
+      EXPECT_EQ(e.acknowledged(), 0);
+      EXPECT_EQ(e.required(), 1);
+      EXPECT_NE(std::string(e.what()).find("0 of 1"), std::string::npos) << e.what();
+    }
+    const auto took = Clock::now() - start;
+    EXPECT_LT(took, 200ms + 300ms) << "WAIT's timeout plus the release";
+    EXPECT_FALSE(lock.held());
+    // Free at once for another client.
+    lockon::Client other(pair.master.url());
+    lockon::Lock taker(other, "acks:lock");
+    EXPECT_TRUE(taker.try_lock());
+    taker.unlock();
+  }
+  pair.replica.resume();
+}
+
+// A hand-over is written by the releaser's connection: the waiter rewrites
+// its token itself (SET KEEPTTL) and WAITs on that connection.
+TEST(ReplicaAcks, HandOverIsAcknowledged) {
+  Pair pair;
+  lockon::Client client(pair.master.url());
+  lockon::Lock holder(client, "acks:handover");
+  ASSERT_TRUE(holder.try_lock());
+  bool got = false;
+  std::string on_replica;
+  std::thread waiter([&] {
+    lockon::Client own(pair.master.url());
+    lockon::Lock lock(own, "acks:handover", with_acks(1, 1000ms));
+    got = lock.try_lock_for(5s);
+    on_replica = pair.replica.command({"GET", "acks:handover"}).str;
+    if (got) lock.unlock();
+  });
+  std::this_thread::sleep_for(300ms);
+  holder.unlock();
+  waiter.join();
+  EXPECT_TRUE(got);
+  EXPECT_FALSE(on_replica.empty());
+
+  // And a hand-over while the replica is paused: typed error, lock free.
+  ASSERT_TRUE(holder.try_lock());
+  pair.replica.pause();
+  std::string error;
+  std::thread blocked([&] {
+    lockon::Client own(pair.master.url());
+    lockon::Lock lock(own, "acks:handover", with_acks(1, 200ms));
+    try {
+      lock.try_lock_for(5s);
+    } catch (const lockon::ReplicationError& e) {
+      error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  holder.unlock();
+  blocked.join();
+  pair.replica.resume();
+  EXPECT_NE(error.find("0 of 1"), std::string::npos) << error;
+  lockon::Lock taker(client, "acks:handover");
+  EXPECT_TRUE(taker.try_lock());
+  taker.unlock();
+}
+
+TEST(ReplicaAcks, RejectsWaitForever) {
+  Pair pair;
+  lockon::Client client(pair.master.url());
+  EXPECT_THROW(lockon::Lock(client, "x", with_acks(1, 0ms)), lockon::ConfigError);
+  EXPECT_THROW(lockon::Lock(client, "x", with_acks(-1, 10ms)), lockon::ConfigError);
+}
+
+// Cost per uncontended cycle (lock + unlock), alternating blocks in one run.
+TEST(ReplicaAcks, CostPerCycle) {
+  Pair pair;
+  lockon::Client client(pair.master.url());
+  const auto cycle_us = [&](int replicas) {
+    lockon::LockOptions options;
+    options.auto_renew = false;
+    options.replica_acks = {replicas, 1000ms};
+    lockon::Lock lock(client, "acks:cost", options);
+    const int n = 300;
+    const auto start = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      lock.lock();
+      lock.unlock();
+    }
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / n;
+  };
+  double plain = 0, acked = 0;
+  for (int block = 0; block < 6; ++block) {
+    plain += cycle_us(0);
+    acked += cycle_us(1);
+  }
+  std::printf("[replica-acks] cycle without acks %.1f us, with WAIT 1 %.1f us (%.2fx)\n", plain / 6, acked / 6,
+              acked / plain);
+  EXPECT_GT(acked, 0);
+}
+
+}  // namespace

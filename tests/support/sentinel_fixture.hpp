@@ -1,0 +1,65 @@
+// support/sentinel_fixture.hpp — a real Sentinel deployment for tests: one
+// master, one replica (replicaof), three sentinels (`redis-server <conf>
+// --sentinel`, quorum 2, down-after 1000 ms, failover-timeout 5000 ms), all
+// on free loopback ports, each in its own temporary directory, stopped by
+// PID. The constructor waits (bounded) until every sentinel knows the master
+// and the replica and the other sentinels; it throws with the logs if not.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/redis_server.hpp"
+
+namespace lockon::test {
+
+class SentinelSet {
+ public:
+  static constexpr const char* kMasterName = "mymaster";
+
+  SentinelSet();
+  ~SentinelSet();
+  SentinelSet(const SentinelSet&) = delete;
+  SentinelSet& operator=(const SentinelSet&) = delete;
+
+  RedisServer& master() { return *servers_[0]; }
+  RedisServer& replica() { return *servers_[1]; }
+  /// The data server listening on `port` (master or replica).
+  RedisServer& server_on(int port);
+  std::size_t sentinel_count() const { return sentinels_.size(); }
+  int sentinel_port(std::size_t i) const { return sentinels_.at(i).port; }
+  /// SIGKILLs sentinel i (the port then refuses).
+  void kill_sentinel(std::size_t i);
+
+  /// "redis-sentinel://127.0.0.1:a,127.0.0.1:b,127.0.0.1:c#mymaster" plus
+  /// `query` ("?socket_timeout=300") if given.
+  std::string url(const std::string& query = "") const;
+  /// The master's port according to the first live sentinel (0 if none).
+  int master_port_by_sentinel();
+  /// One command to the first live sentinel.
+  RawReply sentinel_command(const std::vector<std::string>& args);
+  /// Waits until every live sentinel names master port != `old_port`, and
+  /// that server's ROLE says master. Returns the new port (0 on timeout).
+  int wait_for_new_master(int old_port, std::chrono::milliseconds timeout);
+  /// Waits until the live sentinels see `replicas` replicas of the master.
+  bool wait_for_replicas(std::size_t replicas, std::chrono::milliseconds timeout);
+  std::string logs() const;
+
+ private:
+  struct Sentinel {
+    int port = 0;
+    pid_t pid = -1;
+    std::filesystem::path dir;
+  };
+  void start_sentinel(Sentinel& sentinel);
+
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+  std::vector<Sentinel> sentinels_;
+};
+
+}  // namespace lockon::test
