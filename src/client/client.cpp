@@ -58,8 +58,9 @@ void validate(const ConnectionOptions& options) {
     throw ConfigError("connection options: negative timeout");
   if (!options.user.empty() && options.password.empty())
     throw ConfigError("connection options: ACL user given without a password");
-  // Until the TLS transport and the Sentinel / Cluster topologies land.
-  if (options.tls.enabled) throw ConfigError("connection options: TLS is not available in this build yet");
+  if (options.tls.cert.empty() != options.tls.key.empty())
+    throw ConfigError("connection options: a TLS client certificate needs both cert and key");
+  // Until the Sentinel / Cluster topologies land.
   if (options.deployment == Deployment::sentinel)
     throw ConfigError("connection options: Sentinel is not available in this build yet");
   if (options.deployment == Deployment::cluster)

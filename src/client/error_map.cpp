@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "client/tls_transport.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
@@ -48,6 +49,10 @@ void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, 
                              : saved_errno != 0 ? std::string(std::strerror(saved_errno))
                                                 : std::string("unknown I/O error");
   const bool timed_out = failure == IoFailure::timeout || (failure == IoFailure::io && is_timeout_errno(saved_errno));
+  // The server refused the TLS session (a client certificate it wanted):
+  // its TLS layer never passed our bytes to Redis, whatever the phase.
+  if (cause.starts_with(kTlsRefusedPrefix))
+    throw TlsError(describe(operation, endpoint, "TLS handshake failed: " + reason.substr(kTlsRefusedPrefix.size())));
   if (phase == Phase::connect) {
     // Whatever went wrong, nothing of the caller's command reached the server.
     if (timed_out) throw ConnectError(describe(operation, endpoint, "connect timed out"));

@@ -195,11 +195,7 @@ std::unique_ptr<Transport> open_transport(const ConnectionOptions& options, cons
     return std::make_unique<SocketTransport>(connect_unix(options.unix_path, deadline, endpoint), "unix");
   }
   const int fd = connect_tcp(host, port, options.keepalive, deadline, endpoint);
-  if (options.tls.enabled) {
-    // Until the TLS transport lands (tls_transport.cpp).
-    ::close(fd);
-    throw ConfigError("connect on " + std::string(endpoint) + ": TLS is not available in this build yet");
-  }
+  if (options.tls.enabled) return open_tls_transport(fd, options, host, deadline, endpoint);
   return std::make_unique<SocketTransport>(fd, "tcp");
 }
 
