@@ -53,23 +53,30 @@ void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, 
   // its TLS layer never passed our bytes to Redis, whatever the phase.
   if (cause.starts_with(kTlsRefusedPrefix))
     throw TlsError(describe(operation, endpoint, "TLS handshake failed: " + reason.substr(kTlsRefusedPrefix.size())));
+  // A TLS server given plaintext (redis:// to a TLS port) resets or closes
+  // the connection at the first bytes, or answers with a TLS alert: it shows
+  // up as a broken connection handshake (HELLO).
+  const std::string hint = !timed_out && operation.find("(connection handshake") != std::string_view::npos
+                               ? " (if this is a TLS port, use rediss://)"
+                               : "";
   if (phase == Phase::connect) {
     // Whatever went wrong, nothing of the caller's command reached the server.
     if (timed_out) throw ConnectError(describe(operation, endpoint, "connect timed out"));
-    if (failure == IoFailure::eof) throw ConnectError(describe(operation, endpoint, "cannot connect: server closed the connection"));
-    throw ConnectError(describe(operation, endpoint, "cannot connect: " + reason));
+    if (failure == IoFailure::eof)
+      throw ConnectError(describe(operation, endpoint, "cannot connect: server closed the connection" + hint));
+    throw ConnectError(describe(operation, endpoint, "cannot connect: " + reason + hint));
   }
   if (timed_out) throw TimeoutError(describe(operation, endpoint, "timed out waiting for the reply"));
   switch (failure) {
     case IoFailure::eof:
-      throw ClosedError(describe(operation, endpoint, "server closed the connection"));
+      throw ClosedError(describe(operation, endpoint, "server closed the connection" + hint));
     case IoFailure::protocol:
-      throw ProtocolError(describe(operation, endpoint, "protocol error: " + reason));
+      throw ProtocolError(describe(operation, endpoint, "protocol error: " + reason + hint));
     case IoFailure::io:
     case IoFailure::timeout:
       break;
   }
-  throw ClosedError(describe(operation, endpoint, "connection broken: " + reason));
+  throw ClosedError(describe(operation, endpoint, "connection broken: " + reason + hint));
 }
 
 ReplyKind classify_reply_error(std::string_view text) noexcept {

@@ -2,6 +2,7 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -141,8 +142,12 @@ ContextPtr build_context(const TlsOptions& tls, std::string_view endpoint) {
   if (!tls.cert.empty()) {
     if (SSL_CTX_use_certificate_chain_file(context.get(), tls.cert.c_str()) != 1)
       settings_failed(endpoint, "cannot load the client certificate (cert) from '" + tls.cert + "'");
-    if (SSL_CTX_use_PrivateKey_file(context.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1)
+    if (SSL_CTX_use_PrivateKey_file(context.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+      const unsigned long code = ERR_peek_last_error();
+      if (ERR_GET_LIB(code) == ERR_LIB_X509 && ERR_GET_REASON(code) == X509_R_KEY_VALUES_MISMATCH)
+        settings_failed(endpoint, "the private key '" + tls.key + "' does not match the certificate '" + tls.cert + "'");
       settings_failed(endpoint, "cannot load the private key (key) from '" + tls.key + "'");
+    }
     if (SSL_CTX_check_private_key(context.get()) != 1)
       settings_failed(endpoint, "the private key '" + tls.key + "' does not match the certificate '" + tls.cert + "'");
   }

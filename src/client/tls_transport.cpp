@@ -224,11 +224,18 @@ std::unique_ptr<Transport> open_tls_transport(int fd, const ConnectionOptions& o
     } probe(fd);
     if (!wait_ready(probe, want, deadline)) {
       ERR_clear_error();
-      // Nothing at all from the server: a stalled server, or a plaintext one
-      // waiting for the end of an inline command line.
-      const bool silent = first_byte_received(bio) < 0;
-      throw ConnectError("connect on " + std::string(endpoint) + ": TLS handshake timed out" +
-                         (silent ? " (the server answered nothing: stalled, or not a TLS port?)" : ""));
+      if (first_byte_received(bio) < 0) {
+        // Not a byte back. A plaintext Redis never answers a ClientHello: it
+        // reads it as an inline command whose line end it looks for with
+        // strchr, which stops at the NUL in the hello's 3rd-5th bytes, so it
+        // waits for more. It cannot be told from a stalled TLS server without
+        // sending plaintext, so the message names both. TlsError: the TLS
+        // handshake is what failed (still a ConnectError: nothing was sent).
+        throw TlsError("connect on " + std::string(endpoint) +
+                       ": TLS handshake timed out: the server sent nothing back (does the server not speak TLS "
+                       "(plaintext port?), or is it stalled?)");
+      }
+      throw ConnectError("connect on " + std::string(endpoint) + ": TLS handshake timed out");
     }
   }
   guard.fd = -1;
