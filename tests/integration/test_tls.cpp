@@ -174,6 +174,28 @@ TEST(Tls, InsecureSkipsVerificationOnlyWhenAsked) {
   client.ping();
 }
 
+TEST(Tls, AKilledServerIsATypedErrorNeverSigpipe) {
+  // Writing TLS records into a connection the peer reset would raise
+  // SIGPIPE (and kill this test binary) without the MSG_NOSIGNAL BIO.
+  RedisServer server(tls_server(certs().server()));
+  const Client client(server.tls_url(trust()));
+  client.ping();
+  const std::string big(1 << 20, 'x');
+  server.kill();
+  int failures = 0;
+  for (int i = 0; i < 5; ++i) {
+    try {
+      client.command({"SET", "big", big});
+    } catch (const IoError&) {
+      ++failures;
+    }
+  }
+  EXPECT_EQ(failures, 5);
+  server.restart();
+  // The pool replaces the broken connection with a fresh handshake.
+  EXPECT_EQ(client.command({"SET", "k", "v"}).as_string(), "OK");
+}
+
 // ------------------------------------------------------------ failures
 
 TEST(TlsFailure, ClientCertificateRequiredButNoneSent) {
