@@ -24,6 +24,7 @@ namespace {
 struct BioState {
   int fd = -1;
   int first_byte = -1;
+  bool blocking_reads = false;
 };
 
 BioState* state_of(BIO* bio) noexcept { return static_cast<BioState*>(BIO_get_data(bio)); }
@@ -43,7 +44,7 @@ int bio_read(BIO* bio, char* data, int size) {
   BIO_clear_retry_flags(bio);
   BioState* state = state_of(bio);
   while (true) {
-    const ssize_t n = ::recv(state->fd, data, static_cast<std::size_t>(size), MSG_DONTWAIT);
+    const ssize_t n = ::recv(state->fd, data, static_cast<std::size_t>(size), state->blocking_reads ? 0 : MSG_DONTWAIT);
     if (n > 0 && state->first_byte < 0) state->first_byte = static_cast<unsigned char>(data[0]);
     if (n >= 0) return static_cast<int>(n);
     if (errno == EINTR) continue;
@@ -162,6 +163,8 @@ BIO* new_socket_bio(int fd) {
   if (bio != nullptr) state_of(bio)->fd = fd;
   return bio;
 }
+
+void set_blocking_reads(BIO* bio, bool blocking) noexcept { state_of(bio)->blocking_reads = blocking; }
 
 int first_byte_received(BIO* bio) noexcept { return bio == nullptr ? -1 : state_of(bio)->first_byte; }
 

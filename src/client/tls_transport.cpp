@@ -8,7 +8,10 @@
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <fcntl.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,8 +93,18 @@ std::string describe_failure(SSL* ssl, int ssl_error, int saved_errno, bool duri
 
 class TlsTransport final : public Transport {
  public:
-  TlsTransport(int fd, SSL* ssl, bool has_client_cert) noexcept
-      : fd_(fd), ssl_(ssl), owner_(::getpid()), has_client_cert_(has_client_cert) {}
+  TlsTransport(int fd, SSL* ssl, bool has_client_cert, bool cert_requested) noexcept
+      : fd_(fd),
+        ssl_(ssl),
+        owner_(::getpid()),
+        has_client_cert_(has_client_cert),
+        refusal_possible_(cert_requested && !has_client_cert) {
+    // As the plain socket transport: the socket itself blocks, every
+    // non-blocking operation passes MSG_DONTWAIT (the BIO does), so
+    // read_within can wait inside recv() with SO_RCVTIMEO.
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  }
 
   ~TlsTransport() override {
     // close_notify is best effort: one non-blocking attempt. Never after a
@@ -111,7 +124,10 @@ class TlsTransport final : public Transport {
   IoStatus read_some(char* data, std::size_t size) noexcept override {
     ERR_clear_error();
     std::size_t moved = 0;
-    if (SSL_read_ex(ssl_, data, size, &moved) == 1) return IoStatus{.bytes = moved};
+    if (SSL_read_ex(ssl_, data, size, &moved) == 1) {
+      refusal_possible_ = false;  // the server accepted the session
+      return IoStatus{.bytes = moved};
+    }
     return failure(SSL_get_error(ssl_, 0), errno);
   }
 
@@ -120,6 +136,26 @@ class TlsTransport final : public Transport {
     std::size_t moved = 0;
     if (SSL_write_ex(ssl_, data, size, &moved) == 1) return IoStatus{.bytes = moved};
     return failure(SSL_get_error(ssl_, 0), errno);
+  }
+
+  /// One blocking SSL_read: each recv() under it waits up to `timeout`
+  /// (SO_RCVTIMEO) instead of read + poll + read, saving two system calls
+  /// per reply on the hot path. A record's body follows its header at once,
+  /// so in practice the wait is one timeout (at worst two).
+  IoStatus read_within(char* data, std::size_t size, std::chrono::milliseconds timeout) noexcept override {
+    if (SSL_pending(ssl_) > 0) return read_some(data, size);
+    if (timeout != receive_timeout_) {
+      timeval tv{};
+      tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+      tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+      if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) return IoStatus{.error = errno};
+      receive_timeout_ = timeout;
+    }
+    BIO* bio = SSL_get_rbio(ssl_);
+    set_blocking_reads(bio, true);
+    IoStatus status = read_some(data, size);
+    set_blocking_reads(bio, false);
+    return status;
   }
 
   bool has_buffered_input() const noexcept override { return SSL_pending(ssl_) > 0; }
@@ -133,11 +169,23 @@ class TlsTransport final : public Transport {
       case SSL_ERROR_WANT_WRITE:
         return IoStatus{.want = Want::write};
       case SSL_ERROR_ZERO_RETURN:
-        return IoStatus{.closed = true};
+        if (!refusal_possible_) return IoStatus{.closed = true};
+        break;
       default:
         break;
     }
     broken_ = true;
+    if (refusal_possible_ && ERR_peek_last_error() == 0) {
+      // The server asked for a client certificate, we had none, and it ended
+      // the connection before a single reply: under TLS 1.3 it decides after
+      // our handshake is done, and its alert may be lost to the reset that
+      // follows (our requests were unread). Say what it almost surely was.
+      ERR_clear_error();
+      return IoStatus{.error = 0,
+                      .detail = std::string(kTlsRefusedPrefix) +
+                                "client certificate required: the server asked for one, none is set (cert and key), "
+                                "and it closed the connection"};
+    }
     try {
       const unsigned long code = ERR_peek_last_error();
       // A TLS 1.3 server refuses a client certificate only after our side of
@@ -158,8 +206,20 @@ class TlsTransport final : public Transport {
   SSL* ssl_;
   pid_t owner_;
   bool has_client_cert_;
+  // The server asked for a client certificate that we do not have, and has
+  // not yet accepted the session (no reply read yet).
+  bool refusal_possible_;
   bool broken_ = false;
+  std::chrono::milliseconds receive_timeout_{0};  // SO_RCVTIMEO now set (0: none)
 };
+
+/// Notes a CertificateRequest from the server (msg callback, handshake only).
+void note_certificate_request(int write_p, int /*version*/, int content_type, const void* buf, std::size_t len,
+                              SSL* /*ssl*/, void* arg) {
+  if (write_p == 0 && content_type == SSL3_RT_HANDSHAKE && len > 0 &&
+      static_cast<const unsigned char*>(buf)[0] == SSL3_MT_CERTIFICATE_REQUEST)
+    *static_cast<bool*>(arg) = true;
+}
 
 struct SslFree {
   void operator()(SSL* ssl) const noexcept { SSL_free(ssl); }
@@ -203,6 +263,9 @@ std::unique_ptr<Transport> open_tls_transport(int fd, const ConnectionOptions& o
     fail("cannot set the server name (sni) '" + name + "'");
 
   const bool has_client_cert = !tls.cert.empty();
+  bool cert_requested = false;
+  SSL_set_msg_callback(ssl.get(), note_certificate_request);
+  SSL_set_msg_callback_arg(ssl.get(), &cert_requested);
   while (true) {
     ERR_clear_error();
     const int rc = SSL_connect(ssl.get());
@@ -238,8 +301,10 @@ std::unique_ptr<Transport> open_tls_transport(int fd, const ConnectionOptions& o
       throw ConnectError("connect on " + std::string(endpoint) + ": TLS handshake timed out");
     }
   }
+  SSL_set_msg_callback(ssl.get(), nullptr);  // its argument lives on this stack
+  SSL_set_msg_callback_arg(ssl.get(), nullptr);
   guard.fd = -1;
-  return std::make_unique<TlsTransport>(fd, ssl.release(), has_client_cert);
+  return std::make_unique<TlsTransport>(fd, ssl.release(), has_client_cert, cert_requested);
 }
 
 }  // namespace lockon::detail

@@ -32,6 +32,11 @@ SSL_CTX* tls_context(const TlsOptions& tls, std::string_view endpoint);
 /// else means the port does not speak TLS. Does not own the fd.
 BIO* new_socket_bio(int fd);
 
+/// Whether reads through `bio` block (recv without MSG_DONTWAIT, bounded by
+/// the socket's SO_RCVTIMEO): the TLS read_within's one-system-call wait,
+/// as the plain socket's. Writes never block.
+void set_blocking_reads(BIO* bio, bool blocking) noexcept;
+
 /// The first byte read through `bio` (-1: nothing read yet).
 int first_byte_received(BIO* bio) noexcept;
 
