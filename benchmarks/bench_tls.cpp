@@ -12,7 +12,6 @@
 
 #include "bench_support.hpp"
 #include "lockon/lockon.hpp"
-#include "support/redis_server.hpp"
 #include "support/tls_certs.hpp"
 
 namespace {
@@ -23,23 +22,19 @@ constexpr int kRounds = 40;
 constexpr int kConnectBlock = 20;
 constexpr int kConnectRounds = 10;
 
-lockon::test::RedisServer& tls_server() {
-  static lockon::test::RedisServer server([] {
-    const auto& certs = lockon::test::TlsCerts::get();
-    lockon::test::ServerOptions options;
-    options.tls = {.cert_file = certs.server().cert, .key_file = certs.server().key,
-                   .ca_file = certs.client_ca_file(), .auth_clients = false};
-    return options;
-  }());
+lockon::test::TlsRedisServer& tls_server() {
+  static lockon::test::TlsRedisServer server;  // the good certificate, no client certificates
   return server;
 }
 
-std::string tls_url() { return tls_server().tls_url("?cacert=" + lockon::test::TlsCerts::get().ca_file()); }
+std::string tls_url() { return tls_server().url(); }  // rediss://...?cacert=<test CA>
+
+std::string plain_url() { return "redis://127.0.0.1:" + std::to_string(tls_server().plain_port()); }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 void BM_TlsAlternatingCycles(benchmark::State& state) {
-  const lockon::Client plain(tls_server().url());
+  const lockon::Client plain(plain_url());
   const lockon::Client tls(tls_url());
   lockon::Lock plain_lock(plain, "bench:tls:plain");
   lockon::Lock tls_lock(tls, "bench:tls:tls");
@@ -71,7 +66,7 @@ BENCHMARK(BM_TlsAlternatingCycles)->Iterations(1)->Repetitions(3)->UseRealTime()
 
 // A fresh Client's first command: connect (+ handshake) + HELLO + PING.
 void BM_TlsFreshConnection(benchmark::State& state) {
-  const auto plain_options = lockon::ConnectionOptions::from_url(tls_server().url());
+  const auto plain_options = lockon::ConnectionOptions::from_url(plain_url());
   const auto tls_options = lockon::ConnectionOptions::from_url(tls_url());
   lockon::Client(tls_options).ping();  // builds the cached SSL_CTX (loads the CA file) once
   double plain_seconds = 0;

@@ -38,8 +38,8 @@ quietly() {
 for preset in "${presets[@]}"; do
   echo "sanitize: $preset: build"
   quietly cmake --preset "$preset"
-  quietly cmake --build --preset "$preset" --target lockon_unit_tests lockon_integration_tests
-  echo "sanitize: $preset: unit + integration tests"
+  quietly cmake --build --preset "$preset" --target lockon_unit_tests lockon_integration_tests lockon_async_tests
+  echo "sanitize: $preset: unit + integration (+ async under ASan) tests"
   if [ "$preset" = tsan ]; then
     # TSan's lock-order checker tracks at most 64 mutexes held by one thread
     # and aborts ("CHECK failed: sanitizer_deadlock_detector.h:67") beyond.
@@ -58,6 +58,6 @@ for preset in "${presets[@]}"; do
     # for ASan's slowdown on a loaded 2-core machine (it passes in stage 1).
     fork_tests='^integration\.(Fork\.|WatchdogFaults\.ForkedChild|LockSafety\.WaitersTimedOutDuringAStall)'
     echo "sanitize: $preset: not run under this sanitizer (open finding): fork tests matching $fork_tests"
-    ctest --preset "$preset" -R '^(unit|integration)\.' -E "$fork_tests" "$@"
+    ctest --preset "$preset" -R '^(unit|integration|async)\.' -E "$fork_tests" "$@"
   fi
 done

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libhiredis-dev libssl-dev
+  libhiredis-dev libssl-dev libasio-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   redis-server redis-tools
   # Fuzzing (scripts/fuzz.sh, preset fuzz): clang with libFuzzer and its

@@ -1,8 +1,13 @@
 #include <array>
+#include <cctype>
+#include <chrono>
+#include <span>
 #include <vector>
 
 #include "client/client_impl.hpp"
 #include "client/error_map.hpp"
+#include "client/routed.hpp"
+#include "client/slots.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 
@@ -58,13 +63,9 @@ void validate(const ConnectionOptions& options) {
     throw ConfigError("connection options: negative timeout");
   if (!options.user.empty() && options.password.empty())
     throw ConfigError("connection options: ACL user given without a password");
-  if (options.tls.cert.empty() != options.tls.key.empty())
-    throw ConfigError("connection options: a TLS client certificate needs both cert and key");
   // Until the Sentinel / Cluster topologies land.
   if (options.deployment == Deployment::sentinel)
     throw ConfigError("connection options: Sentinel is not available in this build yet");
-  if (options.deployment == Deployment::cluster)
-    throw ConfigError("connection options: Cluster is not available in this build yet");
 }
 
 ClientImpl::ClientImpl(ConnectionOptions options, PoolOptions pool)
@@ -100,7 +101,63 @@ Reply to_reply(const redisReply& reply, std::string_view endpoint, std::string_v
 }  // namespace detail
 
 namespace {
+
 std::string operation_name(std::string_view first) { return first.empty() ? std::string("command") : std::string(first); }
+
+bool equals_nocase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+// The key a cluster routes a command by: the first key of EVAL/EVALSHA/
+// FCALL (after numkeys), else the second word (the first key of nearly every
+// key-bearing command). Commands without keys go wherever their second word
+// hashes, which is harmless. Empty: no key (any master).
+std::string_view routing_key(std::span<const std::string_view> args) {
+  if (args.size() < 2) return {};
+  const std::string_view name = args[0];
+  for (const char* scripted : {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"}) {
+    if (equals_nocase(name, scripted)) return args.size() >= 4 && args[2] != "0" ? args[3] : std::string_view();
+  }
+  return args[1];
+}
+
+// A cluster refused a command whose keys live in different slots: say which
+// arguments hash where (never a raw CROSSSLOT).
+[[noreturn]] void throw_cross_slot(std::span<const std::string_view> args, std::string_view endpoint) {
+  std::string listing;
+  for (std::size_t i = 1; i < args.size() && i <= 8; ++i)
+    listing += (i > 1 ? ", '" : "'") + std::string(args[i]) + "' (slot " + std::to_string(detail::key_slot(args[i])) + ")";
+  throw ReplyError(std::string(args[0]) + " on " + std::string(endpoint) +
+                       ": its keys are in different hash slots: " + listing +
+                       "; on Redis Cluster the keys of one command must share a hash tag, e.g. {user42}:a, {user42}:b",
+                   "CROSSSLOT");
+}
+
+Reply run_command(detail::ClientImpl& impl, std::span<const std::string_view> args) {
+  const std::string operation = operation_name(args.front());
+  std::string endpoint = impl.endpoint();
+  detail::ReplyPtr reply;
+  const std::string_view key = routing_key(args);
+  if (key.empty() && impl.options().deployment == Deployment::cluster) {
+    const auto node = impl.any_node();
+    auto connection = node->pool().borrow();
+    endpoint = node->endpoint();
+    reply = connection->command(args, operation);
+  } else {
+    reply = detail::routed_call(impl, key, std::chrono::steady_clock::time_point::max(),
+                                [&](detail::Connection& connection, detail::Node& node) {
+                                  endpoint = node.endpoint();
+                                  return connection.command(args, operation);
+                                });
+  }
+  if (reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).starts_with("CROSSSLOT"))
+    throw_cross_slot(args, endpoint);
+  return detail::to_reply(*reply, endpoint, operation);
+}
+
 }  // namespace
 
 Client::Client(ConnectionOptions options, PoolOptions pool)
@@ -110,19 +167,13 @@ Client::Client(std::string_view url, PoolOptions pool) : Client(ConnectionOption
 
 Reply Client::command(std::initializer_list<std::string_view> args) const {
   if (args.size() == 0) throw ConfigError("empty command");
-  const std::string operation = operation_name(*args.begin());
-  auto connection = impl_->pool().borrow();
-  detail::ReplyPtr reply = connection->command(std::span<const std::string_view>(args.begin(), args.size()), operation);
-  return detail::to_reply(*reply, impl_->endpoint(), operation);
+  return run_command(*impl_, std::span<const std::string_view>(args.begin(), args.size()));
 }
 
 Reply Client::command(const std::vector<std::string>& args) const {
   if (args.empty()) throw ConfigError("empty command");
-  std::vector<std::string_view> views(args.begin(), args.end());
-  const std::string operation = operation_name(views.front());
-  auto connection = impl_->pool().borrow();
-  detail::ReplyPtr reply = connection->command(views, operation);
-  return detail::to_reply(*reply, impl_->endpoint(), operation);
+  const std::vector<std::string_view> views(args.begin(), args.end());
+  return run_command(*impl_, views);
 }
 
 std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>& commands) const {
@@ -130,17 +181,42 @@ std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>&
   if (commands.empty()) return replies;
   for (const auto& command : commands)
     if (command.empty()) throw ConfigError("empty command in pipeline");
-  auto connection = impl_->pool().borrow();
-  connection->ensure_connected();
-  for (const auto& command : commands) {
-    std::vector<std::string_view> views(command.begin(), command.end());
-    connection->append(views);
+  std::vector<std::vector<std::string_view>> views;
+  views.reserve(commands.size());
+  for (const auto& command : commands) views.emplace_back(command.begin(), command.end());
+  // A cluster runs a pipeline on one master: every command's key must be
+  // in the first one's slot (checked here, before anything is sent).
+  std::string_view key;
+  for (const auto& command : views) {
+    const std::string_view mine = routing_key(command);
+    if (mine.empty()) continue;
+    if (key.empty()) key = mine;
+    else if (impl_->options().deployment == Deployment::cluster && detail::key_slot(mine) != detail::key_slot(key))
+      throw ConfigError("pipeline on " + impl_->endpoint() + ": keys '" + std::string(key) + "' (slot " +
+                        std::to_string(detail::key_slot(key)) + ") and '" + std::string(mine) + "' (slot " +
+                        std::to_string(detail::key_slot(mine)) +
+                        ") are in different hash slots; on Redis Cluster one pipeline serves one slot (use a hash tag)");
   }
+  std::string endpoint = impl_->endpoint();
+  const auto exchange = [&](detail::Connection& connection, detail::Node& node) {
+    endpoint = node.endpoint();
+    connection.ensure_connected();
+    for (const auto& command : views) connection.append(command);
+    std::vector<detail::ReplyPtr> raw;
+    raw.reserve(views.size());
+    for (std::size_t i = 0; i < views.size(); ++i) raw.push_back(connection.read_reply("pipeline"));
+    return raw;
+  };
   std::vector<detail::ReplyPtr> raw;
-  raw.reserve(commands.size());
-  for (std::size_t i = 0; i < commands.size(); ++i) raw.push_back(connection->read_reply("pipeline"));
+  if (key.empty() && impl_->options().deployment == Deployment::cluster) {
+    const auto node = impl_->any_node();
+    auto connection = node->pool().borrow();
+    raw = exchange(*connection, *node);
+  } else {
+    raw = detail::routed_call(*impl_, key, std::chrono::steady_clock::time_point::max(), exchange);
+  }
   replies.reserve(raw.size());
-  for (std::size_t i = 0; i < raw.size(); ++i) replies.push_back(detail::to_reply(*raw[i], impl_->endpoint(), commands[i][0]));
+  for (std::size_t i = 0; i < raw.size(); ++i) replies.push_back(detail::to_reply(*raw[i], endpoint, commands[i][0]));
   return replies;
 }
 

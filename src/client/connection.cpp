@@ -196,7 +196,19 @@ ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, 
         fail(IoFailure::protocol, IoStatus{.detail = reader_->errstr}, phase, operation);
       continue;
     }
-    if (status.closed) fail(IoFailure::eof, status, phase, operation);
+    // A TLS server closes (or resets) a plaintext client's connection at
+    // its first bytes: say so rather than just "closed".
+    const bool plaintext_handshake = handshake_replies_ > 0 && !options_.tls.enabled;
+    if (status.closed) {
+      fail(IoFailure::eof,
+           plaintext_handshake ? IoStatus{.detail = "during the handshake: a TLS port behind redis://? use rediss://"}
+                               : status,
+           phase, operation);
+    }
+    if (plaintext_handshake && status.error == ECONNRESET) {
+      fail(IoFailure::io, IoStatus{.detail = "reset during the handshake: a TLS port behind redis://? use rediss://"},
+           phase, operation);
+    }
     if (status.failed()) fail(IoFailure::io, status, phase, operation);
     if (deadline == nullptr) fail(IoFailure::timeout, status, phase, operation);
     // Past the deadline we still looked once (above): a reply that arrived

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <string>
 
-#include "client/tls_transport.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
@@ -49,34 +48,26 @@ void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, 
                              : saved_errno != 0 ? std::string(std::strerror(saved_errno))
                                                 : std::string("unknown I/O error");
   const bool timed_out = failure == IoFailure::timeout || (failure == IoFailure::io && is_timeout_errno(saved_errno));
-  // The server refused the TLS session (a client certificate it wanted):
-  // its TLS layer never passed our bytes to Redis, whatever the phase.
-  if (cause.starts_with(kTlsRefusedPrefix))
-    throw TlsError(describe(operation, endpoint, "TLS handshake failed: " + reason.substr(kTlsRefusedPrefix.size())));
-  // A TLS server given plaintext (redis:// to a TLS port) resets or closes
-  // the connection at the first bytes, or answers with a TLS alert: it shows
-  // up as a broken connection handshake (HELLO).
-  const std::string hint = !timed_out && operation.find("(connection handshake") != std::string_view::npos
-                               ? " (if this is a TLS port, use rediss://)"
-                               : "";
   if (phase == Phase::connect) {
     // Whatever went wrong, nothing of the caller's command reached the server.
     if (timed_out) throw ConnectError(describe(operation, endpoint, "connect timed out"));
     if (failure == IoFailure::eof)
-      throw ConnectError(describe(operation, endpoint, "cannot connect: server closed the connection" + hint));
-    throw ConnectError(describe(operation, endpoint, "cannot connect: " + reason + hint));
+      throw ConnectError(describe(operation, endpoint, "cannot connect: server closed the connection" +
+                                                           (cause.empty() ? std::string() : " (" + std::string(cause) + ")")));
+    throw ConnectError(describe(operation, endpoint, "cannot connect: " + reason));
   }
   if (timed_out) throw TimeoutError(describe(operation, endpoint, "timed out waiting for the reply"));
   switch (failure) {
     case IoFailure::eof:
-      throw ClosedError(describe(operation, endpoint, "server closed the connection" + hint));
+      throw ClosedError(describe(operation, endpoint, "server closed the connection" +
+                                                          (cause.empty() ? std::string() : " (" + std::string(cause) + ")")));
     case IoFailure::protocol:
-      throw ProtocolError(describe(operation, endpoint, "protocol error: " + reason + hint));
+      throw ProtocolError(describe(operation, endpoint, "protocol error: " + reason));
     case IoFailure::io:
     case IoFailure::timeout:
       break;
   }
-  throw ClosedError(describe(operation, endpoint, "connection broken: " + reason + hint));
+  throw ClosedError(describe(operation, endpoint, "connection broken: " + reason));
 }
 
 ReplyKind classify_reply_error(std::string_view text) noexcept {
@@ -90,13 +81,19 @@ ReplyKind classify_reply_error(std::string_view text) noexcept {
     return ReplyKind::auth;
   if (code == "NOPERM") return ReplyKind::permission;
   if (code == "READONLY") return ReplyKind::read_only;
-  if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN") return ReplyKind::busy;
+  // Cluster: a slot in flux (redirections left after the bounded retries of
+  // routed_call, a failover under way) is a busy server, not a bug.
+  if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN" || code == "CLUSTERDOWN" ||
+      code == "MOVED" || code == "ASK")
+    return ReplyKind::busy;
   return ReplyKind::generic;
 }
 
 void throw_reply_error(std::string_view text, std::string_view endpoint, std::string_view operation) {
   std::string code(text.substr(0, text.find(' ')));
-  const std::string message = describe(operation, endpoint, text);
+  std::string message = describe(operation, endpoint, text);
+  if (code == "MOVED" || code == "ASK")
+    message = describe(operation, endpoint, "the key's hash slot kept moving (last answer: " + std::string(text) + ")");
   switch (classify_reply_error(text)) {
     case ReplyKind::wrong_type:
       throw WrongTypeError(message, std::move(code));

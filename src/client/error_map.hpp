@@ -42,7 +42,7 @@ enum class ReplyKind { generic, auth, wrong_type, permission, read_only, busy };
 /// Classifies error reply `text` (e.g. "NOPERM this user has no ..."):
 ///   WRONGTYPE → wrong_type;  NOAUTH, WRONGPASS, ERR invalid password... → auth;
 ///   NOPERM → permission;  READONLY → read_only;
-///   LOADING, BUSY, MASTERDOWN, TRYAGAIN → busy;  anything else (ERR, OOM,
+///   LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, MOVED, ASK → busy;  anything else (ERR, OOM,
 ///   NOSCRIPT, EXECABORT...) → generic.
 ReplyKind classify_reply_error(std::string_view text) noexcept;
 

@@ -1,18 +1,19 @@
 #include "client/topology.hpp"
 
+#include "client/cluster_topology.hpp"
 #include "lock/subscriber.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
 
-Node::Node(ConnectionOptions options, PoolOptions limits)
-    : pool_(std::move(options), limits), endpoint_(pool_.options().endpoint()) {}
+Node::Node(ConnectionOptions options, PoolOptions limits, PubSubSettings pubsub)
+    : pool_(std::move(options), limits), endpoint_(pool_.options().endpoint()), pubsub_(std::move(pubsub)) {}
 
 Node::~Node() = default;
 
 Subscriber& Node::subscriber() {
   std::lock_guard lock(subscriber_mutex_);
-  if (!subscriber_) subscriber_ = std::make_unique<Subscriber>(pool_.options());
+  if (!subscriber_) subscriber_ = std::make_unique<Subscriber>(pool_.options(), pubsub_.sharded, pubsub_.subscriber_id);
   return *subscriber_;
 }
 
@@ -20,8 +21,9 @@ std::unique_ptr<Topology> make_topology(const ConnectionOptions& options, PoolOp
   switch (options.deployment) {
     case Deployment::standalone:
       return std::make_unique<StandaloneTopology>(options, limits);
-    case Deployment::sentinel:
     case Deployment::cluster:
+      return std::make_unique<ClusterTopology>(options, limits);
+    case Deployment::sentinel:
       break;
   }
   throw ConfigError("connection options: " + options.endpoint() + ": this deployment is not available in this build yet");

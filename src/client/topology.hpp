@@ -33,10 +33,20 @@ namespace lockon::detail {
 
 class Subscriber;
 
+/// How a Node's subscriber listens for wake-ups.
+struct PubSubSettings {
+  /// SSUBSCRIBE (Redis Cluster: shard channels, counted on the slot's own
+  /// master) instead of SUBSCRIBE.
+  bool sharded = false;
+  /// The subscriber's id; empty: a random one. A cluster gives every Node
+  /// the same id, so a queue entry stays valid when its slot moves.
+  std::string subscriber_id{};
+};
+
 class Node {
  public:
   /// `options` must describe one server (Deployment::standalone).
-  Node(ConnectionOptions options, PoolOptions limits);
+  Node(ConnectionOptions options, PoolOptions limits, PubSubSettings pubsub = {});
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -51,6 +61,7 @@ class Node {
  private:
   Pool pool_;
   std::string endpoint_;
+  PubSubSettings pubsub_;
   std::mutex subscriber_mutex_;
   std::unique_ptr<Subscriber> subscriber_;
 };
@@ -65,6 +76,12 @@ class Topology {
   virtual std::shared_ptr<Node> node_for(std::string_view key) = 0;
   /// A node for commands without a key (PING, Client::command).
   virtual std::shared_ptr<Node> any_node() = 0;
+  /// The node at `address` (a Cluster ASK redirection's target), created
+  /// if unknown; null where redirections do not exist.
+  virtual std::shared_ptr<Node> node_at(const NodeAddress& address) {
+    static_cast<void>(address);
+    return nullptr;
+  }
 
   /// `node` answered a request with error reply `text` (e.g. "MOVED 3999
   /// 127.0.0.1:7001", "READONLY ..."). Never blocks on the network.

@@ -199,6 +199,10 @@ std::unique_ptr<Transport> open_transport(const ConnectionOptions& options, cons
   return std::make_unique<SocketTransport>(fd, "tcp");
 }
 
+std::unique_ptr<Transport> make_socket_transport(int fd, std::string_view kind) {
+  return std::make_unique<SocketTransport>(fd, kind);
+}
+
 IoStatus Transport::read_within(char* data, std::size_t size, std::chrono::milliseconds timeout) noexcept {
   const Clock::time_point deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
   while (true) {
@@ -211,7 +215,12 @@ IoStatus Transport::read_within(char* data, std::size_t size, std::chrono::milli
 bool wait_ready(const Transport& transport, Want want, Clock::time_point deadline) noexcept {
   if (want == Want::nothing) return true;
   if (want == Want::read && transport.has_buffered_input()) return true;
-  pollfd ready{transport.fd(), static_cast<short>(want == Want::read ? POLLIN : POLLOUT), 0};
+  return wait_fd_ready(transport.fd(), want, deadline);
+}
+
+bool wait_fd_ready(int fd, Want want, Clock::time_point deadline) noexcept {
+  if (want == Want::nothing) return true;
+  pollfd ready{fd, static_cast<short>(want == Want::read ? POLLIN : POLLOUT), 0};
   while (true) {
     const int n = ::poll(&ready, 1, poll_timeout_ms(deadline));
     if (n < 0 && errno == EINTR) continue;

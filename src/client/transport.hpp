@@ -80,6 +80,11 @@ class Transport {
 std::unique_ptr<Transport> open_transport(const ConnectionOptions& options, const std::string& host, int port,
                                           Transport::Clock::time_point deadline, std::string_view endpoint);
 
+/// A plain transport over a connected TCP or Unix socket (owned from now
+/// on), e.g. one the Asio front connected (async/async_connect.cpp).
+/// `kind` ("tcp", "unix") must be a string literal.
+std::unique_ptr<Transport> make_socket_transport(int fd, std::string_view kind);
+
 /// Connects a non-blocking TCP socket to host:port (name resolution, every
 /// address in turn, TCP_NODELAY, keep-alive if asked) before `deadline`.
 /// Returns the fd (owned by the caller). Throws ConnectError naming `endpoint`.
@@ -97,5 +102,7 @@ std::unique_ptr<Transport> open_tls_transport(int fd, const ConnectionOptions& o
 /// Waits until `transport` can go on with `want` or `deadline` passes.
 /// Returns false on timeout. Retries EINTR. A `want` of nothing returns true.
 bool wait_ready(const Transport& transport, Want want, Transport::Clock::time_point deadline) noexcept;
+/// The same for a bare socket (no user-space buffer to look at).
+bool wait_fd_ready(int fd, Want want, Transport::Clock::time_point deadline) noexcept;
 
 }  // namespace lockon::detail

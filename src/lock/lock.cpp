@@ -92,7 +92,7 @@ class Lock::Impl {
     const std::array<std::string_view, 1> args{state_.token};
     ReplyPtr reply;
     try {
-      reply = calls_.run4(detail::scripts::release(), args, "release lock");
+      reply = calls_.run4(detail::scripts::release(calls_.sharded()), args, "release lock");
     } catch (const Error& e) {
       // Whether the release ran is unknown, so the lease cannot be proven
       // held to its end. The clean-up releases it if it is still ours.
@@ -177,6 +177,7 @@ class Lock::Impl {
     // if a failover or slot move retires it (declared before the watch, so
     // destroyed after it).
     std::shared_ptr<detail::Node> node;
+    std::string waiter_id;
     std::unique_ptr<detail::Subscriber::Watch> watch;
     Attempt last;
   };
@@ -308,7 +309,7 @@ class Lock::Impl {
     const std::array<std::string_view, 4> args{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0"};
     Attempt result;
     result.sent_at = Clock::now();
-    const ReplyPtr reply = calls_.run4_until(detail::scripts::wait_attempt(), args, "acquire lock", deadline);
+    const ReplyPtr reply = calls_.run4_until(detail::scripts::wait_attempt(calls_.sharded()), args, "acquire lock", deadline);
     if (!reply) {
       result.deadline_passed = true;
       return result;
@@ -335,6 +336,7 @@ class Lock::Impl {
       const std::string waiter_id = detail::random_hex(8);
       wait_ = std::make_unique<Wait>();
       wait_->node = std::move(node);
+      wait_->waiter_id = waiter_id;
       wait_->token = token_;
       wait_->queued_at = Clock::now();
       wait_->entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (state_.options.fencing ? "1" : "0") +
@@ -359,6 +361,7 @@ class Lock::Impl {
         // A holder that crashed releases nothing: look again when its lease ends.
         if (last.pttl >= 0)
           wake_at = std::min(wake_at, detail::add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
+        follow_slot(wake_at);
         if (wait_->watch->wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
           Attempt handed = handed_attempt();
           if (confirm_lease(handed)) return finish_wait(handed);
@@ -372,6 +375,29 @@ class Lock::Impl {
       calls_.cancel_now(entry, kCancelGrace);
       throw;
     }
+  }
+
+  // Cluster: the key's slot moved to another master (our last attempt
+  // followed a MOVED, so the map knows): listen on that master's shard
+  // channel instead. Subscriber ids are the same on every node of a
+  // cluster, so our queue entry stays valid. A wake-up published on the old
+  // node meanwhile is not lost: the key then holds our token and the hand-
+  // over record names us, which the next attempt sees.
+  void follow_slot(Clock::time_point until) {
+    if (!calls_.sharded()) return;
+    auto node = client_.impl()->node_for(state_.name);
+    if (node == wait_->node) return;
+    {
+      auto& slot = wait_->watch->slot();
+      std::lock_guard lock(slot.mutex);
+      if (slot.handed) return;  // the loop takes it first
+    }
+    auto& subscriber = node->subscriber();
+    wait_->watch.reset();
+    wait_->node = std::move(node);
+    wait_->watch = std::make_unique<detail::Subscriber::Watch>(
+        subscriber.watch(wait_->waiter_id, detail::wake_channel(state_.name, subscriber.id())));
+    wait_->watch->wait_subscribed(until);
   }
 
   // The release set the key to our token before publishing; the lease

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "client/error_map.hpp"
+#include "client/routed.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/errors.hpp"
 #include "lock/orphans.hpp"
@@ -14,7 +15,8 @@ LockCalls::LockCalls(std::shared_ptr<ClientImpl> client, std::string name)
       name_(std::move(name)),
       queue_key_(companion_key(name_, "q")),
       fence_key_(companion_key(name_, "fence")),
-      record_key_(companion_key(name_, "hf")) {}
+      record_key_(companion_key(name_, "hf")),
+      sharded_(sharded_wake(*client_)) {}
 
 ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   return run4_until(script, args, operation, Clock::time_point::max());
@@ -22,10 +24,12 @@ ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view>
 
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   const std::array<std::string_view, 1> keys{name_};
-  const auto node = client_->node_for(name_);  // outlives the lease
-  auto connection = node->pool().borrow();
-  ReplyPtr reply = eval(*connection, script, keys, args, operation);
-  check_reply(*reply, node->endpoint(), operation);
+  std::string endpoint;
+  ReplyPtr reply = routed_call(*client_, name_, Clock::time_point::max(), [&](Connection& connection, Node& node) {
+    endpoint = node.endpoint();
+    return eval(connection, script, keys, args, operation);
+  });
+  check_reply(*reply, endpoint, operation);
   return reply;
 }
 
@@ -58,43 +62,47 @@ ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::c
 ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string_view> args,
                                std::string_view operation, Clock::time_point until) {
   const std::array<std::string_view, 4> keys{name_, queue_key_, fence_key_, record_key_};
-  const auto node = client_->node_for(name_);  // outlives the lease
-  auto connection = node->pool().borrow();
-  connection->ensure_connected();
-  append_evalsha(*connection, script, keys, args);
-  ReplyPtr reply = read_bounded(*connection, operation, until);
-  if (!reply) return nullptr;
-  // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
-  reply = resolve_noscript(*connection, script, keys, args, std::move(reply), operation);
-  check_reply(*reply, node->endpoint(), operation);
+  std::string endpoint;
+  ReplyPtr reply = routed_call(*client_, name_, until, [&](Connection& connection, Node& node) -> ReplyPtr {
+    endpoint = node.endpoint();
+    connection.ensure_connected();
+    append_evalsha(connection, script, keys, args);
+    ReplyPtr first = read_bounded(connection, operation, until);
+    if (!first) return nullptr;
+    // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
+    return resolve_noscript(connection, script, keys, args, std::move(first), operation);
+  });
+  if (reply) check_reply(*reply, endpoint, operation);
   return reply;
 }
 
 ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::string_view operation,
                                   Clock::time_point until) {
-  const auto node = client_->node_for(name_);  // outlives the lease
-  auto connection = node->pool().borrow();
-  connection->ensure_connected();
-  connection->append(args);
-  ReplyPtr reply = read_bounded(*connection, operation, until);
-  if (reply) check_reply(*reply, node->endpoint(), operation);
+  std::string endpoint;
+  ReplyPtr reply = routed_call(*client_, name_, until, [&](Connection& connection, Node& node) {
+    endpoint = node.endpoint();
+    connection.ensure_connected();
+    connection.append(args);
+    return read_bounded(connection, operation, until);
+  });
+  if (reply) check_reply(*reply, endpoint, operation);
   return reply;
 }
 
 std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const std::string_view>> commands,
                                                std::string_view operation, Clock::time_point until) {
-  const auto node = client_->node_for(name_);  // outlives the lease
-  auto connection = node->pool().borrow();
-  connection->ensure_connected();
-  for (const auto& command : commands) connection->append(command);
-  std::vector<ReplyPtr> replies;
-  replies.reserve(commands.size());
-  for (std::size_t i = 0; i < commands.size(); ++i) {
-    ReplyPtr reply = read_bounded(*connection, operation, until);
-    if (!reply) return {};
-    replies.push_back(std::move(reply));
-  }
-  return replies;
+  return routed_call(*client_, name_, until, [&](Connection& connection, Node&) {
+    connection.ensure_connected();
+    for (const auto& command : commands) connection.append(command);
+    std::vector<ReplyPtr> replies;
+    replies.reserve(commands.size());
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+      ReplyPtr reply = read_bounded(connection, operation, until);
+      if (!reply) return std::vector<ReplyPtr>{};
+      replies.push_back(std::move(reply));
+    }
+    return replies;
+  });
 }
 
 void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const noexcept {
@@ -102,7 +110,7 @@ void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const no
     // The script's SHA1 is computed here, on the caller's thread, not by the
     // clean-up thread: OpenSSL's per-thread state allocated while a thread
     // first uses it is never freed (LeakSanitizer reports it).
-    (void)scripts::cancel_wait().sha();
+    (void)scripts::cancel_wait(sharded_).sha();
     Orphans::instance().adopt(Orphan{client_, name_, queue_key_, fence_key_, record_key_, entry, unknown_outcome});
   } catch (...) {
   }
@@ -111,7 +119,7 @@ void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const no
 long long LockCalls::cancel_now(const std::string& entry, std::chrono::milliseconds grace) noexcept {
   try {
     const std::array<std::string_view, 1> args{entry};
-    const ReplyPtr reply = run4_until(scripts::cancel_wait(), args, "cancel wait", Clock::now() + grace);
+    const ReplyPtr reply = run4_until(scripts::cancel_wait(sharded_), args, "cancel wait", Clock::now() + grace);
     if (reply && reply->type == REDIS_REPLY_INTEGER) return reply->integer;
   } catch (...) {
   }

@@ -26,6 +26,9 @@ class LockCalls {
   const std::string& fence_key() const noexcept { return fence_key_; }
   const std::string& record_key() const noexcept { return record_key_; }
   const std::shared_ptr<ClientImpl>& client() const noexcept { return client_; }
+  /// Whether wake-ups go over sharded pub/sub (a cluster): pass it to the
+  /// hand-over scripts (scripts::wait_attempt(sharded()), ...).
+  bool sharded() const noexcept { return sharded_; }
 
   /// Runs `script` with the lock's four keys (lock, queue, fence, record)
   /// and returns the reply; error replies are thrown (mapped).
@@ -66,6 +69,7 @@ class LockCalls {
   std::string queue_key_;
   std::string fence_key_;
   std::string record_key_;
+  bool sharded_ = false;
 };
 
 }  // namespace lockon::detail

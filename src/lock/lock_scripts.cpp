@@ -1,22 +1,35 @@
 #include "lock/lock_scripts.hpp"
 
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "client/client_impl.hpp"
+#include "client/slots.hpp"
+
 namespace lockon::detail {
 
 std::string companion_key(std::string_view key, std::string_view suffix) {
-  // Redis Cluster hashes only the first {...} with a non-empty inside.
-  const auto open = key.find('{');
-  if (open != std::string_view::npos) {
-    const auto close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1) {
-      std::string out(key);
-      out.append(":").append(suffix);
-      return out;
-    }
-  }
+  // Same slot as K under Redis's hash-tag rule (client/slots.hpp):
+  //   K has a non-empty tag: K:suffix (appending keeps that tag);
+  //   K has no '}' (and is not empty): {K}:suffix hashes exactly K;
+  //   otherwise ("a{}b", "}x{y"): wrapping K would end the tag at K's own
+  //   '}', so a brace-free text with K's slot is the tag: {T}K:suffix.
   std::string out;
-  out.reserve(key.size() + suffix.size() + 3);
-  out.append("{").append(key).append("}:").append(suffix);
+  out.reserve(key.size() + suffix.size() + 12);
+  if (has_hash_tag(key)) {
+    out.append(key);
+  } else if (!key.empty() && key.find('}') == std::string_view::npos) {
+    out.append("{").append(key).append("}");
+  } else {
+    out.append("{").append(tag_for_slot(key_slot(key))).append("}").append(key);
+  }
+  out.append(":").append(suffix);
   return out;
+}
+
+bool sharded_wake(const ClientImpl& client) noexcept {
+  return client.options().deployment == Deployment::cluster;
 }
 
 std::string wake_channel(std::string_view key, std::string_view subscriber_id) {
@@ -86,13 +99,34 @@ namespace {
   "  end\n"                                                                                         \
   "end\n"
 
+// The same script publishing with SPUBLISH (Redis Cluster: the receiver
+// count then covers the subscribers of the channel's shard, which is what
+// the hand-over's liveness check needs; PUBLISH would count only the
+// subscribers connected to the node that ran the script). One per script,
+// built on first use; `plain` must be a function-local static.
+const Script& sharded_variant(const Script& plain, bool sharded) {
+  if (!sharded) return plain;
+  static std::mutex mutex;
+  static std::map<const Script*, std::unique_ptr<Script>> variants;
+  std::lock_guard lock(mutex);
+  auto& variant = variants[&plain];
+  if (!variant) {
+    std::string body = plain.body();
+    const std::string from = "redis.pcall('PUBLISH'";
+    for (auto at = body.find(from); at != std::string::npos; at = body.find(from, at + 1))
+      body.replace(at, from.size(), "redis.pcall('SPUBLISH'");
+    variant = std::make_unique<Script>(std::move(body));
+  }
+  return *variant;
+}
+
 // Splits the caller's own entry (ARGV[1]) into its parts.
 #define LOCKON_LUA_MY_ENTRY                                                                         \
   "local _, my_id, my_ttl, my_fenced, my_token = string.match(ARGV[1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n"
 
 }  // namespace
 
-const Script& wait_attempt() {
+const Script& wait_attempt(bool sharded) {
   static const Script script(
       LOCKON_LUA_HAND_OVER LOCKON_LUA_MY_ENTRY
       // GET first: a key of another type fails here with WRONGTYPE.
@@ -144,7 +178,7 @@ const Script& wait_attempt() {
       "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
       "end\n"
       "return {0, redis.call('PTTL', KEYS[1]), publish_denied}\n");
-  return script;
+  return sharded_variant(script, sharded);
 }
 
 const Script& floor_fence() {
@@ -157,7 +191,7 @@ const Script& floor_fence() {
   return script;
 }
 
-const Script& release() {
+const Script& release(bool sharded) {
   static const Script script(
       LOCKON_LUA_HAND_OVER
       "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
@@ -165,7 +199,7 @@ const Script& release() {
       "redis.call('DEL', KEYS[4])\n"
       "hand_over()\n"
       "return 1 + publish_denied\n");
-  return script;
+  return sharded_variant(script, sharded);
 }
 
 const Script& extend() {
@@ -190,7 +224,7 @@ const Script& renew() {
   return script;
 }
 
-const Script& cancel_wait() {
+const Script& cancel_wait(bool sharded) {
   static const Script script(
       LOCKON_LUA_HAND_OVER LOCKON_LUA_MY_ENTRY
       "redis.call('LREM', KEYS[2], 1, ARGV[1])\n"
@@ -200,7 +234,7 @@ const Script& cancel_wait() {
       "  return 1 + 2 * publish_denied\n"
       "end\n"
       "return 0\n");
-  return script;
+  return sharded_variant(script, sharded);
 }
 
 #undef LOCKON_LUA_MY_ENTRY

@@ -35,16 +35,29 @@
 #include "client/script.hpp"
 
 namespace lockon::detail {
+class ClientImpl;
+}
 
-/// `K` + suffix in K's hash slot: K's own hash tag if it has a non-empty
-/// one, else "{K}:suffix".
+namespace lockon::detail {
+
+/// `K` + suffix in K's hash slot (client/slots.hpp): "K:suffix" if K has a
+/// non-empty hash tag, "{K}:suffix" if K has no '}', else "{T}K:suffix"
+/// with T = tag_for_slot(slot of K). Distinct keys give distinct results.
 std::string companion_key(std::string_view key, std::string_view suffix);
 
 /// The channel on which subscriber `subscriber_id` (Subscriber::id()) hears
 /// of hand-overs of `key`: in key's hash slot, like the companion keys.
 std::string wake_channel(std::string_view key, std::string_view subscriber_id);
 
+/// Whether `client`'s wake-ups use sharded pub/sub (SPUBLISH/SSUBSCRIBE):
+/// on a Redis Cluster.
+bool sharded_wake(const ClientImpl& client) noexcept;
+
 namespace scripts {
+
+// wait_attempt, release and cancel_wait hand the lock over and publish the
+// wake-up: with PUBLISH, or with SPUBLISH when `sharded` (Redis Cluster;
+// see sharded_wake()).
 
 /// KEYS: lock, queue, fence counter, hand-over record.
 /// ARGV: queue entry, enqueue-if-missing ("1"/"0"), queue ttl ms, token is
@@ -56,7 +69,7 @@ namespace scripts {
 /// (pttl -1: no expiry, -2: free and just handed to a waiter ahead), and
 /// {-1, 0, denied} when K holds this caller-chosen token for someone else.
 /// denied = 1 when a wake-up could not be published (ACL channel rights).
-const Script& wait_attempt();
+const Script& wait_attempt(bool sharded = false);
 
 /// Fences below this cannot be server-clock based (µs since 1970: before
 /// September 2001): the counter was missing, and the fast path's INCR must
@@ -72,7 +85,7 @@ const Script& floor_fence();
 /// If K holds the token: hands K to the first live waiter or deletes it.
 /// Returns 1 if released, 2 if released but a wake-up could not be
 /// published (ACL channel rights), 0 if not owned.
-const Script& release();
+const Script& release(bool sharded = false);
 
 /// KEYS: lock. ARGV: token, ms, replace ("1"/"0").
 /// Returns 1 if extended, 0 if not owned, -1 if the key has no expiry.
@@ -87,7 +100,7 @@ const Script& renew();
 /// meanwhile, or won by an attempt whose reply was lost), passes K on to the
 /// next live waiter. Returns 1 if K held its token (3: and a wake-up could
 /// not be published), else 0.
-const Script& cancel_wait();
+const Script& cancel_wait(bool sharded = false);
 
 }  // namespace scripts
 }  // namespace lockon::detail

@@ -1,5 +1,7 @@
 #include "lock/orphans.hpp"
 
+#include "client/routed.hpp"
+
 #include <openssl/crypto.h>
 
 #include <algorithm>
@@ -59,9 +61,11 @@ bool Orphans::clean(const Orphan& orphan) noexcept {
   try {
     const std::array<std::string_view, 4> keys{orphan.name, orphan.queue_key, orphan.fence_key, orphan.record_key};
     const std::array<std::string_view, 1> args{orphan.entry};
-    const auto node = orphan.client->node_for(orphan.name);  // outlives the lease
-    auto connection = node->pool().borrow();
-    ReplyPtr reply = eval(*connection, scripts::cancel_wait(), keys, args, "clean up an abandoned wait");
+    ReplyPtr reply = routed_call(*orphan.client, orphan.name, std::chrono::steady_clock::time_point::max(),
+                                 [&](Connection& connection, Node&) {
+                                   return eval(connection, scripts::cancel_wait(sharded_wake(*orphan.client)), keys, args,
+                                               "clean up an abandoned wait");
+                                 });
     return reply && reply->type == REDIS_REPLY_INTEGER;
   } catch (...) {
     return false;

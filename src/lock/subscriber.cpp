@@ -123,7 +123,8 @@ bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
   return owner_->subscribed(channel_);
 }
 
-Subscriber::Subscriber(ConnectionOptions options) : id_(random_hex(8)), connection_(std::move(options)) {
+Subscriber::Subscriber(ConnectionOptions options, bool sharded, std::string id)
+    : id_(id.empty() ? random_hex(8) : std::move(id)), sharded_(sharded), connection_(std::move(options)) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the lock subscriber");
   reader_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -306,12 +307,19 @@ int Subscriber::sync_subscription() {
     const auto now = Clock::now();
     for (auto it = channels_.begin(); it != channels_.end();) {
       Channel& channel = it->second;
-      if (channel.state == SubState::denied && now - channel.denied_at >= kDeniedRetry) {
+      const auto retry = channel.moved ? std::chrono::duration_cast<Clock::duration>(kMovedRetry)
+                                       : std::chrono::duration_cast<Clock::duration>(kDeniedRetry);
+      if (channel.state == SubState::denied && channel.moved && channel.waiters > 0 && now - channel.denied_at < retry) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(retry - (now - channel.denied_at)).count();
+        sleep_ms = std::min(sleep_ms, static_cast<int>(left) + 1);
+      }
+      if (channel.state == SubState::denied && now - channel.denied_at >= retry) {
         if (channel.waiters == 0) {
           it = channels_.erase(it);
           continue;
         }
         channel.state = SubState::none;  // ask again
+        channel.moved = false;
       }
       if (channel.waiters > 0 && channel.state == SubState::none) {
         channel.state = SubState::subscribing;
@@ -338,7 +346,9 @@ int Subscriber::sync_subscription() {
     // One channel per command: every command gets exactly one reply (a
     // confirmation or an error), so pending_ pairs them up.
     for (const Pending& command : commands) {
-      const std::array<std::string_view, 2> args{command.subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", command.channel};
+      const std::string_view verb = sharded_ ? (command.subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE")
+                                             : (command.subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE");
+      const std::array<std::string_view, 2> args{verb, command.channel};
       connection_.append(args);
     }
     {
@@ -389,8 +399,21 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
     return;
   }
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 3) return;
-  const std::string_view kind = element_text(reply, 0);
+  std::string_view kind = element_text(reply, 0);
+  // Shard channels (sharded_) answer with the same shapes, prefixed "s".
+  if (kind == "smessage" || kind == "ssubscribe" || kind == "sunsubscribe") kind.remove_prefix(1);
   std::lock_guard lock(mutex_);
+  if (kind == "unsubscribe" && sharded_) {
+    // Not ours to pop unless we asked: a server-sent sunsubscribe means the
+    // channel's slot left this node.
+    const std::string_view channel = element_text(reply, 1);
+    const bool asked = !pending_.empty() && !pending_.front().subscribe && pending_.front().channel == channel;
+    const auto it = channels_.find(std::string(channel));
+    if (!asked) {
+      if (it != channels_.end() && it->second.state == SubState::subscribed) slot_moved(it->second, it->first);
+      return;
+    }
+  }
   if ((kind == "subscribe" || kind == "unsubscribe") && !pending_.empty()) pending_.pop_front();
   if (kind == "message") {
     // Payload: "<waiter id> <fence>".
@@ -434,9 +457,19 @@ Subscriber::Warning Subscriber::on_error_reply(std::string_view text) {
   if (pending_.empty()) return {};
   const Pending command = std::move(pending_.front());
   pending_.pop_front();
-  if (!command.subscribe) return {};
   const auto it = channels_.find(command.channel);
   if (it == channels_.end()) return {};
+  if (!command.subscribe) {
+    // The server no longer has it either way (e.g. its slot moved).
+    if (it->second.state == SubState::unsubscribing) it->second.state = SubState::none;
+    return {};
+  }
+  const std::string_view error_code = text.substr(0, text.find(' '));
+  if (sharded_ && (error_code == "MOVED" || error_code == "ASK" || error_code == "CLUSTERDOWN" ||
+                   error_code == "TRYAGAIN")) {
+    slot_moved(it->second, it->first);
+    return {};
+  }
   it->second.state = SubState::denied;
   it->second.denied_at = Clock::now();
   confirmed_.notify_all();  // its waiters stop waiting for a confirmation
@@ -453,6 +486,16 @@ Subscriber::Warning Subscriber::on_error_reply(std::string_view text) {
   return {"subscribe " + endpoint, "SUBSCRIBE to '" + pattern + "' on " + endpoint + " was refused (" +
                                        std::string(code) +
                                        "): lock waiters fall back to polling every wait_poll_interval"};
+}
+
+void Subscriber::slot_moved(Channel& channel, const std::string& name) {
+  channel.state = SubState::denied;
+  channel.moved = true;
+  channel.denied_at = Clock::now();
+  confirmed_.notify_all();  // its waiters stop waiting for a confirmation
+  for (auto& [id, waiter] : waiters_)
+    if (waiter.channel == name) nudge(*waiter.slot);
+  poke();  // the thread schedules the retry
 }
 
 void Subscriber::drop_connection() noexcept {

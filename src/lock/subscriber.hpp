@@ -89,7 +89,13 @@ class Subscriber {
   };
 
   /// Starts the thread; connects when the first waiter registers.
-  explicit Subscriber(ConnectionOptions options);
+  /// `sharded`: SSUBSCRIBE/SUNSUBSCRIBE (Redis Cluster shard channels,
+  /// see lock_scripts.hpp); a server-sent `sunsubscribe` or a -MOVED answer
+  /// to SSUBSCRIBE means the channel's slot left this node: its waiters are
+  /// nudged (their next attempt follows the MOVED and they re-route, see
+  /// lock.cpp) and the channel is asked for again after kMovedRetry.
+  /// `id`: empty for a random one.
+  explicit Subscriber(ConnectionOptions options, bool sharded = false, std::string id = {});
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -105,6 +111,9 @@ class Subscriber {
   /// A refused channel is asked for again after this long (permissions may
   /// have been granted meanwhile).
   static constexpr auto kDeniedRetry = std::chrono::seconds(30);
+  /// A channel whose slot moved away is asked for again after this long
+  /// (the slot may come back, or the map was stale).
+  static constexpr auto kMovedRetry = std::chrono::milliseconds(100);
 
   void unwatch(const std::string& id) noexcept;
   void run();
@@ -132,6 +141,7 @@ class Subscriber {
   void leave_reader() noexcept;
 
   const std::string id_;
+  const bool sharded_;
   // Serializes every use of connection_ (reads, writes, reconnects). Taken
   // before mutex_, never while holding it.
   std::mutex io_mutex_;
@@ -156,6 +166,7 @@ class Subscriber {
     SubState state = SubState::none;  // what the server has (or is getting)
     Clock::time_point idle_since{};   // when its last waiter left
     Clock::time_point denied_at{};    // when the server refused it
+    bool moved = false;               // denied because its slot moved (sharded)
   };
   // SUBSCRIBE/UNSUBSCRIBE commands sent (one channel each) whose reply has
   // not arrived, oldest first: replies come in this order, so an error reply
@@ -169,6 +180,9 @@ class Subscriber {
   bool subscribed(const std::string& channel) const;
   bool denied(const std::string& channel) const;
   bool lone_waiter_subscribed() const;
+
+  // Caller holds mutex_: marks `channel` as moved away and nudges its waiters.
+  void slot_moved(Channel& channel, const std::string& name);
 
   std::map<std::string, Waiter> waiters_;    // by waiter id
   std::map<std::string, Channel> channels_;  // by channel name

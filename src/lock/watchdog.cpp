@@ -10,6 +10,7 @@
 #include "common/fork.hpp"
 #include "lock/lock_scripts.hpp"
 #include "client/script.hpp"
+#include "lockon/errors.hpp"
 
 namespace lockon::detail {
 namespace {
@@ -61,36 +62,58 @@ void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, 
   }
 }
 
-// Renews the single-instance entries of one server in one pipeline. Caller
+// Renews `entries` (indexes `which`) on `node` in one pipeline; results
+// stay io_error on a connection failure or a redirection (the slot moved:
+// the topology learns where, and the retry after kRetryAfterIoError goes
+// there).
+void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntry*>& entries,
+                   const std::vector<std::size_t>& which, std::vector<RenewResult>& results) {
+  try {
+    auto connection = node.pool().borrow();
+    connection->ensure_connected();
+    std::vector<std::string> ttls;
+    ttls.reserve(which.size());
+    for (const std::size_t i : which) {
+      ttls.push_back(std::to_string(entries[i]->ttl.count()));
+      const std::array<std::string_view, 1> keys{entries[i]->name};
+      const std::array<std::string_view, 3> args{entries[i]->token, ttls.back(), "1"};
+      append_evalsha(*connection, scripts::renew(), keys, args);
+    }
+    std::vector<ReplyPtr> replies;
+    replies.reserve(which.size());
+    for (std::size_t n = 0; n < which.size(); ++n) replies.push_back(connection->read_reply("renew lease"));
+    // NOSCRIPT (after a restart or SCRIPT FLUSH) is redone with EVAL once all
+    // pipelined replies are consumed.
+    for (std::size_t n = 0; n < which.size(); ++n) {
+      const std::size_t i = which[n];
+      const std::array<std::string_view, 1> keys{entries[i]->name};
+      const std::array<std::string_view, 3> args{entries[i]->token, ttls[n], "1"};
+      ReplyPtr reply = resolve_noscript(*connection, scripts::renew(), keys, args, std::move(replies[n]), "renew lease");
+      if (reply->type == REDIS_REPLY_INTEGER) results[i] = reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
+      else if (reply->type == REDIS_REPLY_ERROR) client.topology().report_error_reply(node, {reply->str, reply->len});
+    }
+  } catch (const IoError&) {
+    client.topology().report_io_failure(node);
+  } catch (...) {
+    // Connection-level failure: every entry of this batch keeps io_error.
+  }
+}
+
+// Renews the single-instance entries of one client: one pipeline per node
+// serving them (one for a single server; per master on a cluster). Caller
 // holds every entry's mutex.
 void renew_pipelined(ClientImpl& client, const std::vector<RenewalEntry*>& entries, std::vector<PendingLoss>& losses) {
   const auto sent_at = Clock::now();
   std::vector<RenewResult> results(entries.size(), RenewResult::io_error);
-  try {
-    auto connection = client.pool().borrow();
-    connection->ensure_connected();
-    std::vector<std::string> ttls;
-    ttls.reserve(entries.size());
-    for (RenewalEntry* entry : entries) {
-      ttls.push_back(std::to_string(entry->ttl.count()));
-      const std::array<std::string_view, 1> keys{entry->name};
-      const std::array<std::string_view, 3> args{entry->token, ttls.back(), "1"};
-      append_evalsha(*connection, scripts::renew(), keys, args);
+  std::map<std::shared_ptr<Node>, std::vector<std::size_t>> by_node;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    try {
+      by_node[client.node_for(entries[i]->name)].push_back(i);
+    } catch (...) {
+      // No node for it now (cluster map unreadable): io_error, retried.
     }
-    std::vector<ReplyPtr> replies;
-    replies.reserve(entries.size());
-    for (std::size_t i = 0; i < entries.size(); ++i) replies.push_back(connection->read_reply("renew lease"));
-    // NOSCRIPT (after a restart or SCRIPT FLUSH) is redone with EVAL once all
-    // pipelined replies are consumed.
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const std::array<std::string_view, 1> keys{entries[i]->name};
-      const std::array<std::string_view, 3> args{entries[i]->token, ttls[i], "1"};
-      ReplyPtr reply = resolve_noscript(*connection, scripts::renew(), keys, args, std::move(replies[i]), "renew lease");
-      if (reply->type == REDIS_REPLY_INTEGER) results[i] = reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
-    }
-  } catch (...) {
-    // Connection-level failure: every entry of this batch keeps io_error.
   }
+  for (const auto& [node, which] : by_node) renew_on_node(client, *node, entries, which, results);
   for (std::size_t i = 0; i < entries.size(); ++i) settle(*entries[i], results[i], sent_at, losses);
 }
 
@@ -263,7 +286,16 @@ void Watchdog::add(std::shared_ptr<RenewalEntry> entry) {
   std::shared_ptr<Lane> lane;
   {
     std::lock_guard lock(all.mutex);
-    auto& slot = all.by_server[entry->client ? entry->client->endpoint() : std::string()];
+    // One lane per server, so a stalled one delays nobody else: on a
+    // cluster, the master serving the key when the entry is added.
+    std::string server = entry->client ? entry->client->endpoint() : std::string();
+    if (entry->client && entry->client->options().deployment == Deployment::cluster) {
+      try {
+        server = entry->client->node_for(entry->name)->endpoint();
+      } catch (...) {
+      }
+    }
+    auto& slot = all.by_server[server];
     if (!slot) slot = std::make_shared<Lane>();
     lane = slot;
   }

@@ -163,6 +163,11 @@ RedlockNodes::RedlockNodes(std::vector<Client> clients, std::string name, std::c
   endpoints_.reserve(clients_.size());
   for (const Client& client : clients_) {
     std::string endpoint = client.endpoint();
+    // A Redlock node talks to one server (its pool); a cluster would need
+    // routing per key there, which Redlock does not do.
+    if (client.options().deployment == Deployment::cluster)
+      throw ConfigError("redlock '" + name_ + "': node " + endpoint +
+                        " is a Redis Cluster; Redlock nodes must be single servers (use Lock on a cluster)");
     // Two handles on one server (even on different databases) would let
     // that server vote twice: the majority would no longer be one.
     if (!seen.insert(endpoint).second)

@@ -27,32 +27,35 @@ ProcessResult lockon(const std::vector<std::string>& args, std::chrono::millisec
   return run_process(argv, timeout);
 }
 
-ServerOptions tls_server(bool auth_clients = false) {
-  const TlsCerts& certs = TlsCerts::get();
-  ServerOptions options;
-  options.requirepass = "cli-s3cret";
-  options.tls = {.cert_file = certs.server().cert, .key_file = certs.server().key,
-                 .ca_file = certs.client_ca_file(), .auth_clients = auth_clients};
+TlsServerOptions tls_server(bool auth_clients = false) {
+  TlsServerOptions options;
+  options.auth_clients = auth_clients ? "yes" : "no";
+  options.base.requirepass = "cli-s3cret";
   return options;
 }
 
+/// rediss://:cli-s3cret@127.0.0.1:<tls port>, without query parameters.
+std::string tls_url(const TlsRedisServer& server) {
+  return "rediss://:cli-s3cret@127.0.0.1:" + std::to_string(server.tls_port());
+}
+
 TEST(CliTls, RunHoldsTheLockOverRedissWithCacert) {
-  RedisServer server(tls_server());
+  TlsRedisServer server(tls_server());
   // COMMAND checks, through the plaintext port, that the lock key exists.
-  const std::string check = "redis-cli -p " + std::to_string(server.port()) +
+  const std::string check = "redis-cli -p " + std::to_string(server.plain_port()) +
                             " -a cli-s3cret --no-auth-warning EXISTS cli-tls-lock | grep -qx 1";
-  const auto result = lockon({"run", "--url", server.tls_url(), "--cacert", TlsCerts::get().ca_file(), "cli-tls-lock",
+  const auto result = lockon({"run", "--url", tls_url(server), "--cacert", tls_files().ca_cert, "cli-tls-lock",
                               "--", "sh", "-c", check});
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(server.command({"EXISTS", "cli-tls-lock"}).integer, 0);  // released
+  EXPECT_EQ(server.server().command({"EXISTS", "cli-tls-lock"}).integer, 0);  // released
   EXPECT_EQ(result.err.find("cli-s3cret"), std::string::npos) << result.err;
 }
 
 TEST(CliTls, MutualTlsWithCertAndKeyAndStatus) {
-  RedisServer server(tls_server(/*auth_clients=*/true));
-  const TlsCerts& certs = TlsCerts::get();
-  const std::vector<std::string> tls{"--url", server.tls_url(), "--cacert", certs.ca_file(),
-                                     "--cert", certs.client().cert, "--key", certs.client().key};
+  TlsRedisServer server(tls_server(/*auth_clients=*/true));
+  const TlsFiles& certs = tls_files();
+  const std::vector<std::string> tls{"--url", tls_url(server), "--cacert", certs.ca_cert,
+                                     "--cert", certs.client_cert, "--key", certs.client_key};
   std::vector<std::string> run{"run"};
   run.insert(run.end(), tls.begin(), tls.end());
   run.insert(run.end(), {"cli-mtls", "--", "true"});
@@ -63,22 +66,22 @@ TEST(CliTls, MutualTlsWithCertAndKeyAndStatus) {
   const auto shown = lockon(status);
   EXPECT_EQ(shown.exit_code, 0) << shown.err;
   // Without the client certificate the server refuses the session.
-  const auto refused = lockon({"run", "--url", server.tls_url(), "--cacert", certs.ca_file(), "cli-mtls", "--", "true"});
+  const auto refused = lockon({"run", "--url", tls_url(server), "--cacert", certs.ca_cert, "cli-mtls", "--", "true"});
   EXPECT_EQ(refused.exit_code, kUnavailable) << refused.err;
-  EXPECT_NE(refused.err.find("client certificate required"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("requires a client certificate"), std::string::npos) << refused.err;
 }
 
 TEST(CliTls, UnknownCaFailsUnlessInsecure) {
-  RedisServer server(tls_server());
+  TlsRedisServer server(tls_server());
   // No --cacert: the system store does not know the test CA.
-  const auto failed = lockon({"run", "--url", server.tls_url(), "cli-ca", "--", "true"});
+  const auto failed = lockon({"run", "--url", tls_url(server), "cli-ca", "--", "true"});
   EXPECT_EQ(failed.exit_code, kUnavailable) << failed.err;
   EXPECT_NE(failed.err.find("unknown CA"), std::string::npos) << failed.err;
   EXPECT_EQ(failed.err.find("cli-s3cret"), std::string::npos) << failed.err;
-  const auto insecure = lockon({"run", "--url", server.tls_url(), "--insecure", "cli-ca", "--", "true"});
+  const auto insecure = lockon({"run", "--url", tls_url(server), "--insecure", "cli-ca", "--", "true"});
   EXPECT_EQ(insecure.exit_code, 0) << insecure.err;
   // --sni names what the certificate must carry.
-  const auto wrong = lockon({"run", "--url", server.tls_url(), "--cacert", TlsCerts::get().ca_file(), "--sni",
+  const auto wrong = lockon({"run", "--url", tls_url(server), "--cacert", tls_files().ca_cert, "--sni",
                              "other.example", "cli-ca", "--", "true"});
   EXPECT_EQ(wrong.exit_code, kUnavailable) << wrong.err;
   EXPECT_NE(wrong.err.find("name mismatch"), std::string::npos) << wrong.err;

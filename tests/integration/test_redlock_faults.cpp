@@ -187,8 +187,9 @@ TEST_F(RedlockFaults, PausedMinorityDelaysNeitherAcquisitionNorRelease) {
     EXPECT_LT(took, 60ms) << "acquisition " << i;
     for (const auto& event : log.of(NodeOperation::acquire)) {
       EXPECT_EQ(event.ok(), event.endpoint != endpoint(1)) << event.endpoint << ": " << event.detail;
-      if (event.endpoint == endpoint(1))
+      if (event.endpoint == endpoint(1)) {
         EXPECT_NE(event.detail.find("not waited for"), std::string::npos) << event.detail;
+      }
     }
     const auto release_started = Clock::now();
     lock.release();

@@ -182,11 +182,9 @@ RedisServer::RedisServer(ServerOptions options, Deferred) : options_(std::move(o
   dir_ = make_temp_dir("lockon-redis");
   try {
     port_ = reserve_port();
-    if (!options_.tls.cert_file.empty()) tls_port_ = reserve_port();
     launch();
   } catch (...) {
     if (port_ != 0) release_port(port_);
-    if (tls_port_ != 0) release_port(tls_port_);
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
     throw;
@@ -202,7 +200,6 @@ RedisServer::~RedisServer() {
   } catch (...) {  // a destructor must not throw; the process is SIGKILLed anyway
   }
   release_port(port_);
-  if (tls_port_ != 0) release_port(tls_port_);
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
 }
@@ -226,11 +223,6 @@ void RedisServer::launch() {
   for (const auto& rules : options_.acl_users) {
     argv.emplace_back("--user");
     for (auto& word : split_words(rules)) argv.push_back(std::move(word));
-  }
-  if (tls_port_ != 0) {
-    argv.insert(argv.end(), {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", options_.tls.cert_file,
-                             "--tls-key-file", options_.tls.key_file, "--tls-ca-cert-file", options_.tls.ca_file,
-                             "--tls-auth-clients", options_.tls.auth_clients ? "yes" : "no"});
   }
   argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
 
@@ -296,10 +288,6 @@ void RedisServer::finish_fresh_start() {
     // Lost a race for the port with another process: take another one.
     release_port(port_);
     port_ = reserve_port();
-    if (tls_port_ != 0) {
-      release_port(tls_port_);
-      tls_port_ = reserve_port();
-    }
     launch();
   }
 }
@@ -386,11 +374,6 @@ std::string RedisServer::url_without_auth() const {
   return "redis://127.0.0.1:" + std::to_string(port_);
 }
 
-std::string RedisServer::tls_url(const std::string& query) const {
-  const std::string auth = options_.requirepass.empty() ? "" : ":" + percent_encode(options_.requirepass) + "@";
-  return "rediss://" + auth + "127.0.0.1:" + std::to_string(tls_port_) + query;
-}
-
 std::string RedisServer::log_tail(std::size_t lines) const {
   std::string text = tail_lines(read_file(dir_ / "redis.log"), lines);
   const std::string output = read_file(dir_ / "stdout.log");
@@ -421,5 +404,8 @@ std::vector<std::unique_ptr<RedisServer>> start_servers(std::size_t n, ServerOpt
   for (auto& server : servers) server->finish_fresh_start();
   return servers;
 }
+
+int reserve_free_port() { return reserve_port(); }
+void release_free_port(int port) { release_port(port); }
 
 }  // namespace lockon::test

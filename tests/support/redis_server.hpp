@@ -42,19 +42,12 @@ struct ServerOptions {
   /// Extra command-line tokens passed verbatim, one argv element each, e.g.
   /// {"--maxmemory", "10mb", "--maxmemory-policy", "noeviction"}.
   std::vector<std::string> extra_args{};
-  /// TLS (redis-server --tls-port): with cert_file set the server also
-  /// listens with TLS on tls_port() (the plaintext port() stays, for the
-  /// harness's readiness probe and for "plaintext client on the TLS port").
-  struct Tls {
-    std::string cert_file{};
-    std::string key_file{};
-    /// CA that client certificates must chain to (redis-server needs one
-    /// even when it does not ask for client certificates).
-    std::string ca_file{};
-    /// --tls-auth-clients yes: demand a client certificate (mutual TLS).
-    bool auth_clients = false;
-  } tls{};
 };
+
+/// A free loopback port below the ephemeral range, reserved for this
+/// process until release_free_port() (for extra listeners such as a TLS port).
+int reserve_free_port();
+void release_free_port(int port);
 
 class RedisServer {
  public:
@@ -71,11 +64,6 @@ class RedisServer {
   RedisServer& operator=(RedisServer&&) = delete;
 
   int port() const noexcept { return port_; }
-  /// The TLS port (0 without options.tls).
-  int tls_port() const noexcept { return tls_port_; }
-  /// "rediss://127.0.0.1:TLS_PORT" (auth as url()) followed by `query`
-  /// (e.g. "?cacert=/path/ca.crt"; percent-encode it yourself).
-  std::string tls_url(const std::string& query = {}) const;
   /// PID of the running server, -1 once it was killed/stopped.
   pid_t pid() const noexcept { return pid_; }
   /// False once the process has exited (reaps it if it just did).
@@ -132,7 +120,6 @@ class RedisServer {
   ServerOptions options_;
   std::filesystem::path dir_;
   int port_ = 0;
-  int tls_port_ = 0;
   mutable pid_t pid_ = -1;
   bool paused_ = false;
   // Where the current run's output starts in the (appended) log files, so an

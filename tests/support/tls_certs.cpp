@@ -1,8 +1,9 @@
-// support/tls_certs.cpp — see tls_certs.hpp.
 #include "support/tls_certs.hpp"
 
-#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -11,66 +12,115 @@
 namespace lockon::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 void openssl(const std::vector<std::string>& args) {
   std::vector<std::string> argv{"openssl"};
   argv.insert(argv.end(), args.begin(), args.end());
-  const ProcessResult result = run_process(argv, 30s);
-  if (result.exit_code != 0) {
-    std::string command;
-    for (const auto& word : argv) command += word + " ";
-    throw std::runtime_error("test certificates: `" + command + "` failed: " + result.out + result.err);
+  const ProcessResult result = run_process(argv, std::chrono::seconds(30));
+  if (!result.succeeded()) throw std::runtime_error("openssl failed: " + result.describe());
+}
+
+// A key and a certificate signing request for `cn`.
+void key_and_request(const std::string& base, const std::string& cn) {
+  openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", base + ".key",
+           "-out", base + ".csr", "-subj", "/CN=" + cn});
+}
+
+void self_signed_ca(const std::string& base, const std::string& cn) {
+  openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+           base + ".key", "-out", base + ".crt", "-days", "2", "-subj", "/CN=" + cn});
+}
+
+void sign(const std::string& base, const std::string& ca, const std::string& extensions, const std::string& days) {
+  openssl({"x509", "-req", "-in", base + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key", "-CAcreateserial", "-out",
+           base + ".crt", "-days", days, "-extfile", extensions});
+}
+
+struct Cleanup {
+  std::string dir;
+  ~Cleanup() {
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
   }
-}
+};
 
-const std::vector<std::string> kNewKey{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
-
-void make_ca(const std::filesystem::path& dir, const std::string& name, const std::string& subject) {
-  std::vector<std::string> args{"req", "-x509", "-new"};
-  args.insert(args.end(), kNewKey.begin(), kNewKey.end());
-  args.insert(args.end(), {"-keyout", (dir / (name + ".key")).string(), "-out", (dir / (name + ".crt")).string(),
-                           "-days", "3650", "-subj", subject});
-  openssl(args);
-}
-
-/// A leaf certificate `name` signed by CA `ca`, with `extensions` (one
-/// openssl config line, e.g. a subjectAltName) valid for `days` (-1: expired).
-void make_leaf(const std::filesystem::path& dir, const std::string& name, const std::string& ca,
-               const std::string& subject, const std::string& extensions, const std::string& days) {
-  const std::string csr = (dir / (name + ".csr")).string();
-  const std::string ext = (dir / (name + ".ext")).string();
-  std::vector<std::string> args{"req", "-new"};
-  args.insert(args.end(), kNewKey.begin(), kNewKey.end());
-  args.insert(args.end(), {"-keyout", (dir / (name + ".key")).string(), "-out", csr, "-subj", subject});
-  openssl(args);
-  std::ofstream(ext) << extensions << "\n";
-  openssl({"x509", "-req", "-in", csr, "-CA", (dir / (ca + ".crt")).string(), "-CAkey", (dir / (ca + ".key")).string(),
-           "-CAcreateserial", "-out", (dir / (name + ".crt")).string(), "-days", days, "-extfile", ext});
+TlsFiles generate() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "lockon-tls-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp for TLS certificates failed");
+  static Cleanup cleanup;
+  cleanup.dir = pattern;
+  const std::string d = pattern + "/";
+  const std::string local = d + "local.ext";
+  const std::string other = d + "other.ext";
+  const std::string client = d + "client.ext";
+  std::ofstream(local) << "subjectAltName=DNS:localhost,IP:127.0.0.1\n";
+  std::ofstream(other) << "subjectAltName=DNS:other.example\n";
+  std::ofstream(client) << "extendedKeyUsage=clientAuth\n";
+  self_signed_ca(d + "ca", "lockon test CA");
+  self_signed_ca(d + "other-ca", "unrelated CA");
+  key_and_request(d + "server", "localhost");
+  sign(d + "server", d + "ca", local, "2");
+  key_and_request(d + "expired", "localhost");
+  sign(d + "expired", d + "ca", local, "-1");
+  key_and_request(d + "wrong", "other.example");
+  sign(d + "wrong", d + "ca", other, "2");
+  key_and_request(d + "untrusted", "localhost");
+  sign(d + "untrusted", d + "other-ca", local, "2");
+  key_and_request(d + "client", "lockon test client");
+  sign(d + "client", d + "ca", client, "2");
+  TlsFiles files;
+  files.dir = pattern;
+  files.ca_cert = d + "ca.crt";
+  files.server_cert = d + "server.crt";
+  files.server_key = d + "server.key";
+  files.expired_cert = d + "expired.crt";
+  files.expired_key = d + "expired.key";
+  files.wrong_name_cert = d + "wrong.crt";
+  files.wrong_name_key = d + "wrong.key";
+  files.other_ca_cert = d + "other-ca.crt";
+  files.untrusted_cert = d + "untrusted.crt";
+  files.untrusted_key = d + "untrusted.key";
+  files.client_cert = d + "client.crt";
+  files.client_key = d + "client.key";
+  return files;
 }
 
 }  // namespace
 
-const TlsCerts& TlsCerts::get() {
-  static const TlsCerts certs;  // thread-safe initialization
-  return certs;
+const TlsFiles& tls_files() {
+  static std::once_flag once;
+  static TlsFiles files;
+  std::call_once(once, [] { files = generate(); });
+  return files;
 }
 
-TlsCerts::TlsCerts() : dir_(make_temp_dir("lockon-certs")) {
-  const std::string server_names = "subjectAltName=DNS:localhost,IP:127.0.0.1";
-  make_ca(dir_, "ca", "/CN=lockon test CA");
-  make_ca(dir_, "client-ca", "/CN=lockon test client CA");
-  make_ca(dir_, "untrusted-ca", "/CN=lockon untrusted CA");
-  make_leaf(dir_, "server", "ca", "/CN=localhost", server_names, "3650");
-  make_leaf(dir_, "expired", "ca", "/CN=localhost", server_names, "-1");
-  make_leaf(dir_, "wrong-name", "ca", "/CN=wrong.example", "subjectAltName=DNS:wrong.example", "3650");
-  make_leaf(dir_, "untrusted", "untrusted-ca", "/CN=localhost", server_names, "3650");
-  make_leaf(dir_, "client", "client-ca", "/CN=lockon test client", "extendedKeyUsage=clientAuth", "3650");
+TlsRedisServer::TlsRedisServer(TlsServerOptions options) : tls_port_(reserve_free_port()) {
+  const TlsFiles& f = tls_files();
+  std::string cert = f.server_cert;
+  std::string key = f.server_key;
+  switch (options.cert) {
+    case ServerCert::good: break;
+    case ServerCert::expired: cert = f.expired_cert; key = f.expired_key; break;
+    case ServerCert::wrong_name: cert = f.wrong_name_cert; key = f.wrong_name_key; break;
+    case ServerCert::untrusted: cert = f.untrusted_cert; key = f.untrusted_key; break;
+  }
+  ServerOptions base = options.base;
+  const std::vector<std::string> tls_args{"--tls-port", std::to_string(tls_port_), "--tls-cert-file", cert,
+                                          "--tls-key-file", key, "--tls-ca-cert-file", f.ca_cert,
+                                          "--tls-auth-clients", options.auth_clients};
+  base.extra_args.insert(base.extra_args.end(), tls_args.begin(), tls_args.end());
+  server_ = std::make_unique<RedisServer>(base);
 }
 
-TlsCerts::~TlsCerts() {
-  std::error_code ignored;
-  std::filesystem::remove_all(dir_, ignored);
+TlsRedisServer::~TlsRedisServer() {
+  server_.reset();
+  release_free_port(tls_port_);
 }
+
+std::string TlsRedisServer::bare_url() const {
+  const std::string auth = server_->options().requirepass.empty() ? "" : ":" + server_->options().requirepass + "@";
+  return "rediss://" + auth + "127.0.0.1:" + std::to_string(tls_port_);
+}
+
+std::string TlsRedisServer::url() const { return bare_url() + "?cacert=" + tls_files().ca_cert; }
 
 }  // namespace lockon::test

@@ -1,0 +1,105 @@
+#include "async/async_connect.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/connect.hpp>
+#include <asio/experimental/as_tuple.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <variant>
+
+#include "client/error_map.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+namespace {
+
+using namespace asio::experimental::awaitable_operators;
+
+// A failed connect through the one mapping (ConnectError: nothing was sent).
+[[noreturn]] void throw_connect_error(const asio::error_code& ec, std::string_view endpoint) {
+  if (ec == asio::error::timed_out) throw_io_error(IoFailure::timeout, ETIMEDOUT, {}, Phase::connect, endpoint, "connect");
+  const bool errno_based = ec.category() == asio::system_category();
+  throw_io_error(IoFailure::io, errno_based ? ec.value() : 0, errno_based ? std::string() : ec.message(),
+                 Phase::connect, endpoint, "connect");
+}
+
+// Races `connect` against the deadline; returns the error (or success).
+template <class Socket, class Connect>
+asio::awaitable<asio::error_code> bounded(Socket& socket, Transport::Clock::time_point deadline, Connect connect) {
+  asio::error_code result;
+  if (deadline == Transport::Clock::time_point::max()) {
+    co_await connect(result);
+    co_return result;
+  }
+  asio::steady_timer timer(socket.get_executor());
+  timer.expires_at(deadline);
+  auto winner = co_await (connect(result) || timer.async_wait(asio::use_awaitable));
+  if (winner.index() == 1) result = asio::error::timed_out;
+  co_return result;
+}
+
+}  // namespace
+
+void throw_io_status(const IoStatus& status, bool nothing_sent, std::string_view endpoint,
+                     std::string_view operation) {
+  const IoFailure failure = status.closed ? IoFailure::eof : IoFailure::io;
+  throw_io_error(failure, status.error, status.detail, nothing_sent ? Phase::connect : Phase::command, endpoint,
+                 operation);
+}
+
+asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_executor executor,
+                                                                 const ConnectionOptions& options,
+                                                                 Transport::Clock::time_point deadline,
+                                                                 std::string endpoint) {
+  if (options.tls.enabled)
+    throw ConfigError("connect on " + endpoint + ": TLS is not supported by lockon's async client yet");
+  if (!options.unix_path.empty() && options.host.empty()) {
+    asio::local::stream_protocol::socket socket(executor);
+    const auto ec = co_await bounded(socket, deadline, [&](asio::error_code& out) -> asio::awaitable<void> {
+      auto [error] = co_await socket.async_connect(asio::local::stream_protocol::endpoint(options.unix_path),
+                                                   asio::experimental::as_tuple(asio::use_awaitable));
+      out = error;
+    });
+    if (ec) throw_connect_error(ec, endpoint);
+    co_return make_socket_transport(socket.release(), "unix");
+  }
+  asio::ip::tcp::socket socket(executor);
+  asio::error_code parse_error;
+  const auto address = asio::ip::make_address(options.host, parse_error);
+  asio::error_code ec;
+  if (!parse_error) {
+    const asio::ip::tcp::endpoint target(address, static_cast<unsigned short>(options.port));
+    ec = co_await bounded(socket, deadline, [&](asio::error_code& out) -> asio::awaitable<void> {
+      auto [error] = co_await socket.async_connect(target, asio::experimental::as_tuple(asio::use_awaitable));
+      out = error;
+    });
+  } else {
+    asio::ip::tcp::resolver resolver(executor);
+    ec = co_await bounded(socket, deadline, [&](asio::error_code& out) -> asio::awaitable<void> {
+      auto [resolve_error, results] = co_await resolver.async_resolve(
+          options.host, std::to_string(options.port), asio::experimental::as_tuple(asio::use_awaitable));
+      if (resolve_error) {
+        out = resolve_error;
+        co_return;
+      }
+      auto [error, chosen] = co_await asio::async_connect(socket, results, asio::experimental::as_tuple(asio::use_awaitable));
+      static_cast<void>(chosen);
+      out = error;
+    });
+  }
+  if (ec) throw_connect_error(ec, endpoint);
+  socket.set_option(asio::ip::tcp::no_delay(true), ec);
+  if (options.keepalive) socket.set_option(asio::socket_base::keep_alive(true), ec);
+  co_return make_socket_transport(socket.release(), "tcp");
+}
+
+}  // namespace lockon::detail

@@ -1,0 +1,172 @@
+// AsyncLock's holding: the acquisition's lease, renewal on a timer of the
+// executor, release and extension (acquisition: async_lock.cpp).
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <algorithm>
+
+#include "async/async_lock_impl.hpp"
+#include "lock/lock_scripts.hpp"
+
+namespace lockon::detail {
+namespace {
+using Ended = AsyncConnection::Ended;
+}  // namespace
+
+struct AsyncLockImpl::Renewal {
+  explicit Renewal(const asio::any_io_executor& executor) : timer(executor) {}
+  asio::steady_timer timer;
+  bool stopped = false;
+  std::string token;
+  std::shared_ptr<LeaseSignal> lease;
+  Clock::time_point hold_deadline = Clock::time_point::max();
+};
+
+void AsyncLockImpl::on_acquired(const Attempt& attempt) {
+  held_ = true;
+  fence_ = attempt.fence;
+  lease_ = std::make_shared<LeaseSignal>(name(), options_.on_lost);
+  if (options_.no_expiry) return;
+  lease_->set_lease_end(add_saturating(attempt.sent_at, options_.ttl));
+  if (!options_.auto_renew) return;
+  auto renewal = std::make_shared<Renewal>(client_->executor());
+  renewal->token = token_;
+  renewal->lease = lease_;
+  if (options_.max_hold.count() > 0) renewal->hold_deadline = add_saturating(Clock::now(), options_.max_hold);
+  renewal_ = renewal;
+  asio::co_spawn(client_->executor(), renew_loop(shared_from_this(), std::move(renewal)), asio::detached);
+}
+
+void AsyncLockImpl::stop_renewal() noexcept {
+  if (!renewal_) return;
+  renewal_->stopped = true;
+  renewal_->timer.cancel();
+  renewal_.reset();
+}
+
+// Renews every ttl/3 (PEXPIRE GT: never shortening a hand-extended lease).
+// A reply saying the key is not ours declares the lease lost (taken); I/O
+// failures are retried until the provable lease end passes (unreachable).
+asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> self,
+                                                std::shared_ptr<Renewal> renewal) {
+  const auto ttl = self->options_.ttl;
+  const auto period = std::max(ttl / 3, std::chrono::milliseconds(1));
+  const auto retry = std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(250));
+  auto next = add_saturating(Clock::now(), period);
+  const std::array<std::string_view, 1> lock_key{self->keys_[0]};
+  const std::string ttl_text = self->ttl_text_;
+  while (true) {
+    if (next >= renewal->hold_deadline) next = std::max(renewal->lease->lease_end(), renewal->hold_deadline);
+    renewal->timer.expires_at(next);
+    co_await renewal->timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    if (renewal->stopped) co_return;
+    const auto now = Clock::now();
+    // lost() also turns true by the clock alone: say why, once (a no-op if
+    // the loss was declared already).
+    if (renewal->lease->lost()) {
+      if (now >= renewal->hold_deadline)
+        renewal->lease->declare_lost(LossReason::max_hold, "max_hold ended renewal and the lease ran out");
+      else
+        renewal->lease->declare_lost(LossReason::unreachable, "renewals failed until the lease could have lapsed");
+      co_return;
+    }
+    if (now >= renewal->hold_deadline) {
+      if (now < renewal->lease->lease_end()) {
+        next = renewal->lease->lease_end();
+        continue;
+      }
+      renewal->lease->declare_lost(LossReason::max_hold, "max_hold ended renewal and the lease ran out");
+      co_return;
+    }
+    const std::array<std::string_view, 3> args{renewal->token, ttl_text, "1"};
+    try {
+      auto answer = co_await self->client_->script(scripts::renew(), lock_key, args, "renew lock",
+                                                   renewal->lease->lease_end());
+      if (renewal->stopped) co_return;
+      if (answer.ended == Ended::replied) {
+        if (answer.reply->type == REDIS_REPLY_INTEGER && answer.reply->integer == 1) {
+          renewal->lease->set_lease_end(add_saturating(now, ttl));
+          next = add_saturating(Clock::now(), period);
+          continue;
+        }
+        renewal->lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
+        co_return;
+      }
+    } catch (const ReplyError& e) {
+      if (renewal->stopped) co_return;
+      // A server-side refusal (READONLY, NOPERM...): retried like an I/O error.
+      static_cast<void>(e);
+    } catch (const std::exception&) {
+      if (renewal->stopped) co_return;
+    }
+    if (Clock::now() >= renewal->lease->lease_end()) {
+      renewal->lease->declare_lost(LossReason::unreachable, "renewals failed until the lease could have lapsed");
+      co_return;
+    }
+    next = add_saturating(Clock::now(), retry);
+  }
+}
+
+asio::awaitable<void> AsyncLockImpl::release() noexcept {
+  if (!held_) co_return;
+  stop_renewal();
+  held_ = false;
+  auto lease = lease_;
+  const std::string token = token_;
+  try {
+    co_await uncancellable();
+    const std::array<std::string_view, 1> args{token};
+    auto answer = co_await client_->script(scripts::release(), keys(), args, "release lock",
+                                           Clock::time_point::max());
+    const redisReply& reply = *answer.reply;
+    if (reply.type != REDIS_REPLY_INTEGER || reply.integer < 1) {
+      lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
+      last_unlock_error_ = std::make_exception_ptr(
+          LockNotOwned("cannot release lock '" + name() + "': it is no longer owned", name()));
+      co_return;
+    }
+    if (reply.integer == 2) warn_publish_denied(*client_);
+    lease->close();
+    last_unlock_error_ = nullptr;
+  } catch (const std::exception& e) {
+    // Whether the release ran is unknown: the clean-up releases the key if
+    // it still holds our token.
+    client_->abandon(keys_, "-|-|" + ttl_text_ + "|" + (options_.fencing ? "1" : "0") + "|" + token);
+    lease->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
+    last_unlock_error_ = std::current_exception();
+  }
+}
+
+void AsyncLockImpl::release_detached() noexcept {
+  if (!held_) return;
+  try {
+    auto self = shared_from_this();
+    asio::co_spawn(client_->executor(), [self]() -> asio::awaitable<void> { co_await self->release(); },
+                   asio::detached);
+  } catch (...) {
+  }
+}
+
+asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional, bool replace_ttl) {
+  if (!held_) throw LockError("cannot extend an unlocked lock '" + name() + "'", name());
+  if (options_.no_expiry) throw LockError("cannot extend lock '" + name() + "': it has no expiry", name());
+  if (additional.count() <= 0) throw ConfigError("extend lock '" + name() + "': additional time must be positive");
+  const std::string ms = std::to_string(additional.count());
+  const std::array<std::string_view, 3> args{token_, ms, replace_ttl ? "1" : "0"};
+  const std::array<std::string_view, 1> lock_key{keys_[0]};
+  const auto sent_at = Clock::now();
+  auto lease = lease_;
+  auto answer = co_await client_->script(scripts::extend(), lock_key, args, "extend lock", Clock::time_point::max());
+  if (answer.ended != Ended::replied) throw_cancelled();
+  const redisReply& reply = *answer.reply;
+  if (reply.type == REDIS_REPLY_INTEGER && reply.integer == -1)
+    throw LockError("cannot extend lock '" + name() + "': the key has no expiry", name());
+  if (reply.type != REDIS_REPLY_INTEGER || reply.integer != 1)
+    throw LockNotOwned("cannot extend lock '" + name() + "': it is no longer owned", name());
+  const auto end = replace_ttl ? add_saturating(sent_at, additional) : add_saturating(lease->lease_end(), additional);
+  if (!lease->lost()) lease->set_lease_end(end);
+}
+
+}  // namespace lockon::detail

@@ -1,0 +1,333 @@
+// AsyncLock's acquisition: fast path, queueing, waiting, leaving the queue
+// (the algorithm of src/lock/lock.cpp on coroutines; see async_lock_impl.hpp).
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <algorithm>
+
+#include "async/async_lock_impl.hpp"
+#include "client/error_map.hpp"
+#include "common/diagnostics.hpp"
+#include "common/token.hpp"
+#include "lock/lock_scripts.hpp"
+
+namespace lockon::detail {
+namespace {
+
+using Ended = AsyncConnection::Ended;
+// Queue entries outlive any wait; emptied lists vanish by themselves.
+constexpr std::string_view kQueueTtl = "600000";
+
+}  // namespace
+
+void warn_publish_denied(const AsyncClientImpl& client) {
+  const std::string user = client.options().user.empty() ? std::string("default") : client.options().user;
+  warn_once("acl:publish:" + client.endpoint(),
+            "user '" + user + "' on " + client.endpoint() +
+                " may not PUBLISH to lockon's wake-up channels ('{<key>}:wake:*'): releases cannot wake waiters, "
+                "which fall back to polling every wait_poll_interval");
+}
+
+AsyncLockImpl::AsyncLockImpl(std::shared_ptr<AsyncClientImpl> client, std::string name, LockOptions options)
+    : client_(std::move(client)), options_(std::move(options)) {
+  // The same validation as DistributedLock's constructor.
+  if (name.empty()) throw ConfigError("lock name must not be empty");
+  if (!options_.no_expiry) {
+    if (options_.ttl.count() <= 0)
+      throw ConfigError("lock '" + name + "': ttl must be positive (set no_expiry for a lock without expiry)");
+    if (options_.ttl.count() > (1LL << 47)) throw ConfigError("lock '" + name + "': ttl exceeds Redis' limit");
+  }
+  if (options_.token && options_.token->empty()) throw ConfigError("lock '" + name + "': custom token must not be empty");
+  if (options_.wait_poll_interval.count() <= 0)
+    throw ConfigError("lock '" + name + "': wait_poll_interval must be positive");
+  if (options_.max_hold.count() < 0) throw ConfigError("lock '" + name + "': max_hold must not be negative");
+  if (options_.keep_queue_place)
+    throw ConfigError("lock '" + name + "': keep_queue_place is not supported by AsyncLock");
+  keys_ = {name, companion_key(name, "q"), companion_key(name, "fence"), companion_key(name, "hf")};
+  ttl_text_ = options_.no_expiry ? "0" : std::to_string(options_.ttl.count());
+}
+
+std::string AsyncLockImpl::orphan_entry() const {
+  return "-|-|" + ttl_text_ + "|" + (options_.fencing ? "1" : "0") + "|" + token_;
+}
+
+void AsyncLockImpl::throw_token_in_use() const {
+  throw LockError("lock '" + name() +
+                      "': the key already holds this lock's custom token (another lock object with the same token, "
+                      "or an acquisition never released); a custom token must identify a single holder",
+                  name());
+}
+
+asio::awaitable<bool> AsyncLockImpl::acquire(Clock::time_point deadline) {
+  if (held_) throw LockError("lock '" + name() + "' is already held by this object (not reentrant)", name());
+  if (busy_) throw LockError("lock '" + name() + "': another operation on this object is in progress", name());
+  busy_ = true;
+  std::exception_ptr failure;
+  bool acquired = false;
+  try {
+    acquired = co_await acquire_inner(deadline);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  busy_ = false;
+  if (failure) std::rethrow_exception(failure);
+  if (acquired && orphaned_) release_detached();
+  co_return acquired;
+}
+
+asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
+  token_ = options_.token ? *options_.token : random_hex();
+  Attempt first = co_await fast_attempt(deadline);
+  if (first.cancelled) {
+    co_await uncancellable();
+    co_await leave(orphan_entry());
+    throw_cancelled();
+  }
+  // GCC 12 miscompiles co_await inside conditions: computed beforehand.
+  bool confirmed = first.acquired;
+  if (confirmed) confirmed = co_await confirm_lease(first, Clock::time_point::max());
+  if (confirmed) {
+    on_acquired(first);
+    co_return true;
+  }
+  if (first.deadline_passed || deadline == Clock::time_point::min() || Clock::now() >= deadline) co_return false;
+  co_return co_await wait_for_turn(deadline);
+}
+
+asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::fast_attempt(Clock::time_point deadline) {
+  Attempt result;
+  result.sent_at = Clock::now();
+  const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
+  for (int round = 0;; ++round) {
+    int outcome = 0;
+    try {
+      outcome = co_await fast_request(result, until);
+    } catch (const ClosedError&) {
+      // The reply was lost with the connection: the same random token tells
+      // a win of the first request on the retry (SET ... GET).
+      if (round == 0 && random_token()) continue;
+      client_->abandon(keys_, orphan_entry());
+      throw;
+    } catch (const TimeoutError&) {
+      client_->abandon(keys_, orphan_entry());
+      throw;
+    }
+    if (outcome < 0) throw_token_in_use();
+    result.acquired = outcome == 1;
+    co_return result;
+  }
+}
+
+// Returns 1 acquired, 0 busy / deadline passed / cancelled, -1 custom token in use.
+asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_point until) {
+  if (options_.fencing) {
+    const int outcome = co_await fenced_request(result, until);
+    co_return outcome;
+  }
+  AsyncClientImpl::Answer answer;
+  if (options_.no_expiry) {
+    const std::array<std::string_view, 5> args{"SET", keys_[0], token_, "NX", "GET"};
+    answer = co_await client_->command(args, "acquire lock", until);
+  } else {
+    const std::array<std::string_view, 7> args{"SET", keys_[0], token_, "NX", "PX", ttl_text_, "GET"};
+    answer = co_await client_->command(args, "acquire lock", until);
+  }
+  if (answer.ended != Ended::replied) {
+    // No answer: the request may still win; the caller passes it on.
+    result.cancelled = answer.ended == Ended::cancelled;
+    result.deadline_passed = !result.cancelled;
+    if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
+    co_return 0;
+  }
+  if (answer.reply->type == REDIS_REPLY_NIL) co_return 1;
+  co_return previous_holder_is_us(*answer.reply);
+}
+
+asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_point until) {
+  const std::array<std::string_view, 1> multi{"MULTI"};
+  const std::array<std::string_view, 5> set_forever{"SET", keys_[0], token_, "NX", "GET"};
+  const std::array<std::string_view, 7> set_lease{"SET", keys_[0], token_, "NX", "PX", ttl_text_, "GET"};
+  const std::array<std::string_view, 2> incr{"INCR", keys_[2]};
+  const std::array<std::string_view, 4> expire{"PEXPIRE", keys_[2], "3600000", "NX"};
+  const std::array<std::string_view, 1> exec{"EXEC"};
+  const std::array<std::span<const std::string_view>, 5> commands{
+      multi, options_.no_expiry ? std::span<const std::string_view>(set_forever)
+                                : std::span<const std::string_view>(set_lease),
+      incr, expire, exec};
+  auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
+  if (outcome.ended != Ended::replied) {
+    result.cancelled = outcome.ended == Ended::cancelled;
+    result.deadline_passed = !result.cancelled;
+    if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
+    co_return 0;
+  }
+  for (const ReplyPtr& reply : outcome.replies) check_reply(*reply, client_->endpoint(), "acquire lock");
+  const redisReply& exec_reply = *outcome.replies.back();
+  if (exec_reply.type != REDIS_REPLY_ARRAY || exec_reply.elements != 3 ||
+      exec_reply.element[1]->type != REDIS_REPLY_INTEGER)
+    throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected EXEC reply");
+  for (std::size_t i = 0; i < exec_reply.elements; ++i)
+    check_reply(*exec_reply.element[i], client_->endpoint(), "acquire lock");
+  const int won = exec_reply.element[0]->type == REDIS_REPLY_NIL ? 1 : previous_holder_is_us(*exec_reply.element[0]);
+  if (won != 1) co_return won;
+  long long fence = exec_reply.element[1]->integer;
+  if (fence < scripts::kFenceFloor) {
+    const std::array<std::string_view, 1> args{token_};
+    auto floored = co_await client_->script(scripts::floor_fence(), keys(), args, "raise the fence counter", until);
+    if (floored.ended != Ended::replied) {
+      result.cancelled = floored.ended == Ended::cancelled;
+      result.deadline_passed = !result.cancelled;
+      if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
+      co_return 0;
+    }
+    if (floored.reply->type != REDIS_REPLY_INTEGER || floored.reply->integer == 0) co_return 0;
+    fence = floored.reply->integer;
+  }
+  result.fence = static_cast<std::uint64_t>(fence);
+  co_return 1;
+}
+
+int AsyncLockImpl::previous_holder_is_us(const redisReply& previous) const {
+  if (previous.type != REDIS_REPLY_STRING || std::string_view(previous.str, previous.len) != token_) return 0;
+  return random_token() ? 1 : -1;
+}
+
+asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::wait_attempt(const std::string& entry, bool enqueue,
+                                                                     Clock::time_point deadline) {
+  const std::array<std::string_view, 4> args{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0"};
+  Attempt result;
+  result.sent_at = Clock::now();
+  auto answer = co_await client_->script(scripts::wait_attempt(), keys(), args, "acquire lock", deadline);
+  if (answer.ended != Ended::replied) {
+    result.cancelled = answer.ended == Ended::cancelled;
+    result.deadline_passed = !result.cancelled;
+    co_return result;
+  }
+  const redisReply& reply = *answer.reply;
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 3 || reply.element[0]->type != REDIS_REPLY_INTEGER ||
+      reply.element[1]->type != REDIS_REPLY_INTEGER || reply.element[2]->type != REDIS_REPLY_INTEGER)
+    throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
+  if (reply.element[2]->integer == 1) warn_publish_denied(*client_);
+  if (reply.element[0]->integer < 0) throw_token_in_use();
+  result.acquired = reply.element[0]->integer == 1;
+  if (result.acquired) result.fence = static_cast<std::uint64_t>(reply.element[1]->integer);
+  else result.pttl = reply.element[1]->integer;
+  co_return result;
+}
+
+asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
+  auto& subscriber = client_->subscriber();
+  const std::string waiter_id = random_hex(8);
+  const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
+                            (options_.fencing ? "1" : "0") + "|" + token_;
+  AsyncSubscriber::Watch watch = subscriber.watch(waiter_id, wake_channel(name(), subscriber.id()));
+  auto& slot = watch.slot();
+  const auto poll = options_.wait_poll_interval;
+  std::exception_ptr failure;
+  bool was_cancelled = false;
+  try {
+    // Subscribed before queueing: a hand-over cannot precede our ability to
+    // hear of it. Bounded: a dead subscription only costs polling.
+    co_await subscriber.wait_subscribed(watch, std::min(deadline, add_saturating(Clock::now(), poll)));
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
+      throw_cancelled();
+    // Precedes any hand-over to our entry: the lease of a grant by message
+    // counts from here.
+    const auto queued_at = Clock::now();
+    Attempt last = co_await wait_attempt(entry, true, deadline);
+    while (true) {
+      if (last.cancelled) throw_cancelled();
+      bool confirmed = last.acquired;
+      if (confirmed) confirmed = co_await confirm_lease(last, Clock::time_point::max());
+      if (confirmed) {
+        on_acquired(last);
+        co_return true;
+      }
+      const auto now = Clock::now();
+      if (last.deadline_passed || now >= deadline) {
+        // A hand-over that raced with the deadline: take it rather than bounce it.
+        if (slot.handed) {
+          Attempt handed{true, false, false, slot.fence, -2, queued_at};
+          const bool taken = co_await confirm_lease(handed, bounded_by_socket_timeout(client_->options()));
+          if (taken) {
+            on_acquired(handed);
+            co_return true;
+          }
+        }
+        break;
+      }
+      auto wake_at = std::min(deadline, add_saturating(now, poll));
+      // A holder that crashed releases nothing: look again when its lease ends.
+      if (last.pttl >= 0) wake_at = std::min(wake_at, add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
+      const auto wake = co_await subscriber.wait_until(watch, wake_at);
+      if (wake == AsyncSubscriber::Wake::cancelled) throw_cancelled();
+      if (wake == AsyncSubscriber::Wake::handed) {
+        // The release set the key to our token before publishing.
+        Attempt handed{true, false, false, slot.fence, -2, queued_at};
+        const bool taken = co_await confirm_lease(handed, Clock::time_point::max());
+        if (taken) {
+          on_acquired(handed);
+          co_return true;
+        }
+        slot.handed = false;  // the lease ran out while we did not run: queue again
+      }
+      last = co_await wait_attempt(entry, false, deadline);
+    }
+  } catch (const asio::system_error& e) {
+    was_cancelled = e.code() == asio::error::operation_aborted;
+    failure = std::current_exception();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // Gave up (deadline), cancelled or failed: leave the queue now, passing
+  // the key on if it was handed to us meanwhile.
+  static_cast<void>(was_cancelled);
+  co_await uncancellable();
+  co_await leave(entry);
+  if (failure) std::rethrow_exception(failure);
+  co_return false;
+}
+
+asio::awaitable<bool> AsyncLockImpl::confirm_lease(Attempt& attempt, Clock::time_point until) {
+  if (options_.no_expiry) co_return true;
+  if (Clock::now() < add_saturating(attempt.sent_at, options_.ttl / 2)) co_return true;
+  const std::array<std::string_view, 3> args{token_, ttl_text_, "0"};
+  const std::array<std::string_view, 1> lock_key{keys_[0]};
+  const auto sent_at = Clock::now();
+  AsyncClientImpl::Answer answer;
+  try {
+    answer = co_await client_->script(scripts::renew(), lock_key, args, "confirm a late grant", until);
+  } catch (...) {
+    client_->abandon(keys_, orphan_entry());
+    throw;
+  }
+  if (answer.ended != Ended::replied) {
+    client_->abandon(keys_, orphan_entry());
+    if (answer.ended == Ended::cancelled) throw_cancelled();
+    co_return false;
+  }
+  if (answer.reply->type == REDIS_REPLY_INTEGER && answer.reply->integer == 1) {
+    attempt.sent_at = sent_at;
+    co_return true;
+  }
+  co_return false;
+}
+
+asio::awaitable<void> AsyncLockImpl::leave(const std::string& entry) noexcept {
+  try {
+    co_await uncancellable();  // the caller did so too (see uncancellable())
+    const std::array<std::string_view, 1> args{entry};
+    auto answer = co_await client_->script(scripts::cancel_wait(), keys(), args, "cancel wait",
+                                           bounded_by_socket_timeout(client_->options()));
+    if (answer.ended == Ended::replied) {
+      if (answer.reply->type == REDIS_REPLY_INTEGER && answer.reply->integer == 3) warn_publish_denied(*client_);
+      co_return;
+    }
+  } catch (...) {
+  }
+  client_->abandon(keys_, entry);
+}
+}  // namespace lockon::detail

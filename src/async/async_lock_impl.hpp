@@ -1,0 +1,124 @@
+// AsyncLock's state and algorithm: the synchronous Lock's (src/lock/lock.cpp)
+// on coroutines, with the same keys, scripts and safety rules:
+// - fast path: SET NX PX GET (fenced: MULTI/SET/INCR/PEXPIRE/EXEC, raised by
+//   floor_fence below kFenceFloor), retried once with the same random token
+//   after a lost reply;
+// - waiting: subscribe to the wake channel before queueing (wait_attempt),
+//   then sleep until handed the key (message), the holder's pttl runs out,
+//   or wait_poll_interval passes;
+// - a lease counts from a send time preceding its grant; a grant with less
+//   than half a lease provable is confirmed by a renew round trip;
+// - an attempt with an unknown outcome (deadline, cancellation, I/O error)
+//   runs the cancel-wait script for its entry: inline when the caller
+//   gives up (so a cancelled waiter has left the queue when its operation
+//   completes), in the background (AsyncClientImpl::abandon) on failure.
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/system_error.hpp>
+#include <asio/this_coro.hpp>
+
+#include <array>
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "async/async_client_impl.hpp"
+#include "lock/lease.hpp"
+#include "lockon/async.hpp"
+
+namespace lockon::detail {
+
+// Called (co_await) before any awaitable once the caller may have been
+// cancelled: Asio throws operation_aborted from every co_await of a
+// cancelled coroutine, and the clean-up must still run.
+inline auto uncancellable() {
+  return asio::this_coro::reset_cancellation_state([](asio::cancellation_type) {
+    return asio::cancellation_type::none;
+  });
+}
+
+[[noreturn]] inline void throw_cancelled() { throw asio::system_error(asio::error::operation_aborted); }
+
+/// Now + the socket timeout (5 s when unbounded): for clean-ups that must
+/// not wait forever.
+inline std::chrono::steady_clock::time_point bounded_by_socket_timeout(const ConnectionOptions& options) {
+  const auto timeout = options.socket_timeout.count() > 0 ? options.socket_timeout : std::chrono::milliseconds(5000);
+  return std::chrono::steady_clock::now() + timeout;
+}
+
+/// Warns once per server that wake-ups cannot be published (ACL).
+void warn_publish_denied(const AsyncClientImpl& client);
+
+class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  AsyncLockImpl(std::shared_ptr<AsyncClientImpl> client, std::string name, LockOptions options);
+
+  /// deadline == min(): one attempt; max(): forever. Throws as documented
+  /// in async.hpp; asio::system_error(operation_aborted) when cancelled.
+  asio::awaitable<bool> acquire(Clock::time_point deadline);
+  asio::awaitable<void> release() noexcept;
+  asio::awaitable<void> extend(std::chrono::milliseconds additional, bool replace_ttl);
+  void release_detached() noexcept;
+  /// The AsyncLock object is gone: an acquisition still running releases
+  /// what it wins at once (nobody could release it later).
+  void orphan() noexcept { orphaned_ = true; }
+
+  const std::shared_ptr<AsyncClientImpl>& client() const noexcept { return client_; }
+  const std::string& name() const noexcept { return keys_[0]; }
+  const LockOptions& options() const noexcept { return options_; }
+  bool held() const noexcept { return held_; }
+  std::uint64_t fence() const noexcept { return fence_; }
+  const std::shared_ptr<LeaseSignal>& lease() const noexcept { return lease_; }
+  std::exception_ptr last_unlock_error() const noexcept { return last_unlock_error_; }
+
+ private:
+  struct Attempt {
+    bool acquired = false;
+    bool deadline_passed = false;
+    bool cancelled = false;  // the awaiting coroutine was cancelled mid-request
+    std::uint64_t fence = 0;
+    long long pttl = -2;
+    Clock::time_point sent_at;
+  };
+  struct Renewal;
+
+  std::array<std::string_view, 4> keys() const noexcept { return {keys_[0], keys_[1], keys_[2], keys_[3]}; }
+  std::string orphan_entry() const;
+  bool random_token() const noexcept { return !options_.token.has_value(); }
+  [[noreturn]] void throw_token_in_use() const;
+
+  asio::awaitable<bool> acquire_inner(Clock::time_point deadline);
+  asio::awaitable<Attempt> fast_attempt(Clock::time_point deadline);
+  asio::awaitable<int> fast_request(Attempt& result, Clock::time_point until);
+  asio::awaitable<int> fenced_request(Attempt& result, Clock::time_point until);
+  int previous_holder_is_us(const redisReply& previous) const;
+  asio::awaitable<Attempt> wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline);
+  asio::awaitable<bool> wait_for_turn(Clock::time_point deadline);
+  asio::awaitable<bool> confirm_lease(Attempt& attempt, Clock::time_point until);
+  /// Runs cancel-wait for `entry` now (not cancellable), bounded by the
+  /// socket timeout; hands it to the background if that fails.
+  asio::awaitable<void> leave(const std::string& entry) noexcept;
+  void on_acquired(const Attempt& attempt);
+  void stop_renewal() noexcept;
+  static asio::awaitable<void> renew_loop(std::shared_ptr<AsyncLockImpl> self, std::shared_ptr<Renewal> renewal);
+
+  std::shared_ptr<AsyncClientImpl> client_;
+  std::array<std::string, 4> keys_;  // lock, queue, fence, hand-over record
+  LockOptions options_;
+  std::string ttl_text_;
+  bool busy_ = false;  // an acquisition/extension is running
+  bool orphaned_ = false;
+  bool held_ = false;
+  std::string token_;  // current acquisition's (never logged)
+  std::uint64_t fence_ = 0;
+  std::shared_ptr<LeaseSignal> lease_;
+  std::shared_ptr<Renewal> renewal_;
+  std::exception_ptr last_unlock_error_;
+};
+
+}  // namespace lockon::detail

@@ -1,0 +1,101 @@
+// AsyncLocker: the acquisition policy of async_lock_on (async_locker.hpp).
+#include <algorithm>
+#include <string>
+
+#include "lockon/async.hpp"
+
+namespace lockon {
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string describe(std::string_view function_name, const std::string& key) {
+  return "async_lock_on '" + std::string(function_name) + "' (lock '" + key + "')";
+}
+
+}  // namespace
+
+asio::awaitable<int> async_acquire_for_call(const AsyncLockerCore& core, AsyncLock& lock,
+                                            std::string_view function_name) {
+  const LockerPolicy& policy = core.prepared.policy;
+  const auto start = Clock::now();
+  const bool bounded = policy.timeout.count() > 0;
+  const auto deadline = bounded ? start + policy.timeout : Clock::time_point::max();
+  const auto elapsed = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start); };
+  int attempts = 0;
+  bool acquired = false;
+  if (policy.retry_delay.count() == 0 && policy.retry_jitter.count() == 0) {
+    // Each attempt is one immediate try, as the synchronous locker does.
+    while (true) {
+      ++attempts;
+      acquired = co_await lock.async_try_lock(asio::use_awaitable);
+      if (acquired || (policy.max_retry > 0 && attempts >= policy.max_retry) || (bounded && Clock::now() >= deadline))
+        break;
+    }
+  } else {
+    // max_retry windows of retry_delay, cut to the deadline, waited as one
+    // wait on one queue place.
+    auto end = deadline;
+    if (policy.max_retry > 0) {
+      const auto windows = std::chrono::milliseconds(policy.retry_delay.count() * policy.max_retry);
+      end = std::min(end, start + windows);
+    }
+    if (end == Clock::time_point::max()) {
+      co_await lock.async_lock(asio::use_awaitable);
+      acquired = true;
+    } else {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - Clock::now());
+      acquired = co_await lock.async_try_lock_for(std::max(left, std::chrono::milliseconds(1)), asio::use_awaitable);
+    }
+    const auto delay = std::max<long long>(policy.retry_delay.count(), 1);
+    attempts = static_cast<int>(std::max<long long>(1, elapsed().count() / delay + (acquired ? 1 : 0)));
+    if (policy.max_retry > 0) attempts = std::min(attempts, policy.max_retry);
+  }
+  if (policy.on_attempt) {
+    try {
+      policy.on_attempt(AttemptEvent{function_name, lock.name(), attempts, acquired, elapsed()});
+    } catch (...) {
+      if (acquired) lock.unlock_detached();
+      throw;
+    }
+  }
+  if (acquired) co_return attempts;
+  const std::string counted = std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts");
+  // The deadline wins when both limits are reached.
+  if (bounded && Clock::now() >= deadline)
+    throw AcquireTimeout(describe(function_name, lock.name()) +
+                             ": acquire lock timeout: still held by another owner after " +
+                             std::to_string(elapsed().count()) + " ms (" + counted + ")",
+                         lock.name());
+  throw RetriesExhausted(describe(function_name, lock.name()) +
+                             ": acquire lock exceed max retry: held by another owner on all " + counted + " (" +
+                             std::to_string(elapsed().count()) + " ms)",
+                         lock.name());
+}
+
+namespace {
+
+std::shared_ptr<const AsyncLockerCore> make_core(AsyncClient client, LockerPolicy policy) {
+  PreparedPolicy prepared = PreparedPolicy::prepare(std::move(policy));
+  // A call's windows are one wait here (see async_locker.hpp).
+  prepared.lock_options.keep_queue_place = false;
+  return std::make_shared<const AsyncLockerCore>(AsyncLockerCore{std::move(client), std::move(prepared)});
+}
+
+}  // namespace
+}  // namespace detail
+
+AsyncLocker::AsyncLocker(AsyncClient client, LockerPolicy policy)
+    : core_(detail::make_core(std::move(client), std::move(policy))) {}
+
+std::shared_ptr<const detail::AsyncLockerCore> AsyncLocker::with_policy(LockerPolicy policy) const {
+  return detail::make_core(core_->client, std::move(policy));
+}
+
+std::string AsyncLocker::digest_for(std::string_view name, KeyScope scope) {
+  if (name.empty()) throw ConfigError("lockon: async_lock_on needs a non-empty function name");
+  return scope == KeyScope::entity ? std::string() : function_digest(name);
+}
+
+}  // namespace lockon

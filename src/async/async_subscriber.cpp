@@ -1,0 +1,227 @@
+#include "async/async_subscriber.hpp"
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include <array>
+#include <charconv>
+
+#include "client/connection.hpp"
+#include "common/diagnostics.hpp"
+#include "common/token.hpp"
+
+namespace lockon::detail {
+
+AsyncSubscriber::AsyncSubscriber(asio::any_io_executor executor, ConnectionOptions options,
+                                 std::chrono::milliseconds reconnect_delay)
+    : executor_(std::move(executor)),
+      id_(random_hex(8)),
+      reconnect_delay_(reconnect_delay),
+      connection_(std::make_shared<AsyncConnection>(executor_, std::move(options))),
+      reconnect_timer_(executor_) {}
+
+AsyncSubscriber::~AsyncSubscriber() { close(); }
+
+void AsyncSubscriber::close() noexcept {
+  closed_ = true;
+  reconnect_timer_.cancel();
+  connection_->set_push_handler({});
+  connection_->set_state_handler({});
+  connection_->close();
+}
+
+std::size_t AsyncSubscriber::subscribed_channels() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [name, channel] : channels_) n += channel.subscribed ? 1 : 0;
+  return n;
+}
+
+AsyncSubscriber::Watch AsyncSubscriber::watch(const std::string& waiter_id, const std::string& channel) {
+  if (!handlers_set_) {
+    handlers_set_ = true;
+    // Handlers hold weak references: the connection's coroutines may outlive us.
+    std::weak_ptr<AsyncSubscriber> weak = weak_from_this();
+    connection_->set_push_handler([weak](ReplyPtr reply) {
+      if (auto self = weak.lock()) self->on_push(std::move(reply));
+    });
+    connection_->set_state_handler([weak](bool up, std::exception_ptr) {
+      if (auto self = weak.lock()) self->on_state(up);
+    });
+  }
+  auto slot = std::make_shared<Slot>(executor_);
+  slot->channel = channel;
+  waiters_[waiter_id] = slot;
+  Channel& entry = channels_[channel];
+  if (++entry.waiters == 1 && !closed_) {
+    // Subscribe now if up; a connection being opened subscribes every
+    // channel with waiters once its handshake is through (on_state).
+    if (connection_->connected()) send("SUBSCRIBE", channel);
+    else connection_->ensure_connected();
+  }
+  return Watch(shared_from_this(), waiter_id, std::move(slot));
+}
+
+void AsyncSubscriber::unwatch(const std::string& waiter_id) noexcept {
+  try {
+    const auto found = waiters_.find(waiter_id);
+    if (found == waiters_.end()) return;
+    const std::string channel = found->second->channel;
+    waiters_.erase(found);
+    auto entry = channels_.find(channel);
+    if (entry == channels_.end()) return;
+    if (--entry->second.waiters > 0) return;
+    if (connection_->connected() && (entry->second.subscribed || entry->second.outstanding > 0)) {
+      send("UNSUBSCRIBE", channel);
+    } else if (entry->second.outstanding == 0) {
+      channels_.erase(entry);
+    }
+  } catch (...) {
+  }
+}
+
+void AsyncSubscriber::send(std::string_view verb, const std::string& channel) {
+  std::string resp;
+  const std::array<std::string_view, 2> args{verb, channel};
+  append_resp(resp, args);
+  channels_[channel].outstanding += 1;
+  pending_.push_back(channel);
+  connection_->send_unowed(resp);
+}
+
+void AsyncSubscriber::wake_channel_waiters(const std::string& channel) noexcept {
+  for (auto& [id, slot] : waiters_)
+    if (slot->channel == channel) slot->wake();
+}
+
+void AsyncSubscriber::on_push(ReplyPtr reply) {
+  if (reply->type == REDIS_REPLY_ERROR) {
+    // A refused SUBSCRIBE (-NOPERM): its waiters poll.
+    if (pending_.empty()) return;
+    const std::string channel = pending_.front();
+    pending_.pop_front();
+    auto entry = channels_.find(channel);
+    if (entry == channels_.end()) return;
+    entry->second.outstanding -= 1;
+    entry->second.denied = true;
+    warn_once("acl:subscribe:" + connection_->endpoint(),
+              "lockon's async client may not SUBSCRIBE to its wake-up channels on " + connection_->endpoint() +
+                  ": waiting locks fall back to polling every wait_poll_interval");
+    wake_channel_waiters(channel);
+    return;
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || reply->element[0]->type != REDIS_REPLY_STRING ||
+      reply->element[1]->type != REDIS_REPLY_STRING)
+    return;
+  const std::string_view kind(reply->element[0]->str, reply->element[0]->len);
+  const std::string channel(reply->element[1]->str, reply->element[1]->len);
+  if (kind == "message" && reply->element[2]->type == REDIS_REPLY_STRING) {
+    // "<waiter id> <fence>"
+    const std::string_view payload(reply->element[2]->str, reply->element[2]->len);
+    const auto space = payload.find(' ');
+    if (space == std::string_view::npos) return;
+    const auto waiter = waiters_.find(std::string(payload.substr(0, space)));
+    if (waiter == waiters_.end()) return;  // gave up meanwhile: its cancel passes the key on
+    std::uint64_t fence = 0;
+    const auto digits = payload.substr(space + 1);
+    std::from_chars(digits.data(), digits.data() + digits.size(), fence);
+    waiter->second->handed = true;
+    waiter->second->fence = fence;
+    waiter->second->wake();
+    return;
+  }
+  if (kind != "subscribe" && kind != "unsubscribe") return;
+  if (!pending_.empty()) pending_.pop_front();
+  auto entry = channels_.find(channel);
+  if (entry == channels_.end()) return;
+  Channel& state = entry->second;
+  state.outstanding -= 1;
+  if (state.outstanding > 0) return;  // a later (UN)SUBSCRIBE decides
+  state.subscribed = kind == "subscribe";
+  if (state.waiters == 0) {
+    if (state.subscribed && connection_->connected()) send("UNSUBSCRIBE", channel);
+    else channels_.erase(entry);
+    return;
+  }
+  if (!state.subscribed) {
+    send("SUBSCRIBE", channel);  // waiters came back while it was being dropped
+    return;
+  }
+  wake_channel_waiters(channel);
+}
+
+void AsyncSubscriber::on_state(bool up) {
+  if (up) {
+    for (auto& [name, channel] : channels_)
+      if (channel.waiters > 0) send("SUBSCRIBE", name);
+    return;
+  }
+  pending_.clear();
+  for (auto entry = channels_.begin(); entry != channels_.end();) {
+    entry->second.subscribed = false;
+    entry->second.outstanding = 0;
+    entry->second.denied = false;
+    if (entry->second.waiters == 0) entry = channels_.erase(entry);
+    else ++entry;
+  }
+  // Waiters retry at once (and poll) until their subscription is back.
+  for (auto& [id, slot] : waiters_) {
+    slot->nudged = true;
+    slot->wake();
+  }
+  if (!channels_.empty()) schedule_reconnect();
+}
+
+void AsyncSubscriber::schedule_reconnect() {
+  if (reconnect_scheduled_ || closed_) return;
+  reconnect_scheduled_ = true;
+  reconnect_timer_.expires_after(reconnect_delay_);
+  std::weak_ptr<AsyncSubscriber> weak = weak_from_this();
+  reconnect_timer_.async_wait([weak](const asio::error_code&) {
+    auto self = weak.lock();
+    if (!self) return;
+    self->reconnect_scheduled_ = false;
+    if (self->closed_ || self->channels_.empty()) return;
+    self->connection_->ensure_connected();
+  });
+}
+
+asio::awaitable<bool> AsyncSubscriber::wait_subscribed(Watch& watch, Clock::time_point until) {
+  auto self = shared_from_this();
+  Slot& slot = watch.slot();
+  while (true) {
+    const auto entry = channels_.find(slot.channel);
+    if (entry == channels_.end()) co_return false;
+    if (entry->second.subscribed && entry->second.outstanding == 0) co_return true;
+    if (entry->second.denied || closed_ || slot.handed || Clock::now() >= until) co_return false;
+    slot.timer.expires_at(until);
+    slot.waiting = true;
+    co_await slot.timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    slot.waiting = false;
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) co_return false;
+  }
+}
+
+asio::awaitable<AsyncSubscriber::Wake> AsyncSubscriber::wait_until(Watch& watch, Clock::time_point until) {
+  auto self = shared_from_this();
+  Slot& slot = watch.slot();
+  // Woken for someone else's reason (a subscription confirmed): sleep on.
+  while (!slot.handed && !slot.nudged && Clock::now() < until) {
+    slot.timer.expires_at(until);
+    slot.waiting = true;
+    auto [ec] = co_await slot.timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    slot.waiting = false;
+    static_cast<void>(ec);
+    if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none) break;
+  }
+  if (slot.handed) co_return Wake::handed;
+  if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
+    co_return Wake::cancelled;
+  if (slot.nudged) {
+    slot.nudged = false;
+    co_return Wake::nudged;
+  }
+  co_return Wake::timeout;
+}
+
+}  // namespace lockon::detail

@@ -1,0 +1,252 @@
+#include "client/cluster_topology.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+
+#include "client/connection.hpp"
+#include "common/token.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+namespace {
+
+std::string address_text(const NodeAddress& address) { return address.host + ":" + std::to_string(address.port); }
+
+std::string_view text_of(const redisReply& reply) {
+  if (reply.type == REDIS_REPLY_STRING || reply.type == REDIS_REPLY_STATUS) return {reply.str, reply.len};
+  return {};
+}
+
+// A field of a RESP2 flat map (CLUSTER SHARDS answers maps as arrays).
+const redisReply* field(const redisReply& map, std::string_view name) {
+  if (map.type != REDIS_REPLY_ARRAY) return nullptr;
+  for (std::size_t i = 0; i + 1 < map.elements; i += 2)
+    if (text_of(*map.element[i]) == name) return map.element[i + 1];
+  return nullptr;
+}
+
+long long integer_of(const redisReply* reply) {
+  if (reply == nullptr) return -1;
+  if (reply->type == REDIS_REPLY_INTEGER) return reply->integer;
+  const std::string_view text = text_of(*reply);
+  long long value = -1;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+// An announced host: "" or "?" mean "the address you reached me at".
+std::string host_or(std::string_view announced, const NodeAddress& asked) {
+  if (announced.empty() || announced == "?") return asked.host;
+  return std::string(announced);
+}
+
+}  // namespace
+
+ClusterTopology::ClusterTopology(const ConnectionOptions& options, PoolOptions limits)
+    : options_(options), limits_(limits), pubsub_{true, random_hex(8)} {
+  if (options_.seeds.empty()) options_.seeds.push_back({options_.host, options_.port});
+}
+
+std::shared_ptr<Node> ClusterTopology::node_for(std::string_view key) { return node_for_slot(key_slot(key)); }
+
+std::shared_ptr<Node> ClusterTopology::node_for_slot(int slot) {
+  if (stale_.load(std::memory_order_relaxed)) maybe_refresh();
+  bool loaded = false;
+  {
+    std::shared_lock lock(map_mutex_);
+    if (slots_[static_cast<std::size_t>(slot)]) return slots_[static_cast<std::size_t>(slot)];
+    loaded = !nodes_.empty();
+  }
+  // An unserved slot in a map read moments ago (a master failed and its
+  // replica is not promoted yet): say so without asking again right away.
+  const auto since = Clock::now().time_since_epoch().count() - last_refresh_.load(std::memory_order_relaxed);
+  if (!loaded || since >= Clock::duration(kRefreshInterval).count()) refresh();
+  std::shared_lock lock(map_mutex_);
+  if (slots_[static_cast<std::size_t>(slot)]) return slots_[static_cast<std::size_t>(slot)];
+  throw ServerBusyError("route key on " + options_.endpoint() + ": no master serves hash slot " +
+                            std::to_string(slot) + " (cluster down?)",
+                        "CLUSTERDOWN");
+}
+
+std::shared_ptr<Node> ClusterTopology::any_node() {
+  if (stale_.load(std::memory_order_relaxed)) maybe_refresh();
+  {
+    std::shared_lock lock(map_mutex_);
+    if (!nodes_.empty()) return nodes_.begin()->second;
+  }
+  refresh();
+  std::shared_lock lock(map_mutex_);
+  if (!nodes_.empty()) return nodes_.begin()->second;
+  throw ConnectError("cluster map on " + options_.endpoint() + ": no master known");
+}
+
+std::shared_ptr<Node> ClusterTopology::node_at(const NodeAddress& address) {
+  std::unique_lock lock(map_mutex_);
+  if (address.host.empty()) return node_locked({options_.seeds.front().host, address.port});
+  return node_locked(address);
+}
+
+std::shared_ptr<Node> ClusterTopology::node_locked(const NodeAddress& address) {
+  auto& node = nodes_[address_text(address)];
+  if (!node) {
+    ConnectionOptions options = options_;
+    options.deployment = Deployment::standalone;
+    options.seeds.clear();
+    options.unix_path.clear();
+    options.host = address.host;
+    options.port = address.port;
+    node = std::make_shared<Node>(std::move(options), limits_, pubsub_);
+  }
+  return node;
+}
+
+void ClusterTopology::report_error_reply(const Node& node, std::string_view text) noexcept {
+  static_cast<void>(node);
+  const std::string_view code = text.substr(0, text.find(' '));
+  if (code == "MOVED") {
+    // "MOVED <slot> <host>:<port>": fix that slot now, re-read the rest soon.
+    stale_.store(true, std::memory_order_relaxed);
+    const auto first = text.find(' ');
+    const auto second = text.find(' ', first + 1);
+    if (second == std::string_view::npos) return;
+    const std::string_view slot_text = text.substr(first + 1, second - first - 1);
+    const std::string_view target = text.substr(second + 1);
+    const auto colon = target.rfind(':');
+    int slot = -1;
+    int port = 0;
+    std::from_chars(slot_text.data(), slot_text.data() + slot_text.size(), slot);
+    if (colon == std::string_view::npos) return;
+    std::from_chars(target.data() + colon + 1, target.data() + target.size(), port);
+    if (slot < 0 || slot >= kClusterSlots || port <= 0 || port > 65535) return;
+    try {
+      std::unique_lock lock(map_mutex_);
+      slots_[static_cast<std::size_t>(slot)] = node_locked({host_or(target.substr(0, colon), {node.options().host, 0}), port});
+    } catch (...) {
+    }
+  } else if (code == "CLUSTERDOWN" || code == "READONLY" || code == "MASTERDOWN") {
+    stale_.store(true, std::memory_order_relaxed);
+  }
+}
+
+void ClusterTopology::report_io_failure(const Node& node) noexcept {
+  static_cast<void>(node);
+  stale_.store(true, std::memory_order_relaxed);
+}
+
+void ClusterTopology::maybe_refresh() noexcept {
+  const auto now = Clock::now().time_since_epoch().count();
+  if (now - last_refresh_.load(std::memory_order_relaxed) < Clock::duration(kRefreshInterval).count()) return;
+  std::unique_lock lock(refresh_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // someone else is at it; route with what we have
+  try {
+    refresh_locked();
+  } catch (...) {
+  }
+}
+
+void ClusterTopology::refresh() {
+  const std::uint64_t before = refreshes_.load();
+  std::lock_guard guard(refresh_mutex_);
+  // Another thread re-read the map while we waited for it: use that.
+  if (refreshes_.load() != before && !stale_.load()) return;
+  refresh_locked();
+}
+
+void ClusterTopology::refresh_locked() {
+  last_refresh_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  ++refreshes_;
+  std::vector<NodeAddress> candidates;
+  {
+    std::shared_lock lock(map_mutex_);
+    for (const auto& [name, node] : nodes_) candidates.push_back({node->options().host, node->options().port});
+  }
+  for (const NodeAddress& seed : options_.seeds)
+    if (std::find(candidates.begin(), candidates.end(), seed) == candidates.end()) candidates.push_back(seed);
+  std::string failures;
+  for (const NodeAddress& candidate : candidates) {
+    try {
+      const std::vector<Owner> owners = read_map(candidate);
+      if (owners.empty()) {
+        failures += " " + address_text(candidate) + ": no slots assigned;";
+        continue;
+      }
+      std::unique_lock lock(map_mutex_);
+      std::map<std::string, std::shared_ptr<Node>> kept;
+      std::array<std::shared_ptr<Node>, kClusterSlots> slots{};
+      for (const Owner& owner : owners) {
+        std::shared_ptr<Node> node = node_locked(owner.master);
+        kept[address_text(owner.master)] = node;
+        for (int slot = owner.start; slot <= owner.end && slot < kClusterSlots; ++slot)
+          if (slot >= 0) slots[static_cast<std::size_t>(slot)] = node;
+      }
+      // Masters no longer listed are retired; callers still holding one keep
+      // it alive until their exchange ends.
+      nodes_.swap(kept);
+      slots_.swap(slots);
+      stale_.store(false);
+      return;
+    } catch (const Error& e) {
+      failures += std::string(" ") + e.what() + ";";
+    }
+  }
+  throw ConnectError("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
+}
+
+std::vector<ClusterTopology::Owner> ClusterTopology::read_map(const NodeAddress& from) const {
+  ConnectionOptions options = options_;
+  options.deployment = Deployment::standalone;
+  options.host = from.host;
+  options.port = from.port;
+  Connection connection(std::move(options));
+  std::vector<Owner> owners;
+  const std::array<std::string_view, 2> shards{"CLUSTER", "SHARDS"};
+  ReplyPtr reply = connection.command(shards, "CLUSTER SHARDS");
+  if (reply->type == REDIS_REPLY_ARRAY) {
+    for (std::size_t i = 0; i < reply->elements; ++i) {
+      const redisReply& shard = *reply->element[i];
+      const redisReply* slots = field(shard, "slots");
+      const redisReply* nodes = field(shard, "nodes");
+      if (slots == nullptr || nodes == nullptr || nodes->type != REDIS_REPLY_ARRAY) continue;
+      std::optional<NodeAddress> master;
+      for (std::size_t n = 0; n < nodes->elements; ++n) {
+        const redisReply& node = *nodes->element[n];
+        const redisReply* role = field(node, "role");
+        const redisReply* health = field(node, "health");
+        if (role == nullptr || text_of(*role) != "master") continue;
+        if (health != nullptr && text_of(*health) != "online") continue;
+        long long port = integer_of(field(node, options_.tls.enabled ? "tls-port" : "port"));
+        if (port <= 0) port = integer_of(field(node, "port"));
+        const redisReply* endpoint = field(node, "endpoint");
+        const redisReply* ip = field(node, "ip");
+        std::string_view announced = endpoint != nullptr ? text_of(*endpoint) : std::string_view();
+        if ((announced.empty() || announced == "?") && ip != nullptr) announced = text_of(*ip);
+        const std::string host = host_or(announced, from);
+        if (port > 0 && port <= 65535) master = NodeAddress{host, static_cast<int>(port)};
+      }
+      if (!master || slots->type != REDIS_REPLY_ARRAY) continue;
+      for (std::size_t s = 0; s + 1 < slots->elements; s += 2)
+        owners.push_back({static_cast<int>(integer_of(slots->element[s])),
+                          static_cast<int>(integer_of(slots->element[s + 1])), *master});
+    }
+    return owners;
+  }
+  // Before Redis 7: CLUSTER SLOTS -> [[start, end, [host, port, id...], replicas...]...].
+  const std::array<std::string_view, 2> legacy{"CLUSTER", "SLOTS"};
+  reply = connection.command(legacy, "CLUSTER SLOTS");
+  if (reply->type == REDIS_REPLY_ERROR) throw_reply_error(*reply, connection.endpoint(), "CLUSTER SLOTS");
+  if (reply->type != REDIS_REPLY_ARRAY) return owners;
+  for (std::size_t i = 0; i < reply->elements; ++i) {
+    const redisReply& range = *reply->element[i];
+    if (range.type != REDIS_REPLY_ARRAY || range.elements < 3) continue;
+    const redisReply& master = *range.element[2];
+    if (master.type != REDIS_REPLY_ARRAY || master.elements < 2) continue;
+    const long long port = integer_of(master.element[1]);
+    if (port <= 0 || port > 65535) continue;
+    owners.push_back({static_cast<int>(integer_of(range.element[0])), static_cast<int>(integer_of(range.element[1])),
+                      NodeAddress{host_or(text_of(*master.element[0]), from), static_cast<int>(port)}});
+  }
+  return owners;
+}
+
+}  // namespace lockon::detail

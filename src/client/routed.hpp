@@ -1,0 +1,134 @@
+// One request to "the node serving this key", following Redis Cluster's
+// redirections: the one place where MOVED, ASK, TRYAGAIN and CLUSTERDOWN
+// are handled for the lock layer and Client.
+//
+// Those replies mean the request did not run (the node refused it before
+// executing anything; for MULTI/EXEC, EXEC aborts), so resending is safe:
+//   MOVED        the topology fixes that slot; retried at once on the owner;
+//   ASK          retried once on the target, preceded by ASKING;
+//   TRYAGAIN     (a multi-key request during a slot migration) and
+//   CLUSTERDOWN  (a failover under way) are retried after a back-off that
+//                doubles from 1 ms to 100 ms.
+// Everything is bounded by the caller's deadline (or, without one, by the
+// larger of the socket timeout and one second) and by kMaxAttempts; when
+// they run out the last reply is returned and the caller maps it like any
+// error reply (ServerBusyError). A connection failure (ConnectError: nothing
+// was sent) makes the topology re-read the map and is retried the same way;
+// any other I/O failure leaves the outcome unknown and is thrown as is.
+//
+// One server (no cluster): a straight call, no loop.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "client/client_impl.hpp"
+#include "client/hiredis_handles.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+
+enum class RedirectKind { none, moved, ask, retry };
+
+struct Redirect {
+  RedirectKind kind = RedirectKind::none;
+  NodeAddress target{};  // moved / ask
+};
+
+/// Classifies an error reply ("MOVED 12182 127.0.0.1:7002", "ASK ...",
+/// "TRYAGAIN ...", "CLUSTERDOWN ..."); kind none for anything else.
+Redirect redirect_of(std::string_view error_text) noexcept;
+
+inline const redisReply* first_redirect(const ReplyPtr& reply) noexcept {
+  return reply && reply->type == REDIS_REPLY_ERROR && redirect_of({reply->str, reply->len}).kind != RedirectKind::none
+             ? reply.get()
+             : nullptr;
+}
+inline const redisReply* first_redirect(const std::vector<ReplyPtr>& replies) noexcept {
+  for (const ReplyPtr& reply : replies)
+    if (const redisReply* found = first_redirect(reply)) return found;
+  return nullptr;
+}
+inline bool has_replies(const ReplyPtr& reply) noexcept { return reply != nullptr; }
+inline bool has_replies(const std::vector<ReplyPtr>& replies) noexcept { return !replies.empty(); }
+
+inline constexpr int kMaxRoutedAttempts = 16;
+
+/// Runs `exchange(Connection&, Node&)` (returning ReplyPtr or
+/// std::vector<ReplyPtr>; null/empty = the caller's deadline passed) on the
+/// node serving `key`, following redirections as described above.
+template <class Exchange>
+auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_clock::time_point until,
+                 Exchange&& exchange) -> decltype(exchange(std::declval<Connection&>(), std::declval<Node&>())) {
+  using Clock = std::chrono::steady_clock;
+  if (client.options().deployment != Deployment::cluster) {
+    const auto node = client.node_for(key);  // outlives the lease
+    auto connection = node->pool().borrow();
+    return exchange(*connection, *node);
+  }
+  Topology& topology = client.topology();
+  const auto start = Clock::now();
+  const auto bound = until != Clock::time_point::max()
+                         ? until
+                         : start + std::max<Clock::duration>(client.options().socket_timeout, std::chrono::seconds(1));
+  auto backoff = std::chrono::milliseconds(1);
+  const auto pause = [&] {
+    const auto now = Clock::now();
+    if (now + backoff >= bound) return false;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    return true;
+  };
+  // ASK target (a plain pair rather than std::optional: GCC 12 warns on
+  // optional<struct with string> here).
+  bool asking = false;
+  NodeAddress ask_target;
+  for (int attempt = 1;; ++attempt) {
+    std::shared_ptr<Node> node;
+    try {
+      node = asking ? topology.node_at(ask_target) : nullptr;
+      if (!node) node = client.node_for(key);
+    } catch (const ServerBusyError&) {
+      // No master serves the slot right now (a failover under way).
+      if (attempt < kMaxRoutedAttempts && pause()) continue;
+      throw;
+    }
+    decltype(exchange(std::declval<Connection&>(), std::declval<Node&>())) result;
+    try {
+      auto connection = node->pool().borrow();
+      if (asking) {
+        const std::array<std::string_view, 1> asking_command{"ASKING"};
+        connection->ensure_connected();
+        static_cast<void>(connection->command(asking_command, "ASKING"));
+      }
+      result = exchange(*connection, *node);
+    } catch (const ConnectError&) {
+      topology.report_io_failure(*node);
+      asking = false;
+      if (attempt < kMaxRoutedAttempts && pause()) continue;
+      throw;
+    } catch (const IoError&) {
+      topology.report_io_failure(*node);
+      throw;
+    }
+    const redisReply* redirect = has_replies(result) ? first_redirect(result) : nullptr;
+    if (redirect == nullptr) return result;
+    const std::string_view text(redirect->str, redirect->len);
+    topology.report_error_reply(*node, text);
+    if (attempt >= kMaxRoutedAttempts || Clock::now() >= bound) return result;
+    const Redirect what = redirect_of(text);
+    asking = what.kind == RedirectKind::ask;
+    if (asking) {
+      ask_target = what.target;
+    } else if (what.kind == RedirectKind::retry || attempt > 2) {
+      // A MOVED right after a MOVED: the map is in flux (failover); wait.
+      if (!pause()) return result;
+    }
+  }
+}
+
+}  // namespace lockon::detail

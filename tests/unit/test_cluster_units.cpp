@@ -1,0 +1,50 @@
+// Cluster pieces that need no server: redirection parsing (routed.hpp) and
+// the mapping of cluster error replies (never a raw MOVED/ASK).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "client/error_map.hpp"
+#include "client/routed.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+namespace {
+
+TEST(ClusterRedirect, ParsesMovedAskAndRetryableAnswers) {
+  Redirect moved = redirect_of("MOVED 3999 127.0.0.1:6381");
+  EXPECT_EQ(moved.kind, RedirectKind::moved);
+  EXPECT_EQ(moved.target, (NodeAddress{"127.0.0.1", 6381}));
+  Redirect ask = redirect_of("ASK 12182 10.0.0.7:7002");
+  EXPECT_EQ(ask.kind, RedirectKind::ask);
+  EXPECT_EQ(ask.target, (NodeAddress{"10.0.0.7", 7002}));
+  // Redis 7 may leave the host out when the node has no announced endpoint.
+  Redirect bare = redirect_of("MOVED 1 :7005");
+  EXPECT_EQ(bare.kind, RedirectKind::moved);
+  EXPECT_EQ(bare.target, (NodeAddress{"", 7005}));
+  EXPECT_EQ(redirect_of("TRYAGAIN Multiple keys request during rehashing of slot").kind, RedirectKind::retry);
+  EXPECT_EQ(redirect_of("CLUSTERDOWN The cluster is down").kind, RedirectKind::retry);
+  EXPECT_EQ(redirect_of("ERR unknown command").kind, RedirectKind::none);
+  EXPECT_EQ(redirect_of("MOVED garbage").kind, RedirectKind::none);
+  EXPECT_EQ(redirect_of("MOVED 1 host:99999").kind, RedirectKind::none);
+  EXPECT_EQ(redirect_of("CROSSSLOT Keys in request don't hash to the same slot").kind, RedirectKind::none);
+}
+
+TEST(ClusterRedirect, LeftoverRedirectionsMapToServerBusyWithoutTheRawCode) {
+  for (const char* text : {"MOVED 3999 127.0.0.1:6381", "ASK 3999 127.0.0.1:6381", "CLUSTERDOWN The cluster is down",
+                           "TRYAGAIN Multiple keys request during rehashing of slot"}) {
+    try {
+      throw_reply_error(text, "127.0.0.1:7000", "acquire lock");
+      FAIL() << text;
+    } catch (const ServerBusyError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("acquire lock on 127.0.0.1:7000: ", 0), 0u) << what;
+      if (std::string(text).starts_with("MOVED") || std::string(text).starts_with("ASK")) {
+        EXPECT_NE(what.find("hash slot kept moving"), std::string::npos) << what;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lockon::detail
