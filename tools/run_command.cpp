@@ -17,6 +17,7 @@
 
 #include "child.hpp"
 #include "exit_codes.hpp"
+#include "node_tally.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/options.hpp"
@@ -202,8 +203,10 @@ int run_command(const RunOptions& options) {
     loss->wake->notify();
   };
   RedlockOptions redlock_options;
+  auto tally = std::make_shared<NodeTally>();
   if (reporter.verbose()) {
-    redlock_options.on_node_event = [&reporter](const NodeEvent& e) {
+    redlock_options.on_node_event = [&reporter, tally](const NodeEvent& e) {
+      tally->record(e);
       if (e.ok() && e.operation == NodeOperation::extend) return;  // routine renewals
       reporter.info("node " + e.endpoint + " " + std::string(to_string(e.operation)) + ": " +
                     std::string(to_string(e.outcome)) + " (" + e.detail + ")");
@@ -245,7 +248,9 @@ int run_command(const RunOptions& options) {
                   format_duration_ms(acquisition.took.count()));
     return exit_code::timed_out;
   }
-  reporter.info("acquired '" + options.name + "' on " + where + " in " + format_duration_ms(acquisition.took.count()) +
+  reporter.info("acquired '" + options.name + "' on " +
+                (servers.size() > 1 ? tally->summary(servers.size()) : where) + " in " +
+                format_duration_ms(acquisition.took.count()) +
                 " (token " + token_prefix(token) + "..." +
                 (options.fence_env.empty() ? std::string() : ", fence " + std::to_string(lock->fence())) + ")");
 

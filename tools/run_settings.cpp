@@ -1,6 +1,7 @@
 #include "run_settings.hpp"
 
 #include <cctype>
+#include <string>
 
 #include "lockon/errors.hpp"
 #include "lockon/options.hpp"
@@ -15,12 +16,26 @@ bool valid_env_name(const std::string& name) {
   return true;
 }
 
+std::chrono::milliseconds parse_cli_duration(std::string_view text, std::string_view option) {
+  // flock(1) reads -w 10 as ten seconds: a bare number (fractions allowed) is
+  // seconds here, unlike the library's URL parameters where it is
+  // milliseconds. With a unit, parse_duration decides.
+  const bool bare = !text.empty() && text.find_first_not_of("0123456789.") == std::string_view::npos;
+  try {
+    return parse_duration(bare ? std::string(text) + "s" : std::string(text));
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(option) + ": " + e.what());
+  }
+}
+
 RunSettings validate_run_options(const RunOptions& options) {
   RunSettings s;
-  s.ttl = parse_duration(options.ttl);
-  if (s.ttl.count() <= 0) throw ConfigError("--ttl must be positive");
-  if (!options.wait.empty()) s.wait = parse_duration(options.wait);
-  s.kill_after = parse_duration(options.kill_after);
+  s.ttl = parse_cli_duration(options.ttl, "--ttl");
+  if (s.ttl < kMinimumTtl)
+    throw ConfigError("--ttl " + options.ttl + " is too short: the lease is renewed every ttl/3 and a renewal " +
+                      "needs a round trip; use at least " + std::to_string(kMinimumTtl.count()) + "ms");
+  if (!options.wait.empty()) s.wait = parse_cli_duration(options.wait, "--wait");
+  s.kill_after = parse_cli_duration(options.kill_after, "--kill-after");
   if (options.name.empty()) throw ConfigError("the lock NAME must not be empty");
   if (options.command.empty() || options.command.front().empty()) throw ConfigError("COMMAND is missing");
   if (!options.fence_env.empty() && !valid_env_name(options.fence_env))

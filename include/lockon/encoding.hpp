@@ -249,6 +249,89 @@ consteval bool encodable() {
   }
 }
 
+// Compile-time diagnosis of an argument that is not Encodable: instantiated
+// only for such a type, it descends to the innermost culprit (the element of
+// a container, the alternative of a variant) and stops at a static_assert
+// giving that type's reason.
+template <class T>
+consteval void explain_unencodable();
+
+template <class Tuple, std::size_t... I>
+consteval void explain_elements(std::index_sequence<I...>) {
+  ((encodable<std::remove_cv_t<std::tuple_element_t<I, Tuple>>>()
+        ? void()
+        : explain_unencodable<std::remove_cv_t<std::tuple_element_t<I, Tuple>>>()),
+   ...);
+}
+
+template <class Variant, std::size_t... I>
+consteval void explain_alternatives(std::index_sequence<I...>) {
+  ((encodable<std::remove_cv_t<std::variant_alternative_t<I, Variant>>>()
+        ? void()
+        : explain_unencodable<std::remove_cv_t<std::variant_alternative_t<I, Variant>>>()),
+   ...);
+}
+
+template <class T>
+consteval void explain_unencodable() {
+  constexpr Kind kind = kind_of<T>();
+  if constexpr (kind == Kind::optional) {
+    explain_unencodable<std::remove_cv_t<typename T::value_type>>();
+  } else if constexpr (kind == Kind::variant) {
+    explain_alternatives<T>(std::make_index_sequence<std::variant_size_v<T>>{});
+  } else if constexpr (kind == Kind::tuple) {
+    explain_elements<T>(std::make_index_sequence<std::tuple_size_v<T>>{});
+  } else if constexpr (kind == Kind::map) {
+    if constexpr (!encodable<std::remove_cv_t<typename T::key_type>>())
+      explain_unencodable<std::remove_cv_t<typename T::key_type>>();
+    else
+      explain_unencodable<std::remove_cv_t<typename T::mapped_type>>();
+  } else if constexpr (kind == Kind::list) {
+    explain_unencodable<std::remove_cv_t<std::ranges::range_value_t<const T>>>();
+  } else if constexpr (kind == Kind::bad_char) {
+    static_assert(dependent_false<T>,
+                  "lockon: T (named in this instantiation) is a single character, ambiguous as a lock "
+                  "argument (text or number?); pass std::string_view(&c, 1) for text or int(c) for a number");
+  } else if constexpr (kind == Kind::bad_wide_string) {
+    static_assert(dependent_false<T>,
+                  "lockon: T (named in this instantiation) is a wide/UTF-16/UTF-32 string; only char "
+                  "strings can be lock arguments: convert it to a UTF-8 std::string");
+  } else if constexpr (kind == Kind::bad_long_double) {
+    static_assert(dependent_false<T>,
+                  "lockon: T (named in this instantiation) is long double, which has no exact canonical "
+                  "encoding; convert to double");
+  } else if constexpr (kind == Kind::bad_pointer) {
+    static_assert(dependent_false<T>,
+                  "lockon: T (named in this instantiation) is a pointer: an address means nothing to "
+                  "another process; pass the pointee or an id");
+  } else if constexpr (kind == Kind::bad_duration) {
+    static_assert(dependent_false<T>,
+                  "lockon: T (named in this instantiation) is a duration with a floating rep or a "
+                  "fractional number of nanoseconds per tick; duration_cast to std::chrono::nanoseconds");
+  } else if constexpr (kind == Kind::bad_unordered) {
+    static_assert(dependent_false<T>,
+                  "lockon: T (named in this instantiation) is an unordered container, which has no "
+                  "canonical order; use std::map/std::set or a sorted std::vector");
+  } else if constexpr (kind == Kind::bad_self_range) {
+    static_assert(dependent_false<T>,
+                  "lockon: T (named in this instantiation) is a range of itself (e.g. "
+                  "std::filesystem::path); pass its string form");
+  } else {
+    static_assert(dependent_false<T>,
+                  "lockon: T (named in this instantiation) is a type lockon has no encoding for; "
+                  "specialize lockon::ArgEncoder<T> for it (see lockon/encoding.hpp)");
+  }
+}
+
+// Instantiated by lock_on for each locked position: for an argument that
+// cannot be encoded, the compiler's instantiation note names Position (the
+// argument's index) and Arg (its type), and explain_unencodable the reason.
+template <std::size_t Position, class Arg>
+consteval bool lock_argument_is_encodable() {
+  if constexpr (!encodable<std::remove_cvref_t<Arg>>()) explain_unencodable<std::remove_cvref_t<Arg>>();
+  return true;
+}
+
 // Tags of the wire format (see the top of this file).
 inline constexpr char kTagInteger = 'i';
 inline constexpr char kTagString = 's';

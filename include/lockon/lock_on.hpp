@@ -236,9 +236,11 @@ class LockedCall<F, Site, Mode, std::index_sequence<I...>, Signature<R, Args...>
   static_assert(((I < sizeof...(Args)) && ...),
                 "lockon: a lock_on argument position is not less than the number of arguments the caller passes "
                 "(an injected LockContext is not counted; a member function's object is position 0)");
-  static_assert((Encodable<NthType<(I < sizeof...(Args) ? I : 0), Args..., int>> && ...),
-                "lockon: the argument at a lock_on position cannot be encoded (see lockon/encoding.hpp; "
-                "specialize lockon::ArgEncoder<T> for your type)");
+  // An unencodable argument fails inside lock_argument_is_encodable<Position,
+  // Arg> with that type's own reason (char, pointer, unordered container...).
+  static_assert((detail::lock_argument_is_encodable<I, NthType<(I < sizeof...(Args) ? I : 0), Args..., int>>() &&
+                 ...),
+                "lockon: the argument at a lock_on position cannot be encoded (reason above)");
   static_assert(CallableTraits<F>::const_callable,
                 "lockon: the callable must be invocable as const (mutable lambdas are not supported: a locked "
                 "function may be called from several threads)");

@@ -65,8 +65,9 @@ class RedisLocker {
   /// now and shared by every call). Each call constructs a lockon::Redlock,
   /// which PINGs the nodes first (one parallel round trip) — see
   /// lockon/redlock.hpp for the algorithm and its caveats. Throws ConfigError
-  /// for a bad URL or policy; Redlock's own validation (duplicate endpoints,
-  /// bad RedlockOptions) happens at the first call.
+  /// for a bad URL or policy, or a server listed twice (the message names
+  /// its endpoint, never a password); RedlockOptions are validated at the
+  /// first call.
   static RedisLocker redlock(const std::vector<std::string>& urls, LockerPolicy policy = {},
                              RedlockOptions redlock_options = {}, PoolOptions pool = {});
 
@@ -158,7 +159,8 @@ void reset_default_locker() noexcept;
 
 /// The default locker: the one set by set_default_locker, else one created
 /// on first use from the LOCKON_REDIS_URL environment variable (default
-/// policy) and kept. Thread-safe; cheap (a shared handle copy).
+/// policy) and kept. Several URLs separated by whitespace mean Redlock over
+/// those masters (RedisLocker::redlock), as for the `lockon` CLI. Thread-safe; cheap (a shared handle copy).
 /// Throws ConfigError when neither exists, or the URL is invalid.
 RedisLocker default_locker();
 

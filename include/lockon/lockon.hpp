@@ -23,6 +23,7 @@
 #include "lockon/lock_on.hpp"
 #include "lockon/locker.hpp"
 #include "lockon/md5.hpp"
+#include "lockon/metrics.hpp"
 #include "lockon/options.hpp"
 #include "lockon/policy.hpp"
 #include "lockon/redlock.hpp"

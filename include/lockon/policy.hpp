@@ -144,6 +144,7 @@ struct Acquisition {
   std::unique_ptr<DistributedLock> lock;  // null when busy and !throw_on_busy
   int attempts = 0;
   std::string encoded_args;  // kept to file the lock as idle afterwards
+  std::chrono::steady_clock::time_point acquired_at{};  // for the hold-time metric
 };
 
 /// Takes an idle lock for the key of `encoded_args` (encode_args of the

@@ -39,7 +39,7 @@
 //     nodes fail (no majority possible, or validity used up) are retried at
 //     most 3 times in a row, then QuorumError is thrown: an outage is
 //     reported, not waited out. Waiting is polling: a Redlock has no pub/sub
-//     hand-off (LockOptions::fair and wait_poll_interval are not used).
+//     hand-off and no FIFO queue (wait_poll_interval is not used).
 //   * Extend/reacquire/renewal use a script that, on each node, pushes the
 //     expiry of a key holding our token, and *re-creates* a missing key with
 //     our token (a node restarted empty must not silently cost us the

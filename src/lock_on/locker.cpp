@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -23,6 +24,8 @@
 #include "lockon/key.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/lock_context.hpp"
+#include "lockon/options.hpp"
+#include "lock_on/metrics_internal.hpp"
 #include "lockon/redlock.hpp"
 
 namespace lockon {
@@ -157,11 +160,62 @@ class IdleLocks {
   std::vector<Entry> entries_;  // least recently filed first
 };
 
+namespace {
+
+// Called inside a catch block: rethrows the exception being handled as the
+// same type, its message prefixed with the function and the lock key, so an
+// outage reported through lock_on says which lock it hit. LockErrors already
+// carry the key; anything not a lockon::Error passes through unchanged.
+[[noreturn]] void rethrow_with_context(const CallSite& site, std::string_view key) {
+  metrics_detail::record_acquire(site.function_name, metrics_detail::Outcome::error, {});
+  const std::string prefix = describe(site, key) + ": ";
+  try {
+    throw;
+  } catch (const LockError&) {
+    throw;
+  } catch (const TlsError& e) {
+    throw TlsError(prefix + e.what());
+  } catch (const ConnectError& e) {
+    throw ConnectError(prefix + e.what());
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(prefix + e.what());
+  } catch (const ClosedError& e) {
+    throw ClosedError(prefix + e.what());
+  } catch (const ProtocolError& e) {
+    throw ProtocolError(prefix + e.what());
+  } catch (const IoError& e) {
+    throw IoError(prefix + e.what());
+  } catch (const AuthError& e) {
+    throw AuthError(prefix + e.what(), e.code());
+  } catch (const WrongTypeError& e) {
+    throw WrongTypeError(prefix + e.what(), e.code());
+  } catch (const PermissionError& e) {
+    throw PermissionError(prefix + e.what(), e.code());
+  } catch (const ReadOnlyError& e) {
+    throw ReadOnlyError(prefix + e.what(), e.code());
+  } catch (const ServerBusyError& e) {
+    throw ServerBusyError(prefix + e.what(), e.code());
+  } catch (const ReplyError& e) {
+    throw ReplyError(prefix + e.what(), e.code());
+  } catch (const PoolTimeoutError& e) {
+    throw PoolTimeoutError(prefix + e.what());
+  } catch (const UnsupportedServerError& e) {
+    throw UnsupportedServerError(prefix + e.what());
+  }
+}
+
+}  // namespace
+
 Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_on_busy) {
   const LockerPolicy& policy = site.policy.policy;
   std::unique_ptr<DistributedLock> lock = site.core.idle->take(site.policy, site.digest, encoded_args);
   if (!lock) {
-    lock = site.core.make_lock(make_lock_key(policy.key_prefix, site.digest, encoded_args), site.policy.lock_options);
+    std::string key = make_lock_key(policy.key_prefix, site.digest, encoded_args);
+    try {
+      lock = site.core.make_lock(key, site.policy.lock_options);
+    } catch (...) {
+      rethrow_with_context(site, key);
+    }
     if (!lock) throw ConfigError("lockon: the RedisLocker's lock factory returned no lock");
   }
 
@@ -171,12 +225,16 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
   for (int attempt = 1;; ++attempt) {
     const milliseconds window = policy.retry_delay + jitter(policy.retry_jitter);
     bool acquired = false;
-    if (window.count() == 0) {
-      acquired = lock->try_lock();
-    } else if (bounded && Clock::now() + window >= deadline) {
-      acquired = lock->try_lock_until(deadline);  // the last window is cut to the deadline
-    } else {
-      acquired = lock->try_lock_for(window);
+    try {
+      if (window.count() == 0) {
+        acquired = lock->try_lock();
+      } else if (bounded && Clock::now() + window >= deadline) {
+        acquired = lock->try_lock_until(deadline);  // the last window is cut to the deadline
+      } else {
+        acquired = lock->try_lock_for(window);
+      }
+    } catch (...) {
+      rethrow_with_context(site, lock->name());
     }
     if (policy.on_attempt) {
       try {
@@ -188,7 +246,11 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
         throw;
       }
     }
-    if (acquired) return Acquisition{std::move(lock), attempt, std::move(encoded_args)};
+    if (acquired) {
+      const Clock::time_point now = Clock::now();
+      metrics_detail::record_acquire(site.function_name, metrics_detail::Outcome::acquired, now - start);
+      return Acquisition{std::move(lock), attempt, std::move(encoded_args), now};
+    }
 
     // The deadline wins when both limits are reached by the same attempt.
     const bool timed_out = bounded && Clock::now() >= deadline;
@@ -197,6 +259,8 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
       const std::string key = lock->name();
       const long long waited_ms = elapsed_ms(start).count();
       site.core.idle->put(site.policy, site.digest, std::move(encoded_args), std::move(lock));
+      metrics_detail::record_acquire(site.function_name,
+                                     timed_out ? metrics_detail::Outcome::timeout : metrics_detail::Outcome::busy, {});
       if (!throw_on_busy) return Acquisition{nullptr, attempt, {}};
       const std::string attempts = std::to_string(attempt) + (attempt == 1 ? " attempt" : " attempts");
       if (timed_out) {
@@ -204,14 +268,18 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
                                  std::to_string(waited_ms) + " ms (" + attempts + ")",
                              key);
       }
-      throw RetriesExhausted(describe(site, key) + ": acquire lock exceed max retry: held by another owner on all " +
-                                 attempts + " (" + std::to_string(waited_ms) + " ms)",
+      throw RetriesExhausted(describe(site, key) + " still busy after " + attempts + " over " +
+                                 std::to_string(waited_ms) + " ms (max_retry " + std::to_string(policy.max_retry) +
+                                 "): held by another owner every time",
                              key);
     }
   }
 }
 
 void recycle(const CallSite& site, Acquisition&& acquired) noexcept {
+  if (acquired.lock) {
+    metrics_detail::record_release(site.function_name, Clock::now() - acquired.acquired_at, acquired.lock->lost());
+  }
   if (!acquired.lock || acquired.lock->held()) return;  // never file a held lock
   site.core.idle->put(site.policy, site.digest, std::move(acquired.encoded_args), std::move(acquired.lock));
 }
@@ -278,6 +346,16 @@ RedisLocker::RedisLocker(LockFactory make_lock, LockerPolicy policy)
 RedisLocker RedisLocker::redlock(const std::vector<std::string>& urls, LockerPolicy policy,
                                  RedlockOptions redlock_options, PoolOptions pool) {
   if (urls.empty()) throw ConfigError("lockon: RedisLocker::redlock needs at least one node URL");
+  // The same server twice would count one vote twice: refuse it here, naming
+  // the endpoint (host:port or socket path; never the password).
+  std::vector<std::string> endpoints;
+  for (const std::string& url : urls) {
+    std::string endpoint = ConnectionOptions::from_url(url).endpoint();
+    if (std::find(endpoints.begin(), endpoints.end(), endpoint) != endpoints.end())
+      throw ConfigError("lockon: RedisLocker::redlock: node " + endpoint +
+                        " is listed twice; Redlock needs independent masters");
+    endpoints.push_back(std::move(endpoint));
+  }
   std::vector<Client> nodes;
   nodes.reserve(urls.size());
   for (const std::string& url : urls) nodes.emplace_back(url, pool);
@@ -339,7 +417,14 @@ RedisLocker default_locker() {
       throw ConfigError("lockon: no default locker: call lockon::set_default_locker(...) or set LOCKON_REDIS_URL, "
                         "or call the decorated function through .with(locker)");
     }
-    slot.locker.emplace(std::string_view(url));
+    // One meaning everywhere (the CLI reads it the same way): several URLs
+    // separated by whitespace mean Redlock over those masters.
+    std::vector<std::string> urls;
+    std::istringstream words{std::string(url)};
+    for (std::string word; words >> word;) urls.push_back(word);
+    if (urls.size() == 1) slot.locker.emplace(std::string_view(urls.front()));
+    else if (urls.size() > 1) slot.locker.emplace(RedisLocker::redlock(urls));
+    else throw ConfigError("lockon: LOCKON_REDIS_URL is blank: set it to a URL, or several separated by spaces");
   }
   return *slot.locker;
 }

@@ -1,5 +1,6 @@
 # check.cmake — installs lockon into a scratch prefix, builds tests/consumer
-# against it with find_package(lockon), and runs the result.
+# against it with find_package(lockon) and again by hand with pkg-config
+# (lockon.pc), runs both, and checks the exported target file is clean.
 #
 #   cmake -DLOCKON_SOURCE_DIR=... -DLOCKON_BINARY_DIR=... -DWORK_DIR=...
 #         [-DBUILD_TYPE=Debug] -P check.cmake
@@ -91,4 +92,41 @@ if(LOCKON_BUILD_LOCKON_ASIO_INCLUDE_DIR)
   run_step("run async" "${async_consumer}")
   string(APPEND sync_output "${step_output}")
 endif()
-message(STATUS "consumer check passed: ${sync_output}")
+set(cmake_consumer_output "${sync_output}")
+
+# The exported target is clean: the include directory once, no empty
+# $<LINK_ONLY:> left by build-only dependencies.
+file(GLOB_RECURSE targets_file "${prefix}/*/lockon-targets.cmake")
+file(READ "${targets_file}" targets)
+if(targets MATCHES "LINK_ONLY:>")
+  message(FATAL_ERROR "consumer check: ${targets_file} has an empty $<LINK_ONLY:>")
+endif()
+string(REGEX MATCH "INTERFACE_INCLUDE_DIRECTORIES \"[^\"]*\"" includes "${targets}")
+if(NOT includes STREQUAL "INTERFACE_INCLUDE_DIRECTORIES \"\${_IMPORT_PREFIX}/include\"")
+  message(FATAL_ERROR "consumer check: include directories should be listed once: ${includes}")
+endif()
+
+# The same program built by a pkg-config user: the compiler driven by hand
+# with `pkg-config --cflags --libs --static lockon` from the installed lockon.pc.
+file(GLOB_RECURSE pc_file "${prefix}/*/pkgconfig/lockon.pc")
+if(NOT pc_file)
+  message(FATAL_ERROR "consumer check: no lockon.pc installed under ${prefix}")
+endif()
+get_filename_component(pc_dir "${pc_file}" DIRECTORY)
+find_program(PKG_CONFIG_EXECUTABLE pkg-config REQUIRED)
+run_step("pkg-config" "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${pc_dir}"
+  "${PKG_CONFIG_EXECUTABLE}" --cflags --libs --static lockon)
+string(STRIP "${step_output}" pc_flags)
+separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+set(sanitizer_flags)
+if(LOCKON_BUILD_LOCKON_SANITIZE)
+  set(sanitizer_flags -fsanitize=address,undefined)
+endif()
+set(cxx "${LOCKON_BUILD_CMAKE_CXX_COMPILER}")
+if(NOT cxx)
+  set(cxx c++)
+endif()
+run_step("pkg-config build" "${cxx}" "${LOCKON_SOURCE_DIR}/tests/consumer/main.cpp" ${pc_flags} ${sanitizer_flags}
+  -o "${WORK_DIR}/consumer-pkg-config")
+run_step("pkg-config run" "${WORK_DIR}/consumer-pkg-config")
+message(STATUS "consumer check passed: cmake: ${cmake_consumer_output} pkg-config: ${step_output}")

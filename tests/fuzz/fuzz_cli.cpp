@@ -144,9 +144,10 @@ void fuzz_run_options(FuzzedDataProvider& data) {
   const bool ok = config_only("validate_run_options threw something other than ConfigError",
                               [&] { settings = lockon::cli::validate_run_options(options); });
   if (!ok) return;
-  check(settings.ttl.count() > 0, "non-positive TTL accepted");
-  check(settings.ttl == lockon::parse_duration(options.ttl), "--ttl differs from parse_duration");
-  check(settings.kill_after == lockon::parse_duration(options.kill_after), "--kill-after differs");
+  check(settings.ttl >= lockon::cli::kMinimumTtl, "TTL below the minimum accepted");
+  check(settings.ttl == lockon::cli::parse_cli_duration(options.ttl, "--ttl"), "--ttl differs from parse_cli_duration");
+  check(settings.kill_after == lockon::cli::parse_cli_duration(options.kill_after, "--kill-after"),
+        "--kill-after differs");
   check(settings.wait.has_value() == !options.wait.empty(), "--wait presence changed");
   check(!options.name.empty() && !options.command.empty(), "run accepted without NAME or COMMAND");
   check(options.fence_env.empty() || lockon::cli::valid_env_name(options.fence_env), "bad --fence-env accepted");

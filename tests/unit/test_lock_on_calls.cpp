@@ -253,7 +253,10 @@ TEST(LockOnCalls, MaxRetryCountsAttemptsExactly) {
       FAIL() << "expected RetriesExhausted";
     } catch (const lockon::RetriesExhausted& e) {
       EXPECT_EQ(e.name(), locked.key_for(1));
-      EXPECT_NE(std::string(e.what()).find("exceed max retry"), std::string::npos) << e.what();
+      const std::string expected = "lock '" + locked.key_for(1) + "' still busy after " + std::to_string(max_retry) +
+                                   (max_retry == 1 ? " attempt over " : " attempts over ");
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("lock_on 'busy'"), std::string::npos) << e.what();
     }
     const long long took = ms_since(start);
     EXPECT_EQ(backend.attempts(), max_retry);

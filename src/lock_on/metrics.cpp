@@ -1,0 +1,185 @@
+#include "lockon/metrics.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include "lock_on/metrics_internal.hpp"
+
+namespace lockon {
+namespace {
+
+class Histogram {
+ public:
+  void observe(double ms) noexcept {
+    for (std::size_t i = 0; i < kMetricsBucketsMs.size(); ++i) {
+      if (ms <= kMetricsBucketsMs[i]) buckets_[i].fetch_add(1, std::memory_order_relaxed);
+    }
+    count_.fetch_add(1, std::memory_order_relaxed);
+    // Microseconds as an integer: atomic adds without a CAS loop on a double.
+    sum_us_.fetch_add(static_cast<std::uint64_t>(ms * 1000.0), std::memory_order_relaxed);
+  }
+  HistogramSnapshot snapshot() const noexcept {
+    HistogramSnapshot s;
+    for (std::size_t i = 0; i < kMetricsBucketsMs.size(); ++i) s.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+    s.count = count_.load(std::memory_order_relaxed);
+    s.sum_ms = static_cast<double>(sum_us_.load(std::memory_order_relaxed)) / 1000.0;
+    return s;
+  }
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kMetricsBucketsMs.size()> buckets_{};
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::uint64_t> sum_us_{0};
+};
+
+struct Counters {
+  std::atomic<std::uint64_t> acquisitions{0}, busy{0}, timeouts{0}, errors{0}, lease_losses{0};
+  Histogram wait, hold;
+};
+
+class Registry {
+ public:
+  Counters& at(std::string_view function) {
+    {
+      const std::shared_lock read(mutex_);
+      if (auto it = entries_.find(function); it != entries_.end()) return *it->second;
+    }
+    const std::unique_lock write(mutex_);
+    auto [it, inserted] = entries_.try_emplace(std::string(function));
+    if (inserted) it->second = std::make_unique<Counters>();
+    return *it->second;
+  }
+  std::vector<FunctionMetrics> snapshot() const {
+    const std::shared_lock read(mutex_);
+    std::vector<FunctionMetrics> out;
+    out.reserve(entries_.size());
+    for (const auto& [name, c] : entries_) {
+      FunctionMetrics m;
+      m.function = name;
+      m.acquisitions = c->acquisitions.load(std::memory_order_relaxed);
+      m.busy = c->busy.load(std::memory_order_relaxed);
+      m.timeouts = c->timeouts.load(std::memory_order_relaxed);
+      m.errors = c->errors.load(std::memory_order_relaxed);
+      m.lease_losses = c->lease_losses.load(std::memory_order_relaxed);
+      m.wait = c->wait.snapshot();
+      m.hold = c->hold.snapshot();
+      out.push_back(std::move(m));
+    }
+    return out;  // std::map: already sorted by name
+  }
+  void reset() noexcept {
+    const std::unique_lock write(mutex_);
+    entries_.clear();  // references handed out are never kept past a call
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, std::unique_ptr<Counters>, std::less<>> entries_;
+};
+
+Registry& registry() {
+  static Registry instance;
+  return instance;
+}
+
+double to_ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// Label values escape backslash, double quote and newline (text format 0.0.4).
+std::string label(std::string_view value) {
+  std::string out = "{function=\"";
+  for (const char c : value) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+
+std::string number(double v) {
+  std::string s = std::to_string(v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+namespace metrics_detail {
+
+void record_acquire(std::string_view function, Outcome outcome, std::chrono::steady_clock::duration waited) noexcept {
+  try {
+    Counters& c = registry().at(function);
+    switch (outcome) {
+      case Outcome::acquired:
+        c.acquisitions.fetch_add(1, std::memory_order_relaxed);
+        c.wait.observe(to_ms(waited));
+        break;
+      case Outcome::busy: c.busy.fetch_add(1, std::memory_order_relaxed); break;
+      case Outcome::timeout: c.timeouts.fetch_add(1, std::memory_order_relaxed); break;
+      case Outcome::error: c.errors.fetch_add(1, std::memory_order_relaxed); break;
+    }
+  } catch (...) {
+    // Out of memory for a new entry: the observation is dropped, not the call.
+  }
+}
+
+void record_release(std::string_view function, std::chrono::steady_clock::duration held, bool lost) noexcept {
+  try {
+    Counters& c = registry().at(function);
+    c.hold.observe(to_ms(held));
+    if (lost) c.lease_losses.fetch_add(1, std::memory_order_relaxed);
+  } catch (...) {
+  }
+}
+
+}  // namespace metrics_detail
+
+std::vector<FunctionMetrics> metrics_snapshot() { return registry().snapshot(); }
+
+void reset_metrics() noexcept { registry().reset(); }
+
+std::string prometheus_text() {
+  const std::vector<FunctionMetrics> all = metrics_snapshot();
+  std::string out;
+  const auto counter = [&](const char* name, const char* help, std::uint64_t FunctionMetrics::*field) {
+    out += std::string("# HELP ") + name + ' ' + help + "\n# TYPE " + name + " counter\n";
+    for (const auto& m : all) out += name + label(m.function) + "} " + std::to_string(m.*field) + '\n';
+  };
+  counter("lockon_acquisitions_total", "lock_on calls that acquired their lock.", &FunctionMetrics::acquisitions);
+  counter("lockon_busy_total", "lock_on calls that found the lock held and gave up (busy / max_retry).",
+          &FunctionMetrics::busy);
+  counter("lockon_timeouts_total", "lock_on calls whose acquisition timed out.", &FunctionMetrics::timeouts);
+  counter("lockon_errors_total", "lock_on acquisitions that failed with an infrastructure error.",
+          &FunctionMetrics::errors);
+  counter("lockon_lease_losses_total", "lock_on calls whose lease was lost while the function ran.",
+          &FunctionMetrics::lease_losses);
+  const auto histogram = [&](const char* name, const char* help, HistogramSnapshot FunctionMetrics::*field) {
+    out += std::string("# HELP ") + name + ' ' + help + "\n# TYPE " + name + " histogram\n";
+    for (const auto& m : all) {
+      const HistogramSnapshot& h = m.*field;
+      const std::string base = label(m.function);
+      for (std::size_t i = 0; i < kMetricsBucketsMs.size(); ++i) {
+        out += std::string(name) + "_bucket" + base + ",le=\"" + number(kMetricsBucketsMs[i] / 1000.0) + "\"} " +
+               std::to_string(h.buckets[i]) + '\n';
+      }
+      out += std::string(name) + "_bucket" + base + ",le=\"+Inf\"} " + std::to_string(h.count) + '\n';
+      out += std::string(name) + "_sum" + base + "} " + number(h.sum_ms / 1000.0) + '\n';
+      out += std::string(name) + "_count" + base + "} " + std::to_string(h.count) + '\n';
+    }
+  };
+  histogram("lockon_wait_seconds", "Time lock_on calls waited to acquire their lock.", &FunctionMetrics::wait);
+  histogram("lockon_hold_seconds", "Time lock_on calls held their lock.", &FunctionMetrics::hold);
+  return out;
+}
+
+}  // namespace lockon
