@@ -15,6 +15,15 @@ struct ServerOptions {
   /// As given with --url (repeatable); empty: $LOCKON_REDIS_URL, else the
   /// default URL. Several URLs mean Redlock.
   std::vector<std::string> urls{};
+  /// TLS flags, named like redis-cli's (--cacert, --cacertdir, --cert,
+  /// --key, --sni, --insecure). They apply to every rediss:// URL, over the
+  /// URL's own query parameters; with a plain redis:// URL they are an error.
+  std::string cacert{};
+  std::string cacertdir{};
+  std::string cert{};
+  std::string key{};
+  std::string sni{};
+  bool insecure = false;
 };
 
 struct RunOptions {

@@ -50,11 +50,24 @@ namespace {
 void add_url_option(CLI::App& command, ServerOptions& servers) {
   command
       .add_option("--url", servers.urls,
-                  "Redis URL redis://[[user]:password@]host[:port][/db] or unix:///path; repeat it for "
+                  "Redis URL redis://[[user]:password@]host[:port][/db], rediss://... (TLS) or unix:///path; repeat it for "
                   "Redlock over several independent masters (default: $LOCKON_REDIS_URL, else "
                   "redis://127.0.0.1:6379)")
       ->type_name("URL")
       ->allow_extra_args(false);
+  // Named like redis-cli's; for rediss:// URLs (also settable in the URL's
+  // query: ?cacert=...&sni=...).
+  command.add_option("--cacert", servers.cacert, "TLS: trusted CA certificates (PEM file); default: the system store")
+      ->type_name("FILE");
+  command.add_option("--cacertdir", servers.cacertdir, "TLS: directory of trusted CA certificates (hashed names)")
+      ->type_name("DIR");
+  command.add_option("--cert", servers.cert, "TLS: client certificate (PEM) for mutual TLS; needs --key")
+      ->type_name("FILE");
+  command.add_option("--key", servers.key, "TLS: private key (PEM) of --cert")->type_name("FILE");
+  command.add_option("--sni", servers.sni, "TLS: server name sent and verified (default: the URL's host)")
+      ->type_name("NAME");
+  command.add_flag("--insecure", servers.insecure,
+                   "TLS: do not verify the server's certificate at all (tests only; never a default)");
 }
 
 CLI::App* add_run(CLI::App& app, RunOptions& o, std::string& on_lost) {

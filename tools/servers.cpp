@@ -4,6 +4,8 @@
 #include <sstream>
 #include <utility>
 
+#include "lockon/errors.hpp"
+
 namespace lockon::cli {
 
 std::vector<std::string> resolve_urls(const ServerOptions& options) {
@@ -17,12 +19,34 @@ std::vector<std::string> resolve_urls(const ServerOptions& options) {
   return urls;
 }
 
+namespace {
+
+/// The --cacert & co. flags over the URL's own TLS query parameters.
+void apply_tls_flags(const ServerOptions& flags, ConnectionOptions& options) {
+  const bool any = !flags.cacert.empty() || !flags.cacertdir.empty() || !flags.cert.empty() || !flags.key.empty() ||
+                   !flags.sni.empty() || flags.insecure;
+  if (!any) return;
+  if (!options.tls.enabled)
+    throw ConfigError("--cacert, --cacertdir, --cert, --key, --sni and --insecure need a rediss:// URL (" +
+                      options.endpoint() + " is plaintext)");
+  if (!flags.cacert.empty()) options.tls.cacert = flags.cacert;
+  if (!flags.cacertdir.empty()) options.tls.cacertdir = flags.cacertdir;
+  if (!flags.cert.empty()) options.tls.cert = flags.cert;
+  if (!flags.key.empty()) options.tls.key = flags.key;
+  if (!flags.sni.empty()) options.tls.sni = flags.sni;
+  if (flags.insecure) options.tls.insecure = true;
+}
+
+}  // namespace
+
 Servers::Servers(const ServerOptions& options, Reporter& reporter) : urls_(resolve_urls(options)) {
   for (const auto& url : urls_) {
     // from_url's messages never contain the password; it throws ConfigError.
-    const ConnectionOptions parsed = ConnectionOptions::from_url(url);
+    ConnectionOptions parsed = ConnectionOptions::from_url(url);
     reporter.redactor().add_password(parsed.password);
+    apply_tls_flags(options, parsed);
     endpoints_.push_back(parsed.endpoint());
+    options_.push_back(std::move(parsed));
   }
 }
 
@@ -38,8 +62,8 @@ std::string Servers::describe() const {
 
 std::vector<Client> Servers::clients() const {
   std::vector<Client> clients;
-  clients.reserve(urls_.size());
-  for (const auto& url : urls_) clients.emplace_back(url);
+  clients.reserve(options_.size());
+  for (const auto& options : options_) clients.emplace_back(options);
   return clients;
 }
 

@@ -17,8 +17,9 @@ namespace lockon::cli {
 /// The servers a command talks to: one (a plain Lock) or several (Redlock).
 class Servers {
  public:
-  /// Parses every URL (ConfigError for a bad one) and registers their
-  /// passwords with the reporter's redactor. Connects to nothing.
+  /// Parses every URL (ConfigError for a bad one, or for TLS flags with a
+  /// plain redis:// URL), applies the TLS flags and registers the passwords
+  /// with the reporter's redactor. Connects to nothing.
   Servers(const ServerOptions& options, Reporter& reporter);
 
   const std::vector<std::string>& urls() const noexcept { return urls_; }
@@ -37,6 +38,7 @@ class Servers {
 
  private:
   std::vector<std::string> urls_;
+  std::vector<ConnectionOptions> options_;  // parsed URLs with the TLS flags applied
   std::vector<std::string> endpoints_;
 };
 
