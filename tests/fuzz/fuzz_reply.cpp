@@ -39,6 +39,10 @@ constexpr std::string_view kEndpoint = "127.0.0.1:6379";
 constexpr std::string_view kOperation = "EVALSHA";
 // describe(): operation + " on " + endpoint + ": " + cause.
 constexpr std::size_t kFixedText = kOperation.size() + 4 + kEndpoint.size() + 2;
+// A mapped error may add a fixed explanation around the server's text (a
+// redirection that never settled: "the key's hash slot kept moving (last
+// answer: ...)"); what must stay bounded is the echo of the reply itself.
+constexpr std::size_t kExplanation = 64;
 
 // Size of the text of every error reply in `reply` (the first one thrown is among them).
 std::size_t longest_error(const redisReply& reply) {
@@ -96,7 +100,7 @@ void check_reply_error(const lockon::ReplyError& e, const redisReply& error_repl
 }
 
 void convert(const redisReply& reply) {
-  const std::size_t bound = kFixedText + longest_error(reply);
+  const std::size_t bound = kFixedText + kExplanation + longest_error(reply);
   try {
     const lockon::Reply converted = lockon::detail::to_reply(reply, kEndpoint, kOperation);
     check(first_error(reply) == nullptr, "to_reply returned for a reply containing an error");
