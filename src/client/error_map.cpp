@@ -20,28 +20,6 @@ bool is_timeout_errno(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == ET
 
 }  // namespace
 
-void throw_context_error(const redisContext* context, int saved_errno, Phase phase, std::string_view endpoint,
-                         std::string_view operation) {
-  if (context == nullptr) throw ConnectError(describe(operation, endpoint, "cannot allocate a connection"));
-  const std::string cause = context->errstr[0] != '\0' ? context->errstr : "unknown hiredis error";
-  const bool timed_out = context->err == REDIS_ERR_IO && is_timeout_errno(saved_errno);
-  if (phase == Phase::connect) {
-    // Whatever went wrong, nothing of the caller's command reached the server.
-    throw ConnectError(describe(operation, endpoint, timed_out ? "connect timed out" : "cannot connect: " + cause));
-  }
-  switch (context->err) {
-    case REDIS_ERR_IO:
-      if (timed_out) throw TimeoutError(describe(operation, endpoint, "timed out waiting for the reply"));
-      throw ClosedError(describe(operation, endpoint, "connection broken: " + cause));
-    case REDIS_ERR_EOF:
-      throw ClosedError(describe(operation, endpoint, "server closed the connection"));
-    case REDIS_ERR_PROTOCOL:
-      throw ProtocolError(describe(operation, endpoint, "protocol error: " + cause));
-    default:
-      throw IoError(describe(operation, endpoint, cause));
-  }
-}
-
 void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, Phase phase,
                     std::string_view endpoint, std::string_view operation) {
   const std::string reason = !cause.empty() ? std::string(cause)

@@ -1,4 +1,4 @@
-// The one place where hiredis failures and error replies become lockon
+// The one place where transport failures and error replies become lockon
 // exceptions. Every client-layer path (commands, pipelines, scripts, the
 // handshake, fan-out) maps through here, so a code means the same exception
 // wherever it shows up.
@@ -29,12 +29,6 @@ enum class IoFailure {
 /// `cause` describes it when errno cannot (empty: strerror(saved_errno)).
 [[noreturn]] void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, Phase phase,
                                  std::string_view endpoint, std::string_view operation);
-
-/// Throws the IoError subclass matching `context->err` (and the errno value
-/// captured right after the failing call). `context` may be null when hiredis
-/// could not even allocate one. Messages name the endpoint and operation.
-[[noreturn]] void throw_context_error(const redisContext* context, int saved_errno, Phase phase,
-                                      std::string_view endpoint, std::string_view operation);
 
 /// The exception class an error reply maps to.
 enum class ReplyKind { generic, auth, wrong_type, permission, read_only, busy };

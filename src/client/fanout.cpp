@@ -262,16 +262,13 @@ std::vector<FanOutResult> fan_out_until_enough(std::span<FanOutTarget> targets, 
       // connection warm; a dial in progress is closed.
       if (dialing || !connection.abandon_replies()) connection.mark_broken();
       results[i].abandoned = true;
-      const std::string why = "connect to " + connection.endpoint() + " (" + std::string(operation) +
-                              "): not waited for after " + std::to_string(waited.count()) +
-                              " ms; the other nodes' replies decided";
+      const std::string after = " after " + std::to_string(waited.count()) + " ms; the other nodes' replies decided";
       if (dialing) {
-        results[i].error = std::make_exception_ptr(ConnectError(why));
+        results[i].error = std::make_exception_ptr(ConnectError("connect to " + connection.endpoint() + " (" +
+                                                                std::string(operation) + "): not waited for" + after));
       } else {
-        results[i].error = std::make_exception_ptr(TimeoutError(std::string(operation) + " on " + connection.endpoint() +
-                                                                ": reply not waited for after " +
-                                                                std::to_string(waited.count()) +
-                                                                " ms; the other nodes' replies decided"));
+        results[i].error = std::make_exception_ptr(
+            TimeoutError(std::string(operation) + " on " + connection.endpoint() + ": reply not waited for" + after));
       }
     }
     return results;

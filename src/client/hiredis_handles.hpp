@@ -8,11 +8,6 @@
 
 namespace lockon::detail {
 
-struct ContextDeleter {
-  void operator()(redisContext* context) const noexcept { redisFree(context); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-
 struct ReaderDeleter {
   void operator()(redisReader* reader) const noexcept { redisReaderFree(reader); }
 };

@@ -120,25 +120,25 @@ void convert(const redisReply& reply) {
 }
 
 // A reader failure as a connection would report it: the IoError mapping
-// (throw_context_error) with the reader's code and text.
+// (throw_io_error, a protocol failure) with the reader's text.
 void map_reader_failure(const redisReader& reader, int saved_errno, bool connecting) {
-  redisContext context{};
-  context.err = reader.err;
-  std::memcpy(context.errstr, reader.errstr, sizeof context.errstr);
-  context.errstr[sizeof context.errstr - 1] = '\0';
+  char errstr[sizeof reader.errstr];
+  std::memcpy(errstr, reader.errstr, sizeof errstr);
+  errstr[sizeof errstr - 1] = '\0';
   const auto phase = connecting ? lockon::detail::Phase::connect : lockon::detail::Phase::command;
   try {
-    lockon::detail::throw_context_error(&context, saved_errno, phase, kEndpoint, kOperation);
+    lockon::detail::throw_io_error(lockon::detail::IoFailure::protocol, saved_errno, errstr, phase, kEndpoint,
+                                   kOperation);
   } catch (const lockon::IoError& e) {
     check(!connecting || dynamic_cast<const lockon::ConnectError*>(&e) != nullptr,
           "a failure while connecting is not a ConnectError", e.what());
-    check(std::string_view(e.what()).size() <= kFixedText + 32 + sizeof context.errstr,
-          "IoError message unbounded", e.what());
+    check(std::string_view(e.what()).size() <= kFixedText + 32 + sizeof errstr, "IoError message unbounded",
+          e.what());
     return;
   } catch (const std::exception& e) {
-    fail("throw_context_error threw something other than an IoError", e.what());
+    fail("throw_io_error threw something other than an IoError", e.what());
   }
-  fail("throw_context_error returned");
+  fail("throw_io_error returned");
 }
 
 }  // namespace
