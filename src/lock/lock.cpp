@@ -201,7 +201,8 @@ class Lock::Impl {
   bool queue_directly(Clock::time_point deadline) const {
     // Replica acks: the fast path pipelines WAIT with the SET; the queue's
     // grant would need an extra round trip (replicate_grant).
-    if (acks_required() || deadline == Clock::time_point::min()) return false;
+    if (queue_directly_until_ == Clock::time_point{} || acks_required() || deadline == Clock::time_point::min())
+      return false;  // the uncontended path pays no clock read here
     const auto now = Clock::now();
     return now < queue_directly_until_ && now < deadline;
   }
