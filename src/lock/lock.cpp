@@ -80,6 +80,11 @@ class Lock::Impl {
       throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
     if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
     token_ = state_.options.token ? *state_.options.token : detail::random_hex();
+    // Contended a moment ago: the fast SET NX would most likely fail, and
+    // the queue's script acquires a free key just as well. Skipping it saves
+    // a round trip, a server command and a context switch per contended
+    // acquisition (see docs/benchmarks.md, contention across processes).
+    if (queue_directly(deadline)) return wait_for_turn(deadline);
     Attempt first = fast_attempt(deadline);
     if (first.acquired && confirm_lease(first)) {
       require_acks(first.acks);
@@ -187,6 +192,25 @@ class Lock::Impl {
   };
 
   bool random_token() const noexcept { return !state_.options.token.has_value(); }
+
+  // How long after an acquisition that had to wait the next one goes
+  // straight to the queue: below the subscriber's linger (1 s), so the
+  // subscription is normally still up and queueing costs no SUBSCRIBE.
+  static constexpr std::chrono::milliseconds kContendedMemory{500};
+
+  bool queue_directly(Clock::time_point deadline) const {
+    // Replica acks: the fast path pipelines WAIT with the SET; the queue's
+    // grant would need an extra round trip (replicate_grant).
+    if (queue_directly_until_ == Clock::time_point{} || acks_required() || deadline == Clock::time_point::min())
+      return false;  // the uncontended path pays no clock read here
+    const auto now = Clock::now();
+    return now < queue_directly_until_ && now < deadline;
+  }
+
+  // After an acquisition through the queue: whether it waited there.
+  void note_contention(bool waited) {
+    queue_directly_until_ = waited ? detail::add_saturating(Clock::now(), kContendedMemory) : Clock::time_point{};
+  }
 
   // An entry for the clean-up of an acquisition that has no queue place.
   std::string orphan_entry(const std::string& token) const {
@@ -374,8 +398,13 @@ class Lock::Impl {
     }
     try {
       Attempt last = wait_attempt(wait_->entry, !resumed, deadline);
+      bool waited = resumed;
       while (true) {
-        if (last.acquired && confirm_lease(last)) return finish_wait(last);
+        if (last.acquired && confirm_lease(last)) {
+          note_contention(waited);
+          return finish_wait(last);
+        }
+        waited = true;
         if (!last.deadline_passed) wait_->last = last;
         const auto now = Clock::now();
         if (last.deadline_passed || now >= deadline) return give_up();
@@ -386,7 +415,10 @@ class Lock::Impl {
         follow_slot(wake_at);
         if (wait_->watch->wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
           Attempt handed = handed_attempt();
-          if (confirm_lease(handed)) return finish_wait(handed);
+          if (confirm_lease(handed)) {
+            note_contention(true);
+            return finish_wait(handed);
+          }
           reset_slot();  // handed, but the lease ran out while we did not run: queue again
         }
         last = wait_attempt(wait_->entry, false, deadline);
@@ -588,6 +620,7 @@ class Lock::Impl {
   const std::string ttl_text_;
   std::string token_;
   std::unique_ptr<Wait> wait_;
+  Clock::time_point queue_directly_until_{};  // see queue_directly()
   std::string wait_replicas_, wait_timeout_;  // WAIT's arguments (wait_args)
   std::array<std::string_view, 3> wait_command_{};
   std::shared_ptr<detail::RenewalEntry> renewal_;
