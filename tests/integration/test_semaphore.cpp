@@ -1,0 +1,170 @@
+// integration/test_semaphore.cpp — lockon::Semaphore (issue 16): never more
+// than N holders (threads and processes), FIFO hand-over of freed permits,
+// renewal, and a SIGKILLed holder whose permit comes back with its TTL.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lock/lock_scripts.hpp"
+#include "lockon/client.hpp"
+#include "lockon/errors.hpp"
+#include "lockon/semaphore.hpp"
+#include "shared_lease_support.hpp"
+#include "support/fixtures.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class SemaphoreTest : public ClientTest {
+ protected:
+  void SetUp() override {
+    ClientTest::SetUp();
+    if (HasFatalFailure()) return;
+    pooled_ = std::make_unique<Client>(server().url(), PoolOptions{.size = 16, .wait_timeout = 10s});
+  }
+  Client& pooled() { return *pooled_; }
+  long long holders(const std::string& name) { return raw({"ZCARD", detail::companion_key(name, "sh")}).integer; }
+  long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "sq")}).integer; }
+
+  std::unique_ptr<Client> pooled_;
+};
+
+TEST_F(SemaphoreTest, AtMostNPermitsAreHeld) {
+  const std::string name = key("sem");
+  Semaphore a(client(), name, 2), b(client(), name, 2), c(client(), name, 2);
+  EXPECT_TRUE(a.try_acquire());
+  EXPECT_TRUE(b.try_acquire_for(1s));
+  EXPECT_FALSE(c.try_acquire());
+  EXPECT_FALSE(c.try_acquire_for(50ms));
+  EXPECT_EQ(queued(name), 0) << "a waiter that gave up left its queue place";
+  EXPECT_EQ(holders(name), 2);
+  a.release();
+  EXPECT_FALSE(a.held());
+  EXPECT_TRUE(c.try_acquire());
+  {
+    std::unique_lock<Semaphore> guard(a, std::try_to_lock);
+    EXPECT_FALSE(guard.owns_lock());
+  }
+  b.release();
+  c.release();
+  EXPECT_EQ(raw({"EXISTS", detail::companion_key(name, "sh")}).integer, 0);
+}
+
+TEST_F(SemaphoreTest, MisuseIsReported) {
+  const std::string name = key("sem");
+  EXPECT_THROW(Semaphore(client(), name, 0), ConfigError);
+  EXPECT_THROW(Semaphore(client(), name, 1, {.wait_poll_interval = 0ms}), ConfigError);
+  Semaphore semaphore(client(), name, 3);
+  EXPECT_THROW(semaphore.release_or_throw(), LockError);
+  semaphore.release();  // no-op, never throws
+  semaphore.acquire();
+  EXPECT_THROW(semaphore.acquire(), LockError) << "one permit per object";
+  semaphore.release();
+}
+
+TEST_F(SemaphoreTest, FreedPermitsGoToWaitersInArrivalOrder) {
+  const std::string name = key("sem");
+  Semaphore holder(client(), name, 1, {.wait_poll_interval = 10s});
+  holder.acquire();
+  std::mutex mutex;
+  std::vector<int> order;
+  Crew waiters;
+  for (int i = 0; i < 4; ++i) {
+    waiters.run(1, [&, i](int) {
+      Semaphore semaphore(pooled(), name, 1, {.wait_poll_interval = 10s});
+      if (!semaphore.try_acquire_for(10s)) throw std::runtime_error("timed out");
+      {
+        const std::lock_guard guard(mutex);
+        order.push_back(i);
+      }
+      std::this_thread::sleep_for(5ms);
+    });
+    ASSERT_TRUE(eventually(5s, [&] { return queued(name) == i + 1; }));
+  }
+  const auto released = Clock::now();
+  holder.release();
+  waiters.join();
+  EXPECT_EQ(waiters.errors(), "");
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  // Four hand-overs with 5 ms holds: well under one poll interval (10 s).
+  std::cout << "4 hand-overs: " << ms_since(released) << " ms\n";
+  EXPECT_LT(ms_since(released), 1000);
+}
+
+TEST_F(SemaphoreTest, EightThreadsNeverMoreThanThreeInside) {
+  const std::string name = key("sem");
+  constexpr int kPermits = 3, kThreads = 8, kRounds = 60;
+  std::atomic<int> inside{0}, peak{0}, violations{0};
+  Crew crew;
+  crew.run(kThreads, [&](int) {
+    Semaphore semaphore(pooled(), name, kPermits, {.ttl = 10s});
+    for (int round = 0; round < kRounds; ++round) {
+      if (!semaphore.try_acquire_for(30s)) throw std::runtime_error("timed out");
+      const int now_inside = ++inside;
+      raise_peak(peak, now_inside);
+      if (now_inside > kPermits) ++violations;
+      std::this_thread::sleep_for(300us);
+      --inside;
+      semaphore.release();
+    }
+  });
+  crew.join();
+  EXPECT_EQ(crew.errors(), "");
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(peak.load(), kPermits) << "permits were never all in use at once";
+  EXPECT_EQ(holders(name), 0);
+  EXPECT_EQ(queued(name), 0);
+}
+
+TEST_F(SemaphoreTest, FourProcessesNeverMoreThanTwoInside) {
+  const std::string name = key("sem");
+  const std::string inside = key("inside");
+  const std::string peak = key("peak");
+  std::vector<Child> workers;
+  for (int i = 0; i < 4; ++i)
+    workers.push_back(spawn(worker_argv("sem_count", {server().url(), name, "2", inside, peak, "80"})));
+  for (auto& worker : workers) {
+    const ProcessResult result = worker.wait(90s);
+    EXPECT_TRUE(result.succeeded()) << result.describe() << worker.stdout_text();
+  }
+  EXPECT_EQ(raw({"GET", inside}).str, "0");
+  EXPECT_EQ(raw({"GET", peak}).str, "2");
+  EXPECT_EQ(holders(name), 0);
+}
+
+TEST_F(SemaphoreTest, KilledHolderGivesItsPermitBackWithinTtl) {
+  const std::string name = key("sem");
+  constexpr auto kTtl = 1000ms;
+  std::vector<Child> holders_;
+  for (int i = 0; i < 2; ++i) {
+    holders_.push_back(spawn(worker_argv("sem_hold", {server().url(), name, "2", std::to_string(kTtl.count())})));
+    ASSERT_TRUE(holders_.back().wait_for_output("acquired", 10s)) << holders_.back().stderr_text();
+  }
+  std::this_thread::sleep_for(kTtl + 200ms);  // renewed at least once
+  ASSERT_EQ(holders(name), 2) << "permits were not renewed";
+  std::atomic<long long> acquired_ns{0};
+  std::thread waiter([&] {
+    Semaphore semaphore(client(), name, 2, {.wait_poll_interval = 30s});
+    if (semaphore.try_acquire_for(10s)) acquired_ns = Clock::now().time_since_epoch().count();
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; }));
+  const auto killed = Clock::now();
+  holders_[0].kill(SIGKILL);
+  waiter.join();
+  ASSERT_NE(acquired_ns.load(), 0) << "the crashed holder's permit never came back";
+  const long long took_ms = (acquired_ns.load() - killed.time_since_epoch().count()) / 1'000'000;
+  std::cout << "permit back after a SIGKILLed holder: " << took_ms << " ms (ttl " << kTtl.count() << " ms)\n";
+  EXPECT_LE(took_ms, kTtl.count() + 200);
+  EXPECT_TRUE(holders_[1].running()) << "the other holder must keep its permit";
+}
+
+}  // namespace
+}  // namespace lockon::test
