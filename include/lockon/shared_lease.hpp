@@ -4,6 +4,9 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 #include <type_traits>
 
 #include "lockon/lock.hpp"
@@ -56,4 +59,42 @@ std::chrono::steady_clock::time_point deadline_at(const std::chrono::time_point<
 class SharedHolder;
 
 }  // namespace detail
+
+/// One share as a DistributedLock: a reader's share of a ReadWriteLock, or
+/// one permit of a Semaphore, for code written against DistributedLock
+/// (RedisLocker, `lockon run --shared / --permits`). Same keys and
+/// behaviour as ReadWriteLock / Semaphore on that name.
+///
+/// Of LockOptions it uses ttl, auto_renew, wait_poll_interval and on_lost;
+/// the constructor throws ConfigError for what a share does not support:
+/// fencing, no_expiry, a custom token, replica_acks, max_hold,
+/// keep_queue_place. extend() and reacquire() throw LockError (the watchdog
+/// renews). fence() is always 0. Thread use: as Lock.
+class SharedLeaseLock final : public DistributedLock {
+ public:
+  /// A reader's share of the ReadWriteLock `name`.
+  static std::unique_ptr<SharedLeaseLock> reader(Client client, std::string name, LockOptions options = {});
+  /// One of `permits` permits of the Semaphore `name` (permits >= 1).
+  static std::unique_ptr<SharedLeaseLock> permit(Client client, std::string name, long long permits,
+                                                 LockOptions options = {});
+  ~SharedLeaseLock() override;
+
+  void release() override;
+  void extend(std::chrono::milliseconds additional, bool replace_ttl = false) override;
+  void reacquire() override;
+  /// Whether this object's share is live on the server (one round trip).
+  bool owned() override;
+  /// Whether anyone holds a share of the name (one round trip).
+  bool locked() override;
+  /// This object's share's remaining lease; nullopt when not held.
+  std::optional<std::chrono::milliseconds> remaining_ttl() override;
+
+ protected:
+  bool acquire_until(Clock::time_point deadline) override;
+
+ private:
+  SharedLeaseLock(Client client, std::string name, LockOptions options, char kind, long long permits);
+  std::unique_ptr<detail::SharedHolder> holder_;
+};
+
 }  // namespace lockon

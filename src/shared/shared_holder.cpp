@@ -261,6 +261,24 @@ void SharedHolder::release() {
   lease_->close();
 }
 
+std::pair<long long, long long> SharedHolder::probe() {
+  static const Script script(
+      "local t = redis.call('TIME')\n"
+      "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+      "local live = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')\n"
+      "local score = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+      "if score and tonumber(score) > now then return {tonumber(score) - now, live} end\n"
+      "return {-2, live}\n");
+  const std::string member = held() ? std::string(1, kind_) + ":" + token_ : std::string("-");
+  const std::array<std::string_view, 1> args{member};
+  const ReplyPtr reply = run_script(*client_.impl(), name_, {holders_key_, queue_key_}, script, args, "inspect",
+                                    Clock::time_point::max());
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
+    throw ProtocolError(std::string("inspect ") + what_ + " '" + name_ + "' on " + client_.endpoint() +
+                        ": unexpected script reply");
+  return {reply->element[0]->integer, reply->element[1]->integer};
+}
+
 void SharedHolder::unlock() noexcept {
   if (!held()) return;
   try {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <utility>
 
 #include "lockon/client.hpp"
 #include "lockon/shared_lease.hpp"
@@ -56,6 +57,12 @@ class SharedHolder {
   std::exception_ptr last_unlock_error() const noexcept { return last_unlock_error_; }
   const std::string& name() const noexcept { return name_; }
   const SharedLeaseOptions& options() const noexcept { return options_; }
+  /// The current (or last) hold's loss signal; null before the first.
+  const std::shared_ptr<LeaseSignal>& lease() const noexcept { return lease_; }
+
+  /// One round trip: {ms left of this object's share (-2: none), number of
+  /// live holders of the name}.
+  std::pair<long long, long long> probe();
 
  private:
   struct Attempt;
