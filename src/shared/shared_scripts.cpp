@@ -28,24 +28,30 @@ namespace {
   "end\n"                                                                                           \
   /* The holders' key outlives its longest share. */                                                \
   "local function hold(member, ttl)\n"                                                              \
-  "  redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ttl)), member)\n"             \
-  "  if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then redis.call('PEXPIRE', KEYS[1], ttl) end\n" \
+  "  if redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ttl)), member) == 1\n"     \
+  "     and redis.call('ZCARD', KEYS[1]) == 1 then\n"                                               \
+  "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                                                       \
+  "  else\n"                                                                                        \
+  "    redis.call('PEXPIRE', KEYS[1], ttl, 'GT')\n"                                                 \
+  "  end\n"                                                                                         \
   "end\n"                                                                                           \
   /* Grants the head of the queue while it fits (bounded per call). */                              \
   "local function grant_heads()\n"                                                                  \
+  "  local granted = false\n"                                                                       \
   "  for _ = 1, 1000 do\n"                                                                          \
   "    local head = redis.call('LINDEX', KEYS[2], 0)\n"                                             \
-  "    if not head then return end\n"                                                               \
+  "    if not head then return granted, true end\n"                                                 \
   "    local sid, wid, ttl, kind, token = parse(head)\n"                                            \
-  "    if token and not fits(kind) then return end\n"                                               \
+  "    if token and not fits(kind) then return granted, false end\n"                                \
   "    redis.call('LPOP', KEYS[2])\n"                                                               \
   "    if token then\n"                                                                             \
   "      hold(kind .. ':' .. token, ttl)\n"                                                         \
   "      local heard = redis.pcall('PUBLISH', ARGV[1] .. sid, wid .. ' 0')\n"                       \
   "      if type(heard) ~= 'number' then publish_denied = 1 heard = 0 end\n"                        \
-  "      if heard == 0 then redis.call('ZREM', KEYS[1], kind .. ':' .. token) end\n"                \
+  "      if heard == 0 then redis.call('ZREM', KEYS[1], kind .. ':' .. token) else granted = true end\n" \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \
+  "  return granted, false\n"                                                                      \
   "end\n"
 
 std::string with_publish(std::string body, bool sharded) {
@@ -75,11 +81,13 @@ const Script& attempt(bool sharded) {
       "end\n"
       // Handed to us already (a wake-up we have not read yet, or the reply
       // to an earlier attempt was lost): restart the lease from now.
-      "if redis.call('ZSCORE', KEYS[1], me) then return granted() end\n"
-      "grant_heads()\n"
-      "if redis.call('ZSCORE', KEYS[1], me) then return granted() end\n"
-      "local queued = redis.call('LPOS', KEYS[2], ARGV[3])\n"
-      "if not queued and redis.call('LLEN', KEYS[2]) == 0 and fits(kind) then return granted() end\n"
+      // (Mode "0" is a first attempt with a fresh token: never held, never queued.)
+      "local fresh = ARGV[4] == '0'\n"
+      "if not fresh and redis.call('ZSCORE', KEYS[1], me) then return granted() end\n"
+      "local handed, empty = grant_heads()\n"
+      "if handed and not fresh and redis.call('ZSCORE', KEYS[1], me) then return granted() end\n"
+      "local queued = not fresh and redis.call('LPOS', KEYS[2], ARGV[3])\n"
+      "if not queued and empty and fits(kind) then return granted() end\n"
       "if not queued and ARGV[4] ~= '0' then redis.call('RPUSH', KEYS[2], ARGV[3]) end\n"
       "if ARGV[4] ~= '0' then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end\n"
       "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
