@@ -214,6 +214,13 @@ bool SharedHolder::on_acquired(Clock::time_point lease_from) {
                                       "renew", Clock::time_point::max());
     return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
   };
+  // A lane of its own per server (not the one Redlock entries share): a
+  // stalled server delays only the shares it serves.
+  try {
+    entry->lane = "shared:" + client_.impl()->node_for(name_)->endpoint();
+  } catch (...) {
+    entry->lane = "shared:" + client_.endpoint();
+  }
   const auto now = Clock::now();
   entry->next_due = add_saturating(now, std::max(options_.ttl / 3, std::chrono::milliseconds(1)));
   entry->lease_expires = add_saturating(lease_from, options_.ttl);

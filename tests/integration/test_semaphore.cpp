@@ -166,5 +166,39 @@ TEST_F(SemaphoreTest, KilledHolderGivesItsPermitBackWithinTtl) {
   EXPECT_TRUE(holders_[1].running()) << "the other holder must keep its permit";
 }
 
+// A frozen server: renewals cannot get through, and the permit is declared
+// lost (unreachable) before its lease could have run out on the server.
+TEST_F(SemaphoreTest, FrozenServerDeclaresThePermitLost) {
+  const std::string name = key("sem");
+  std::atomic<int> losses{0};
+  std::mutex mutex;
+  std::string detail;
+  const Client fast(server().url() + "?socket_timeout=200ms");
+  Semaphore semaphore(fast, name, 1,
+                      {.ttl = 600ms, .on_lost = [&](const LossEvent& event) {
+                         const std::lock_guard guard(mutex);
+                         detail = event.detail;
+                         ++losses;
+                       }});
+  semaphore.acquire();
+  const auto frozen = Clock::now();
+  server().pause();
+  const bool noticed = eventually(3s, [&] { return semaphore.lost(); });
+  const long long took = ms_since(frozen);
+  // Frozen well past the lease: the renewals in flight time out.
+  std::this_thread::sleep_until(frozen + 1500ms);
+  server().resume();
+  ASSERT_TRUE(noticed);
+  EXPECT_LE(took, 700) << "lost() must turn true by the lease's provable end";
+  ASSERT_TRUE(eventually(3s, [&] { return losses.load() == 1; }));
+  {
+    const std::lock_guard guard(mutex);
+    EXPECT_NE(detail.find("lapsed"), std::string::npos) << detail;  // unreachable, not "taken"
+  }
+  EXPECT_TRUE(semaphore.lost());
+  semaphore.release();  // never throws; the failure is recorded
+  EXPECT_FALSE(semaphore.held());
+}
+
 }  // namespace
 }  // namespace lockon::test
