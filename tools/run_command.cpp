@@ -92,14 +92,13 @@ struct Acquisition {
 };
 
 // --shared / --permits N: a share of NAME instead of the lock itself (one
-// server: shares have no Redlock form). No custom token: a share's member is
-// its own random token.
+// server: shares have no Redlock form). The run's random token names the
+// share, so --verbose shows its prefix as for a lock.
 std::unique_ptr<DistributedLock> make_run_lock(const Servers& servers, const RunOptions& options,
                                                LockOptions lock_options, RedlockOptions redlock_options) {
   if (!options.shared && options.permits == 0)
     return servers.make_lock(options.name, std::move(lock_options), std::move(redlock_options));
   if (servers.size() != 1) throw ConfigError("--shared and --permits need a single server (one --url)");
-  lock_options.token.reset();
   if (options.shared) return SharedLeaseLock::reader(servers.clients().front(), options.name, std::move(lock_options));
   return SharedLeaseLock::permit(servers.clients().front(), options.name, options.permits, std::move(lock_options));
 }

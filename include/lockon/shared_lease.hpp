@@ -65,9 +65,10 @@ class SharedHolder;
 /// (RedisLocker, `lockon run --shared / --permits`). Same keys and
 /// behaviour as ReadWriteLock / Semaphore on that name.
 ///
-/// Of LockOptions it uses ttl, auto_renew, wait_poll_interval and on_lost;
-/// the constructor throws ConfigError for what a share does not support:
-/// fencing, no_expiry, a custom token, replica_acks, max_hold,
+/// Of LockOptions it uses ttl, auto_renew, wait_poll_interval, on_lost and
+/// token (a custom token must identify ONE holder: two objects sharing one
+/// would count as one share); the constructor throws ConfigError for what a
+/// share does not support: fencing, no_expiry, replica_acks, max_hold,
 /// keep_queue_place. extend() and reacquire() throw LockError (the watchdog
 /// renews). fence() is always 0. Thread use: as Lock.
 class SharedLeaseLock final : public DistributedLock {

@@ -129,7 +129,7 @@ SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char
 bool SharedHolder::acquire_until(Clock::time_point deadline) {
   if (!held()) stop_renewal();
   if (held_) throw LockError(std::string(what_) + " '" + name_ + "' is already held by this object", name_);
-  token_ = random_hex();
+  token_ = fixed_token_.empty() ? random_hex() : fixed_token_;
   const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
   Attempt first;
   try {

@@ -64,6 +64,10 @@ class SharedHolder {
   /// live holders of the name}.
   std::pair<long long, long long> probe();
 
+  /// A caller-chosen token for every acquisition (SharedLeaseLock, the CLI);
+  /// it must identify one holder. Default: 128 random bits per acquisition.
+  void set_token(std::string token) { fixed_token_ = std::move(token); }
+
  private:
   struct Attempt;
   Attempt attempt(const std::string& entry, const char* mode, Clock::time_point until);
@@ -86,6 +90,7 @@ class SharedHolder {
   bool held_ = false;
   std::uint64_t generation_ = 0;
   std::string token_;
+  std::string fixed_token_;
   std::shared_ptr<LeaseSignal> lease_;
   std::shared_ptr<RenewalEntry> renewal_;
   std::exception_ptr last_unlock_error_;

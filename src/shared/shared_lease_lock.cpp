@@ -16,7 +16,6 @@ SharedLeaseOptions share_options(const std::string& name, const LockOptions& opt
   };
   if (options.fencing) unsupported("fencing");
   if (options.no_expiry) unsupported("no_expiry");
-  if (options.token) unsupported("a custom token");
   if (options.replica_acks.replicas > 0) unsupported("replica_acks");
   if (options.max_hold.count() > 0) unsupported("max_hold");
   if (options.keep_queue_place) unsupported("keep_queue_place");
@@ -34,6 +33,7 @@ SharedLeaseLock::SharedLeaseLock(Client client, std::string name, LockOptions op
   const SharedLeaseOptions shared = share_options(name, options);
   holder_ = std::make_unique<detail::SharedHolder>(std::move(client), std::move(name), shared, kind, permits,
                                                    kind == 'p' ? "semaphore" : "read-write lock");
+  if (options.token) holder_->set_token(*options.token);
 }
 
 std::unique_ptr<SharedLeaseLock> SharedLeaseLock::reader(Client client, std::string name, LockOptions options) {

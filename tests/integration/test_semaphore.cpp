@@ -14,6 +14,7 @@
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/semaphore.hpp"
+#include "lockon/shared_lease.hpp"
 #include "shared_lease_support.hpp"
 #include "support/fixtures.hpp"
 
@@ -198,6 +199,34 @@ TEST_F(SemaphoreTest, FrozenServerDeclaresThePermitLost) {
   EXPECT_TRUE(semaphore.lost());
   semaphore.release();  // never throws; the failure is recorded
   EXPECT_FALSE(semaphore.held());
+}
+
+// A permit through the DistributedLock interface (what `lockon run
+// --permits` uses): the same keys, so it counts against Semaphore objects.
+TEST_F(SemaphoreTest, PermitAsADistributedLock) {
+  const std::string name = key("sem");
+  EXPECT_THROW(SharedLeaseLock::permit(client(), name, 2, {.fencing = true}), ConfigError);
+  EXPECT_THROW(SharedLeaseLock::permit(client(), name, 0), ConfigError);
+  auto first = SharedLeaseLock::permit(client(), name, 2, {.ttl = 5s});
+  std::unique_ptr<DistributedLock> second = SharedLeaseLock::permit(client(), name, 2);
+  EXPECT_FALSE(first->locked());
+  ASSERT_TRUE(first->try_lock());
+  ASSERT_TRUE(second->try_lock_for(1s));
+  Semaphore third(client(), name, 2);
+  EXPECT_FALSE(third.try_acquire()) << "both permits are taken";
+  EXPECT_TRUE(first->held());
+  EXPECT_TRUE(first->owned());
+  EXPECT_TRUE(first->locked());
+  const auto left = first->remaining_ttl();
+  ASSERT_TRUE(left.has_value());
+  EXPECT_GT(*left, 4s);
+  EXPECT_LE(*left, 5s);
+  EXPECT_THROW(first->extend(1s), LockError);
+  first->unlock();
+  EXPECT_FALSE(first->held());
+  EXPECT_FALSE(first->owned());
+  EXPECT_EQ(first->last_unlock_error(), nullptr);
+  EXPECT_TRUE(third.try_acquire());
 }
 
 }  // namespace
