@@ -45,8 +45,9 @@ class Crew {
 };
 
 // Raises `peak` to `value` if larger.
-inline void raise_peak(std::atomic<int>& peak, int value) {
-  int seen = peak.load();
+template <class T>
+void raise_peak(std::atomic<T>& peak, T value) {
+  T seen = peak.load();
   while (value > seen && !peak.compare_exchange_weak(seen, value)) {
   }
 }

@@ -247,7 +247,7 @@ TEST_F(ReadWriteLockTest, KilledWriterFreesTheLockForQueuedReadersWithinTtl) {
     ReadWriteLock reader(pooled(), name, {.wait_poll_interval = 30s});
     if (reader.try_lock_shared_for(10s)) {
       ++readers_in;
-      last_ns = std::max(last_ns.load(), static_cast<long long>(Clock::now().time_since_epoch().count()));
+      raise_peak(last_ns, static_cast<long long>(Clock::now().time_since_epoch().count()));
       std::this_thread::sleep_for(100ms);  // all three hold together
     }
   });

@@ -167,6 +167,32 @@ TEST_F(SemaphoreTest, KilledHolderGivesItsPermitBackWithinTtl) {
   EXPECT_TRUE(holders_[1].running()) << "the other holder must keep its permit";
 }
 
+// A waiter whose process was SIGKILLed while queued: the hand-over finds
+// nobody listening on its channel and moves on to the next waiter at once.
+TEST_F(SemaphoreTest, WaiterKilledInTheQueueDoesNotHoldUpTheNext) {
+  const std::string name = key("sem");
+  Semaphore holder(client(), name, 1, {.wait_poll_interval = 30s});
+  holder.acquire();
+  Child crashed = spawn(worker_argv("sem_hold", {server().url(), name, "1", "10000"}));
+  ASSERT_TRUE(eventually(10s, [&] { return queued(name) == 1; })) << crashed.stderr_text();
+  crashed.kill(SIGKILL);
+  EXPECT_EQ(crashed.wait(5s).signal, SIGKILL);
+  std::atomic<long long> took{-1};
+  std::atomic<Clock::time_point> released_at{Clock::time_point::max()};  // read by the waiter
+  std::thread waiter([&] {
+    Semaphore semaphore(client(), name, 1, {.wait_poll_interval = 30s});
+    if (semaphore.try_acquire_for(8s)) took = ms_since(released_at.load());
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 2; }));
+  released_at = Clock::now();
+  holder.release();
+  waiter.join();
+  ASSERT_GE(took.load(), 0) << "the dead waiter kept the permit";
+  std::cout << "hand-over past a killed waiter: " << took.load() << " ms\n";
+  EXPECT_LT(took.load(), 200);
+  EXPECT_EQ(holders(name), 0);
+}
+
 // A frozen server: renewals cannot get through, and the permit is declared
 // lost (unreachable) before its lease could have run out on the server.
 TEST_F(SemaphoreTest, FrozenServerDeclaresThePermitLost) {

@@ -33,13 +33,13 @@ TEST_F(SharedOnCluster, WriterHandsOverToQueuedReadersOnEveryShard) {
     ASSERT_TRUE(writer.try_lock());
     std::atomic<int> inside{0}, peak{0};
     std::atomic<long long> latest_ms{-1};
-    Clock::time_point released_at = Clock::time_point::max();
+    std::atomic<Clock::time_point> released_at{Clock::time_point::max()};  // read by the waiter
     Crew readers;
     readers.run(2, [&](int) {
       ReadWriteLock reader(waiter_client, name, {.ttl = 20s, .wait_poll_interval = 10s});
       if (!reader.try_lock_shared_for(8s)) return;
       raise_peak(peak, ++inside);
-      latest_ms = std::max(latest_ms.load(), ms_since(released_at));
+      raise_peak(latest_ms, ms_since(released_at.load()));
       std::this_thread::sleep_for(50ms);
       --inside;
       reader.unlock_shared();
