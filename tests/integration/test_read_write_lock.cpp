@@ -112,6 +112,37 @@ TEST_F(ReadWriteLockTest, ReleasedShareIsHandedToTheQueuedWriterAtOnce) {
   EXPECT_LT(took_ms, 100) << "the writer waited for its poll instead of the wake-up";
 }
 
+// The policy itself: once a writer waits, a reader arriving later does not
+// join the readers holding; it queues behind the writer.
+TEST_F(ReadWriteLockTest, ReadersArrivingAfterAQueuedWriterWaitBehindIt) {
+  const std::string name = key("rw");
+  ReadWriteLock first(client(), name);
+  first.lock_shared();
+  std::atomic<int> order{0}, writer_at{0}, reader_at{0};
+  std::thread writer([&] {
+    ReadWriteLock lock(pooled(), name, {.wait_poll_interval = 10s});
+    if (!lock.try_lock_for(5s)) return;
+    writer_at = ++order;
+    std::this_thread::sleep_for(30ms);
+    lock.unlock();
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; }));
+  ReadWriteLock late(client(), name);
+  EXPECT_FALSE(late.try_lock_shared()) << "a late reader joined while a writer waits";
+  std::thread reader([&] {
+    ReadWriteLock lock(pooled(), name, {.wait_poll_interval = 10s});
+    if (!lock.try_lock_shared_for(5s)) return;
+    reader_at = ++order;
+    lock.unlock_shared();
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 2; }));
+  first.unlock_shared();
+  writer.join();
+  reader.join();
+  EXPECT_EQ(writer_at.load(), 1);
+  EXPECT_EQ(reader_at.load(), 2);
+}
+
 // Writers do a racy GET/SET increment; readers check the counter does not
 // move while they hold. Readers must also overlap (the point of the lock).
 TEST_F(ReadWriteLockTest, EightThreadsWritersExactReadersTogether) {
