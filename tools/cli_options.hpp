@@ -40,6 +40,8 @@ struct RunOptions {
   OnLost on_lost = OnLost::term;
   std::string kill_after = "5s";
   bool verbose = false;
+  bool shared = false;      // --shared: a reader's share of the ReadWriteLock NAME
+  long long permits = 0;    // --permits N: one of N permits of the Semaphore NAME (0: off)
 };
 
 struct KeyOptions {
