@@ -11,6 +11,7 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include "child.hpp"
 #include "cli_options.hpp"
@@ -71,7 +72,8 @@ void add_url_option(CLI::App& command, ServerOptions& servers) {
 }
 
 CLI::App* add_run(CLI::App& app, RunOptions& o, std::string& on_lost) {
-  CLI::App* run = app.add_subcommand("run", "Run COMMAND while holding the lock NAME (a distributed flock)");
+  CLI::App* run = app.add_subcommand("run", "Run COMMAND while holding the lock NAME (a distributed flock); "
+                                             "NAME1 NAME2 ... -- COMMAND holds all the names or none");
   run->add_option("NAME", o.name,
                   "The lock: the Redis key itself, so it excludes any standard lock on that key "
                   "(redis-py, node-redlock, lockon's C++ API)")
@@ -163,6 +165,27 @@ int usage_error(std::string_view message) {
   return exit_code::usage;
 }
 
+// `lockon run NAME1 NAME2 ... -- COMMAND`: CLI11 gives the first positional
+// to NAME and all others to COMMAND; the positionals before the first "--"
+// beyond NAME are more names. Without "--" only NAME is a name (as before).
+void split_run_names(RunOptions& o, int argc, char** argv) {
+  int dash = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      dash = i;
+      break;
+    }
+  }
+  if (dash < 0) return;
+  const auto after = static_cast<std::size_t>(argc - dash - 1);
+  if (o.command.size() <= after) return;
+  const std::size_t extra = o.command.size() - after;
+  o.names.push_back(o.name);
+  o.names.insert(o.names.end(), o.command.begin(), o.command.begin() + static_cast<std::ptrdiff_t>(extra));
+  o.command.erase(o.command.begin(), o.command.begin() + static_cast<std::ptrdiff_t>(extra));
+  for (std::size_t i = 1; i < o.names.size(); ++i) o.name += "," + o.names[i];
+}
+
 }  // namespace
 }  // namespace lockon::cli
 
@@ -198,6 +221,7 @@ int main(int argc, char** argv) {
   try {
     if (run->parsed()) {
       run_options.on_lost = on_lost == "ignore" ? OnLost::ignore : OnLost::term;
+      split_run_names(run_options, argc, argv);
       return run_command(run_options);
     }
     if (key->parsed()) return key_command(key_options);
