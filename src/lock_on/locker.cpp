@@ -25,6 +25,7 @@
 #include "lockon/lock.hpp"
 #include "lockon/lock_context.hpp"
 #include "lockon/options.hpp"
+#include "lock_on/acquire_internal.hpp"
 #include "lock_on/metrics_internal.hpp"
 #include "lockon/multi_lock.hpp"
 #include "lockon/redlock.hpp"
@@ -209,48 +210,6 @@ namespace {
 
 }  // namespace
 
-namespace {
-
-// Reentrancy: the locks this thread holds through lock_on calls, innermost
-// last (see LockOnOptions::reentrant).
-struct ThreadHold {
-  std::uint64_t backend;
-  DistributedLock* lock;
-};
-thread_local std::vector<ThreadHold> thread_holds;
-
-// The lock this thread holds on `key` through `backend`, else null.
-DistributedLock* held_by_this_thread(std::uint64_t backend, std::string_view key) {
-  for (auto it = thread_holds.rbegin(); it != thread_holds.rend(); ++it) {
-    if (it->backend != backend) continue;
-    if (const auto* multi = dynamic_cast<const MultiLock*>(it->lock)) {
-      for (const std::string& held : multi->keys())
-        if (held == key) return it->lock;
-    } else if (it->lock->name() == key) {
-      return it->lock;
-    }
-  }
-  return nullptr;
-}
-
-Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> lock, std::string encoded_args,
-                         bool throw_on_busy, bool reusable);
-
-}  // namespace
-
-HeldByThread::HeldByThread(const LockerCore& core, DistributedLock* lock) noexcept {
-  try {
-    thread_holds.push_back(ThreadHold{core.backend, lock});
-    recorded_ = true;
-  } catch (...) {
-    // Out of memory: a nested reentrant call will wait like a plain one.
-  }
-}
-
-HeldByThread::~HeldByThread() {
-  if (recorded_) thread_holds.pop_back();
-}
-
 Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_on_busy) {
   const LockerPolicy& policy = site.policy.policy;
   if (site.reentrant) {
@@ -273,37 +232,6 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
   }
   return attempt_loop(site, std::move(lock), std::move(encoded_args), throw_on_busy, true);
 }
-
-Acquisition acquire_each(const CallSite& site, const std::vector<std::string>& encoded_args, bool throw_on_busy) {
-  const LockerPolicy& policy = site.policy.policy;
-  std::vector<std::string> keys;
-  keys.reserve(encoded_args.size());
-  DistributedLock* outer = nullptr;
-  for (const std::string& encoded : encoded_args) {
-    std::string key = make_lock_key(policy.key_prefix, std::string_view{}, encoded);
-    if (site.reentrant) {
-      if (DistributedLock* held = held_by_this_thread(site.core.backend, key)) {
-        outer = held;
-        continue;
-      }
-    }
-    keys.push_back(std::move(key));
-  }
-  if (keys.empty()) {
-    Acquisition nested;
-    nested.reentered = outer;
-    return nested;
-  }
-  std::unique_ptr<DistributedLock> lock;
-  try {
-    lock = std::make_unique<MultiLock>(keys, site.policy.lock_options, site.core.make_lock);
-  } catch (...) {
-    rethrow_with_context(site, keys.front());
-  }
-  return attempt_loop(site, std::move(lock), std::string(), throw_on_busy, false);
-}
-
-namespace {
 
 Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> lock, std::string encoded_args,
                          bool throw_on_busy, bool reusable) {
@@ -364,8 +292,6 @@ Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> 
     }
   }
 }
-
-}  // namespace
 
 void recycle(const CallSite& site, Acquisition&& acquired) noexcept {
   if (acquired.lock) {
