@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lockon/lockon.hpp"
+#include "redlock_support.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -196,6 +197,31 @@ TEST_F(MultiLockTest, SigkilledHolderFreesEveryKeyWithinTtl) {
   std::cout << "MultiLock(3 keys) after a SIGKILLed holder: " << took << " ms (ttl " << kTtlMs << " ms)\n";
   EXPECT_LE(took, kTtlMs + 200);
   all.release();
+}
+
+class MultiLockRedlock : public RedlockServers {};
+
+TEST_F(MultiLockRedlock, OverRedlockBackendsAllOrNothing) {
+  start(3);
+  std::vector<Client> nodes;
+  for (const std::string& url : urls()) nodes.emplace_back(url);
+  const LockFactory redlock = [&nodes](std::string key, LockOptions options) -> std::unique_ptr<DistributedLock> {
+    return std::make_unique<Redlock>(nodes, std::move(key), std::move(options));
+  };
+  Redlock plain(nodes, "acct:b");
+  ASSERT_TRUE(plain.try_lock());
+  MultiLock both({"acct:b", "acct:a"}, {}, redlock);
+  EXPECT_FALSE(both.try_lock());
+  EXPECT_EQ(holders("acct:a"), 0) << "all or nothing over Redlock too";
+  plain.release();
+  ASSERT_TRUE(both.try_lock());
+  EXPECT_EQ(holders("acct:a"), 3);
+  EXPECT_EQ(holders("acct:b"), 3);
+  Redlock other(nodes, "acct:a");
+  EXPECT_FALSE(other.try_lock());
+  both.release();
+  EXPECT_EQ(holders("acct:a"), 0);
+  EXPECT_EQ(holders("acct:b"), 0);
 }
 
 }  // namespace
