@@ -1,5 +1,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/strand.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
@@ -16,7 +18,10 @@ namespace lockon::detail {
 
 AsyncClientImpl::AsyncClientImpl(asio::any_io_executor executor, ConnectionOptions options,
                                  AsyncClientOptions limits)
-    : executor_(std::move(executor)),
+    // A strand: the client's state and every connection, subscriber and
+    // lock of it see one handler at a time, also when several threads run
+    // the io_context (docs/async.md, Threading).
+    : executor_(asio::make_strand(std::move(executor))),
       options_(std::move(options)),
       limits_(limits),
       endpoint_(options_.endpoint()) {
@@ -309,7 +314,12 @@ AsyncClient::AsyncClient(executor_type executor, ConnectionOptions connection, A
 const AsyncClient::executor_type& AsyncClient::get_executor() const noexcept { return impl_->executor(); }
 const ConnectionOptions& AsyncClient::options() const noexcept { return impl_->options(); }
 const std::string& AsyncClient::endpoint() const noexcept { return impl_->endpoint(); }
-void AsyncClient::close() noexcept { impl_->close(); }
+void AsyncClient::close() noexcept {
+  try {
+    asio::dispatch(impl_->executor(), [impl = impl_] { impl->close(); });  // on the strand
+  } catch (...) {
+  }
+}
 
 asio::awaitable<Reply> AsyncClient::command_op(std::shared_ptr<detail::AsyncClientImpl> impl,
                                                std::vector<std::string> args) {

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <variant>
 
+#include "async/async_connection.hpp"
 #include "client/error_map.hpp"
 #include "lockon/errors.hpp"
 
@@ -74,10 +75,10 @@ asio::awaitable<std::unique_ptr<Transport>> async_tls_handshake(asio::any_io_exe
     const auto wait = want == Want::read ? asio::posix::stream_descriptor::wait_read
                                          : asio::posix::stream_descriptor::wait_write;
     if (deadline == Transport::Clock::time_point::max()) {
-      co_await descriptor.async_wait(wait, asio::experimental::as_tuple(asio::use_awaitable));
+      co_await wait_ready_async(descriptor, wait);
       continue;
     }
-    auto winner = co_await (descriptor.async_wait(wait, asio::experimental::as_tuple(asio::use_awaitable)) ||
+    auto winner = co_await (wait_ready_async(descriptor, wait) ||
                             timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
     if (winner.index() == 1) handshake.timed_out();
   }

@@ -48,6 +48,28 @@ struct AsyncConnection::Request {
   asio::steady_timer signal;
 };
 
+asio::awaitable<asio::error_code> wait_ready_async(asio::posix::stream_descriptor& descriptor,
+                                                  asio::posix::stream_descriptor::wait_type what) {
+  const auto token = asio::experimental::as_tuple(asio::use_awaitable);
+  auto [ec] = co_await asio::async_initiate<decltype(token), void(asio::error_code)>(
+      [&descriptor, what](auto handler) {
+        descriptor.async_wait(what, std::move(handler));
+        // Registered: any later edge reaches it. An edge before the
+        // registration may have been consumed by another thread's
+        // epoll_wait; poll() (level-triggered) still sees its bytes.
+        pollfd probe{descriptor.native_handle(),
+                     static_cast<short>(what == asio::posix::stream_descriptor::wait_write ? POLLOUT
+                                                                                          : POLLIN | POLLRDHUP),
+                     0};
+        if (::poll(&probe, 1, 0) > 0) {
+          asio::error_code ignored;
+          descriptor.cancel(ignored);  // every wait on it looks again: spurious wake-ups are harmless
+        }
+      },
+      token);
+  co_return ec;
+}
+
 void append_script(std::string& out, const Script& script, bool by_sha, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args) {
   const std::string numkeys = std::to_string(keys.size());
@@ -295,7 +317,7 @@ asio::awaitable<void> AsyncConnection::write_loop(std::uint64_t generation) {
     }
     const auto wait = status.want == Want::read ? asio::posix::stream_descriptor::wait_read
                                                 : asio::posix::stream_descriptor::wait_write;
-    co_await descriptor_->async_wait(wait, asio::experimental::as_tuple(asio::use_awaitable));
+    co_await wait_ready_async(*descriptor_, wait);
   }
 }
 
@@ -322,8 +344,7 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
       // A short read drained the socket: wait (a TLS record may still be
       // buffered in user space; then read on).
       if (status.bytes == buffer.size() || transport_->has_buffered_input()) continue;
-      co_await descriptor_->async_wait(asio::posix::stream_descriptor::wait_read,
-                                       asio::experimental::as_tuple(asio::use_awaitable));
+      co_await wait_ready_async(*descriptor_, asio::posix::stream_descriptor::wait_read);
       continue;
     }
     if (status.failed() || status.closed) {
@@ -336,7 +357,7 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
     }
     const auto wait = status.want == Want::write ? asio::posix::stream_descriptor::wait_write
                                                  : asio::posix::stream_descriptor::wait_read;
-    co_await descriptor_->async_wait(wait, asio::experimental::as_tuple(asio::use_awaitable));
+    co_await wait_ready_async(*descriptor_, wait);
   }
 }
 
