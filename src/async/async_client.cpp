@@ -18,10 +18,11 @@ namespace lockon::detail {
 
 AsyncClientImpl::AsyncClientImpl(asio::any_io_executor executor, ConnectionOptions options,
                                  AsyncClientOptions limits)
-    // A strand: the client's state and every connection, subscriber and
-    // lock of it see one handler at a time, also when several threads run
-    // the io_context (docs/async.md, Threading).
-    : executor_(asio::make_strand(std::move(executor))),
+    // multi_threaded: a strand, so that the client's state and every
+    // connection, subscriber and lock of it see one handler at a time when
+    // several threads run the io_context (docs/async.md, Threading).
+    : executor_(limits.multi_threaded ? asio::any_io_executor(asio::make_strand(std::move(executor)))
+                                      : std::move(executor)),
       options_(std::move(options)),
       limits_(limits),
       endpoint_(options_.endpoint()) {

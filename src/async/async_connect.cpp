@@ -70,15 +70,16 @@ asio::awaitable<std::unique_ptr<Transport>> async_tls_handshake(asio::any_io_exe
   } release{descriptor};
   asio::steady_timer timer(executor);
   timer.expires_at(deadline);
+  const bool recheck = is_strand(executor);
   for (Want want = handshake.step(); want != Want::nothing; want = handshake.step()) {
     if (Transport::Clock::now() >= deadline) handshake.timed_out();
     const auto wait = want == Want::read ? asio::posix::stream_descriptor::wait_read
                                          : asio::posix::stream_descriptor::wait_write;
     if (deadline == Transport::Clock::time_point::max()) {
-      co_await wait_ready_async(descriptor, wait);
+      co_await wait_ready_async(descriptor, wait, recheck);
       continue;
     }
-    auto winner = co_await (wait_ready_async(descriptor, wait) ||
+    auto winner = co_await (wait_ready_async(descriptor, wait, recheck) ||
                             timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
     if (winner.index() == 1) handshake.timed_out();
   }

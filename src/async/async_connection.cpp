@@ -3,6 +3,8 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -48,8 +50,17 @@ struct AsyncConnection::Request {
   asio::steady_timer signal;
 };
 
+bool is_strand(const asio::any_io_executor& executor) noexcept {
+  return executor.target<asio::strand<asio::any_io_executor>>() != nullptr ||
+         executor.target<asio::strand<asio::io_context::executor_type>>() != nullptr;
+}
+
 asio::awaitable<asio::error_code> wait_ready_async(asio::posix::stream_descriptor& descriptor,
-                                                  asio::posix::stream_descriptor::wait_type what) {
+                                                  asio::posix::stream_descriptor::wait_type what, bool recheck) {
+  if (!recheck) {
+    auto [ec] = co_await descriptor.async_wait(what, asio::experimental::as_tuple(asio::use_awaitable));
+    co_return ec;
+  }
   const auto token = asio::experimental::as_tuple(asio::use_awaitable);
   auto [ec] = co_await asio::async_initiate<decltype(token), void(asio::error_code)>(
       [&descriptor, what](auto handler) {
@@ -88,7 +99,8 @@ AsyncConnection::AsyncConnection(Executor executor, ConnectionOptions options)
       options_(std::move(options)),
       endpoint_(options_.endpoint()),
       writer_signal_(executor_),
-      stall_timer_(executor_) {}
+      stall_timer_(executor_),
+      recheck_(is_strand(executor_)) {}
 
 AsyncConnection::~AsyncConnection() {
   // Asio must not close the socket: the transport owns it.
@@ -317,7 +329,7 @@ asio::awaitable<void> AsyncConnection::write_loop(std::uint64_t generation) {
     }
     const auto wait = status.want == Want::read ? asio::posix::stream_descriptor::wait_read
                                                 : asio::posix::stream_descriptor::wait_write;
-    co_await wait_ready_async(*descriptor_, wait);
+    co_await wait_ready_async(*descriptor_, wait, recheck_);
   }
 }
 
@@ -344,7 +356,7 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
       // A short read drained the socket: wait (a TLS record may still be
       // buffered in user space; then read on).
       if (status.bytes == buffer.size() || transport_->has_buffered_input()) continue;
-      co_await wait_ready_async(*descriptor_, asio::posix::stream_descriptor::wait_read);
+      co_await wait_ready_async(*descriptor_, asio::posix::stream_descriptor::wait_read, recheck_);
       continue;
     }
     if (status.failed() || status.closed) {
@@ -357,7 +369,7 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
     }
     const auto wait = status.want == Want::write ? asio::posix::stream_descriptor::wait_write
                                                  : asio::posix::stream_descriptor::wait_read;
-    co_await wait_ready_async(*descriptor_, wait);
+    co_await wait_ready_async(*descriptor_, wait, recheck_);
   }
 }
 

@@ -34,7 +34,8 @@ TEST_F(AsyncThreadsTest, FourThreadsThousandCoroutinesCountExactly) {
   constexpr int kKeys = 10;
   constexpr int kRounds = 3;
   asio::io_context io(kThreads);
-  AsyncClient client(io.get_executor(), server().url() + "?connect_timeout=20s");
+  AsyncClient client(io.get_executor(), server().url() + "?connect_timeout=20s",
+                     AsyncClientOptions{.multi_threaded = true});
   const std::string prefix = key("mt");
   // Plain loads and stores (no read-modify-write): a critical section that
   // overlaps another one on the same key loses an increment.
