@@ -114,6 +114,7 @@ class MultiLock final : public DistributedLock {
   struct Relay;
   void build(std::vector<std::string> names, const LockFactory& make_lock);
   void release_taken(std::size_t count) noexcept;
+  std::vector<const DistributedLock*> key_locks() const;
 
   std::vector<std::unique_ptr<DistributedLock>> locks_;  // sorted by key, distinct
   std::vector<std::size_t> positions_;                   // constructor index -> locks_ index

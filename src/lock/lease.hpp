@@ -41,6 +41,7 @@ class LeaseSignal {
   /// longer than its lease must not believe it still holds it).
   bool lost() const noexcept {
     if (lost_.load(std::memory_order_acquire)) return true;
+    if (parts_lost_ && parts_lost_()) return true;
     const auto end = lease_end_ns_.load(std::memory_order_acquire);
     return end != kOpen && Clock::now().time_since_epoch().count() >= end;
   }
@@ -61,6 +62,11 @@ class LeaseSignal {
   /// no longer turns true by the clock.
   void close() noexcept { lease_end_ns_.store(kOpen, std::memory_order_release); }
 
+  /// A lease made of other leases (a MultiLock's keys'): lost() is also
+  /// true while `parts_lost` says one of them is (by the clock included).
+  /// Set before the lease is shared; `parts_lost` must be noexcept.
+  void set_parts_lost(std::function<bool()> parts_lost) { parts_lost_ = std::move(parts_lost); }
+
   /// Marks the lease lost; the first call requests stop and runs the
   /// callback (exceptions from it are swallowed: we are on lockon's thread).
   void declare_lost(LossReason reason, std::string detail) noexcept;
@@ -69,6 +75,7 @@ class LeaseSignal {
   std::string name_;
   std::function<void(const LossEvent&)> on_lost_;
   static constexpr std::int64_t kOpen = INT64_MAX;
+  std::function<bool()> parts_lost_;
   std::atomic<bool> lost_{false};
   std::atomic<std::int64_t> lease_end_ns_{kOpen};
   std::stop_source stop_;

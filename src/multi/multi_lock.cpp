@@ -88,6 +88,13 @@ void MultiLock::build(std::vector<std::string> names, const LockFactory& make_lo
 
 MultiLock::~MultiLock() { unlock(); }
 
+std::vector<const DistributedLock*> MultiLock::key_locks() const {
+  std::vector<const DistributedLock*> all;
+  all.reserve(locks_.size());
+  for (const auto& lock : locks_) all.push_back(lock.get());
+  return all;
+}
+
 void MultiLock::release_taken(std::size_t count) noexcept {
   for (std::size_t i = count; i-- > 0;) locks_[i]->unlock();
 }
@@ -112,6 +119,13 @@ bool MultiLock::acquire_until(Clock::time_point deadline) {
   }
   s.held = true;
   s.begin_lease();
+  // The keys' leases also end by the clock (a holder resumed after a pause
+  // longer than its ttl): the MultiLock is lost as soon as one key is,
+  // before the watchdog had a chance to look. (The keys outlive the lease's
+  // users: only this object's lost() calls it.)
+  s.lease->set_parts_lost([locks = key_locks()]() noexcept {
+    return std::any_of(locks.begin(), locks.end(), [](const DistributedLock* lock) { return lock->lost(); });
+  });
   s.fence = locks_[positions_.front()]->fence();
   relay_->set(s.lease);
   // A key lost while later keys were awaited (rare: each key is renewed).
