@@ -253,5 +253,58 @@ TEST_F(SharedProxyFaults, UnsentReleaseEndsWithTheTtl) {
   EXPECT_LE(waited.load(), kTtl.count() + 300);
 }
 
+
+// A waiter times out and its cancel is lost on the wire (a blip at the
+// deadline): its entry stays queued. With another waiter of the same
+// process listening on the name's wake channel, the next release hands the
+// permit to the departed entry (PUBLISH counts a listener). The live waiter
+// behind it must still get in promptly, not a whole lease later.
+//
+// DISABLED: BUG (found 2026-11-23). SharedHolder::cancel_now tries the cancel
+// once (25 ms grace) and swallows the failure; unlike lockon::Lock it has no
+// orphan adoption (src/lock/orphans.*) retrying it in the background. The
+// entry stays queued, the release hands the permit to it (heard by the live
+// waiter's subscription), and the live waiter is stuck until that grant's
+// TTL (the departed waiter's ttl: 30 s by default) and its own next look
+// (wait_poll_interval / the earliest expiry it knew). Observed: not in after
+// 6 s here. Fix: adopt a failed cancel like Lock's orphans (retry the cancel
+// script until it succeeds). Same path for ReadWriteLock waiters.
+TEST_F(SharedProxyFaults, DISABLED_LostCancelDoesNotStrandThePermit) {
+  const std::string name = key("sem");
+  Semaphore holder(client(), name, 1, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_acquire());
+  std::atomic<int> first_result{-1};
+  std::thread first([&] {
+    Semaphore semaphore(via_proxy(), name, 1, {.ttl = 3s, .wait_poll_interval = 10s});
+    try {
+      first_result = semaphore.try_acquire_for(400ms) ? 1 : 0;
+    } catch (const IoError&) {
+      first_result = 2;  // its last attempt was lost: typed, fine
+    }
+  });
+  ASSERT_TRUE(eventually(3s, [&] { return queued(name) == 1; }));
+  std::atomic<long long> second_waited{-1};
+  std::atomic<Clock::time_point> released_at{Clock::time_point::max()};
+  std::thread second([&] {
+    Semaphore semaphore(via_proxy(), name, 1, {.ttl = 3s, .wait_poll_interval = 10s});
+    if (semaphore.try_acquire_for(6s)) second_waited = ms_since(released_at.load());
+  });
+  ASSERT_TRUE(eventually(3s, [&] { return queued(name) == 2; }));
+  // The first waiter's next scripts are one last attempt at its deadline,
+  // then its cancel: both are lost.
+  const int rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = "|p|", .action = FaultAction::close_before_forward, .times = 2});
+  first.join();
+  EXPECT_TRUE(first_result.load() == 0 || first_result.load() == 2) << first_result.load();
+  EXPECT_EQ(proxy().matched(rule), 2u);
+  std::cout << "queue after the lost cancel: " << queued(name) << " entries\n";
+  released_at = Clock::now();
+  holder.release_or_throw();
+  second.join();
+  ASSERT_GE(second_waited.load(), 0) << "the second waiter never got in";
+  std::cout << "live waiter behind a departed one whose cancel was lost: " << second_waited.load() << " ms\n";
+  EXPECT_LT(second_waited.load(), 1000) << "the permit went to the departed waiter for its whole lease";
+}
+
 }  // namespace
 }  // namespace lockon::test
