@@ -59,6 +59,7 @@ std::size_t Orphans::pending() {
 
 bool Orphans::clean(const Orphan& orphan) noexcept {
   try {
+    if (orphan.clean) return orphan.clean();
     const std::array<std::string_view, 4> keys{orphan.name, orphan.queue_key, orphan.fence_key, orphan.record_key};
     const std::array<std::string_view, 1> args{orphan.entry};
     ReplyPtr reply = routed_call(*orphan.client, orphan.name, std::chrono::steady_clock::time_point::max(),

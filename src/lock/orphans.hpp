@@ -25,6 +25,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -44,6 +45,9 @@ struct Orphan {
   std::string record_key;
   std::string entry;         // "<sid>|<waiter id>|<ttl>|<fenced>|<token>" (see lock_scripts.hpp)
   bool unknown_outcome = false;  // a request may still execute later: sweep twice
+  /// When set, the clean-up to retry instead of the Lock's cancel script (a
+  /// ReadWriteLock/Semaphore waiter's cancel): true once it succeeded.
+  std::function<bool()> clean{};
 };
 
 class Orphans {

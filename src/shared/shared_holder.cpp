@@ -12,6 +12,7 @@
 #include "common/token.hpp"
 #include "lock/lease.hpp"
 #include "lock/lock_scripts.hpp"
+#include "lock/orphans.hpp"
 #include "lock/subscriber.hpp"
 #include "lock/watchdog.hpp"
 #include "lockon/errors.hpp"
@@ -238,11 +239,29 @@ void SharedHolder::stop_renewal() noexcept {
 void SharedHolder::cancel_now(const std::string& entry) noexcept {
   try {
     const std::array<std::string_view, 3> args{wake_prefix_, limit_text_, entry};
-    (void)run_script(*client_.impl(), name_, {holders_key_, queue_key_}, shared_scripts::cancel(sharded_), args,
-                     "cancel wait", Clock::now() + kCancelGrace);
+    if (run_script(*client_.impl(), name_, {holders_key_, queue_key_}, shared_scripts::cancel(sharded_), args,
+                   "cancel wait", Clock::now() + kCancelGrace))
+      return;
   } catch (...) {
-    // The entry is dropped by the next hand-over that reaches it (nobody
-    // hears it); a share granted to it ends with its TTL.
+  }
+  // Not confirmed: the entry may still be queued, and a hand-over reaching
+  // it while this process listens on the name (another waiter) would give
+  // it a share nobody holds for a whole TTL. Retried in the background
+  // until it succeeds, like a Lock's abandoned wait (lock/orphans.hpp).
+  try {
+    Orphan orphan;
+    orphan.client = client_.impl();
+    orphan.name = name_;
+    orphan.unknown_outcome = true;
+    orphan.clean = [client = client_.impl(), name = name_, keys = std::array<std::string, 2>{holders_key_, queue_key_},
+                    args = std::array<std::string, 3>{wake_prefix_, limit_text_, entry}, sharded = sharded_] {
+      const std::array<std::string_view, 3> views{args[0], args[1], args[2]};
+      return run_script(*client, name, {keys[0], keys[1]}, shared_scripts::cancel(sharded), views, "cancel wait",
+                        Clock::time_point::max()) != nullptr;
+    };
+    Orphans::instance().adopt(std::move(orphan));
+  } catch (...) {
+    // Out of memory: the entry and any share handed to it end by their TTLs.
   }
 }
 

@@ -269,7 +269,7 @@ TEST_F(SharedProxyFaults, UnsentReleaseEndsWithTheTtl) {
 // (wait_poll_interval / the earliest expiry it knew). Observed: not in after
 // 6 s here. Fix: adopt a failed cancel like Lock's orphans (retry the cancel
 // script until it succeeds). Same path for ReadWriteLock waiters.
-TEST_F(SharedProxyFaults, DISABLED_LostCancelDoesNotStrandThePermit) {
+TEST_F(SharedProxyFaults, LostCancelDoesNotStrandThePermit) {
   const std::string name = key("sem");
   Semaphore holder(client(), name, 1, {.ttl = 10s});
   ASSERT_TRUE(holder.try_acquire());
