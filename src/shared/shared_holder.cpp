@@ -22,9 +22,8 @@ namespace lockon::detail {
 
 namespace {
 
-// A waiter that gives up waits this long for its cancel; after that its
-// entry is dropped by the next hand-over (nobody hears it) and any share
-// handed to it ends with its TTL.
+// A waiter that gives up waits this long for its cancel; after that the
+// cancel is retried in the background (cancel_now).
 constexpr std::chrono::milliseconds kCancelGrace{25};
 constexpr std::string_view kQueueTtl = "600000";
 constexpr long long kMaxTtlMs = 1LL << 40;

@@ -69,7 +69,9 @@ TEST_F(MultiLockFaults, ResumedHolderSeesTheLossAndNeverOverlaps) {
 // Afterwards no key stays held by nobody: each ends free or held by the
 // live MultiLock, and all are free within TTL + 200 ms of the end.
 TEST_F(MultiLockFaults, ServerStallWhileWaitingForTheLastKeyLeavesNoStrandedKey) {
-  const std::string a = key("a"), b = key("b"), c = key("c");
+  // One prefix: key() numbers its calls, and "…:10:b" sorts before "…:9:a".
+  const std::string base = key("multi");
+  const std::string a = base + ":a", b = base + ":b", c = base + ":c";
   constexpr auto kTtl = 1000ms;
   const Client fast(server().url() + "?socket_timeout=300ms");
   Lock blocker(client(), c, {.ttl = 10s});
@@ -87,14 +89,18 @@ TEST_F(MultiLockFaults, ServerStallWhileWaitingForTheLastKeyLeavesNoStrandedKey)
     }
     done = true;
   });
-  ASSERT_TRUE(eventually(3s, [&] { return exists(a) && exists(b); }));
+  if (!eventually(3s, [&] { return exists(a) && exists(b); })) {
+    blocker.unlock();
+    waiter.join();
+    FAIL() << "the MultiLock never held a and b (outcome " << outcome.load() << ")";
+  }
   std::this_thread::sleep_for(50ms);  // now queued on c
   server().pause();
   std::this_thread::sleep_for(600ms);
   server().resume();
   blocker.unlock();
-  ASSERT_TRUE(eventually(5s, [&] { return done.load(); })) << "the MultiLock hung after the stall";
-  waiter.join();
+  EXPECT_TRUE(eventually(5s, [&] { return done.load(); })) << "the MultiLock hung after the stall";
+  waiter.join();  // bounded: try_lock_for(3s) plus a socket timeout
   EXPECT_NE(outcome.load(), 4);
   const auto ended = Clock::now();
   if (outcome.load() == 1) {

@@ -260,15 +260,10 @@ TEST_F(SharedProxyFaults, UnsentReleaseEndsWithTheTtl) {
 // permit to the departed entry (PUBLISH counts a listener). The live waiter
 // behind it must still get in promptly, not a whole lease later.
 //
-// DISABLED: BUG (found 2026-11-23). SharedHolder::cancel_now tries the cancel
-// once (25 ms grace) and swallows the failure; unlike lockon::Lock it has no
-// orphan adoption (src/lock/orphans.*) retrying it in the background. The
-// entry stays queued, the release hands the permit to it (heard by the live
-// waiter's subscription), and the live waiter is stuck until that grant's
-// TTL (the departed waiter's ttl: 30 s by default) and its own next look
-// (wait_poll_interval / the earliest expiry it knew). Observed: not in after
-// 6 s here. Fix: adopt a failed cancel like Lock's orphans (retry the cancel
-// script until it succeeds). Same path for ReadWriteLock waiters.
+// Found failing on 2026-11-23 (the live waiter was not in after 6 s: the
+// cancel was tried once, 25 ms, and the departed entry got a share for the
+// departed waiter's whole TTL); fixed by retrying the cancel in the
+// background like a Lock's abandoned wait (lock/orphans.hpp).
 TEST_F(SharedProxyFaults, LostCancelDoesNotStrandThePermit) {
   const std::string name = key("sem");
   Semaphore holder(client(), name, 1, {.ttl = 10s});
