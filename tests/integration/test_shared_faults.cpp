@@ -155,6 +155,55 @@ TEST_F(SharedFaults, RestartUnderQueuedWaitersEndsTypedAndLeaksNothing) {
   EXPECT_EQ(queued(name), 0);
 }
 
+// The same for a read-write lock: readers hold, a writer and a reader queue
+// behind the writer; the server restarts empty. Every waiter ends in time
+// (in or a typed error), the readers learn their shares are gone, and the
+// name works afterwards with nothing left behind.
+TEST_F(SharedFaults, RestartUnderQueuedWriterAndReaderEndsTypedAndLeaksNothing) {
+  const std::string name = key("rw");
+  ReadWriteLock first(client(), name, {.ttl = 1500ms}), second(client(), name, {.ttl = 1500ms});
+  ASSERT_TRUE(first.try_lock_shared());
+  ASSERT_TRUE(second.try_lock_shared());
+  std::atomic<int> ended{0}, typed_errors{0}, got_in{0};
+  Crew waiters;
+  waiters.run(2, [&](int i) {
+    const Client own(server().url());
+    ReadWriteLock lock(own, name, {.ttl = 5s});
+    try {
+      const bool in = i == 0 ? lock.try_lock_for(6s) : lock.try_lock_shared_for(6s);
+      if (in) {
+        ++got_in;
+        lock.release();
+      }
+    } catch (const Error&) {
+      ++typed_errors;
+    }
+    ++ended;
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) >= 1; }));
+  std::this_thread::sleep_for(50ms);  // the reader queues behind the writer
+  server().restart();
+  raw_ = std::make_unique<RawConnection>(server().connect());
+  EXPECT_TRUE(eventually(2s, [&] { return first.lost() && second.lost(); })) << "a reader kept believing it held";
+  ASSERT_TRUE(eventually(8s, [&] { return ended.load() == 2; })) << "a waiter hung after the restart";
+  waiters.join();
+  EXPECT_EQ(waiters.errors(), "");
+  EXPECT_EQ(got_in.load() + typed_errors.load(), 2);
+  for (ReadWriteLock* reader : {&first, &second}) {
+    try {
+      reader->release();
+      ADD_FAILURE() << "the release of a share the restart erased succeeded";
+    } catch (const LockNotOwned&) {
+    } catch (const IoError&) {
+    }
+  }
+  ReadWriteLock fresh(client(), name, {.ttl = 5s});
+  EXPECT_TRUE(fresh.try_lock_for(2s)) << "a share leaked past the restart";
+  fresh.release();
+  EXPECT_EQ(holders(name), 0);
+  EXPECT_EQ(queued(name), 0);
+}
+
 // A fixture whose clients talk through a FaultProxy.
 class SharedProxyFaults : public SharedFaults {
  protected:
