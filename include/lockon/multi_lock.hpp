@@ -37,7 +37,10 @@
 // LOSS: a lost lease on any key (renewal found it taken, renewals failed,
 // release failed) declares the whole MultiLock lost: lost(), lost_token()
 // and LockOptions::on_lost (called once, LossEvent::name = name(), detail
-// naming the key). Renewal is per key, by the shared watchdog.
+// naming the key). Renewal is per key, by the shared watchdog. lost() is
+// also true as soon as any key's lease end has passed by this process's
+// clock, before the watchdog has confirmed it (a holder paused past its
+// TTL sees lost() on resuming; tested with SIGSTOP).
 //
 // Backends: the Client constructor makes single-instance Locks (any
 // topology; in a Cluster the keys may sit in different slots). The factory
