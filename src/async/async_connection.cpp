@@ -11,6 +11,7 @@
 #include <poll.h>
 
 #include <array>
+#include <typeinfo>
 
 #include "async/async_connect.hpp"
 #include "client/connection.hpp"
@@ -50,9 +51,13 @@ struct AsyncConnection::Request {
   asio::steady_timer signal;
 };
 
+// By target_type(), not target<T>(): Asio 1.22's any_executor::target<T>()
+// casts without checking the type, so it answered "strand" for every
+// executor and the single-threaded mode paid the strand mode's poll() per wait.
 bool is_strand(const asio::any_io_executor& executor) noexcept {
-  return executor.target<asio::strand<asio::any_io_executor>>() != nullptr ||
-         executor.target<asio::strand<asio::io_context::executor_type>>() != nullptr;
+  const std::type_info& type = executor.target_type();
+  return type == typeid(asio::strand<asio::any_io_executor>) ||
+         type == typeid(asio::strand<asio::io_context::executor_type>);
 }
 
 asio::awaitable<asio::error_code> wait_ready_async(asio::posix::stream_descriptor& descriptor,
