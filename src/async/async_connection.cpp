@@ -3,6 +3,8 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/io_context.hpp>
 #include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
@@ -11,6 +13,8 @@
 #include <poll.h>
 
 #include <array>
+#include <tuple>
+#include <typeinfo>
 
 #include "async/async_connect.hpp"
 #include "client/connection.hpp"
@@ -48,11 +52,39 @@ struct AsyncConnection::Request {
   std::exception_ptr error;
   // Wakes the awaiting coroutine (cancel() = "look at done").
   asio::steady_timer signal;
+  // Or, on one thread with no deadline, the awaiting coroutine's handler
+  // itself: the read loop resumes it in place (see resume_ready()).
+  struct Waiter {
+    virtual ~Waiter() = default;
+    virtual void complete(asio::error_code ec) = 0;
+  };
+  template <class Handler>
+  struct WaiterOf final : Waiter {
+    explicit WaiterOf(Handler h) : handler(std::move(h)) {}
+    void complete(asio::error_code ec) override {
+      Handler h = std::move(handler);
+      std::move(h)(ec);
+    }
+    Handler handler;
+  };
+  std::unique_ptr<Waiter> waiter;
 };
 
+namespace {
+void wake(const std::shared_ptr<AsyncConnection::Request>& request, asio::error_code ec) {
+  if (!request->waiter) return;
+  auto waiter = std::move(request->waiter);
+  waiter->complete(ec);
+}
+}  // namespace
+
+// By target_type(), not target<T>(): Asio 1.22's any_executor::target<T>()
+// casts without checking the type, so it answered "strand" for every
+// executor and the single-threaded mode paid the strand mode's poll() per wait.
 bool is_strand(const asio::any_io_executor& executor) noexcept {
-  return executor.target<asio::strand<asio::any_io_executor>>() != nullptr ||
-         executor.target<asio::strand<asio::io_context::executor_type>>() != nullptr;
+  const std::type_info& type = executor.target_type();
+  return type == typeid(asio::strand<asio::any_io_executor>) ||
+         type == typeid(asio::strand<asio::io_context::executor_type>);
 }
 
 asio::awaitable<asio::error_code> wait_ready_async(asio::posix::stream_descriptor& descriptor,
@@ -165,8 +197,33 @@ asio::awaitable<AsyncConnection::Outcome> AsyncConnection::exchange(std::string 
   // The caller's deadline; the socket timeout is the stall check's (see
   // check_stall): a deep pipeline on a live server is not a timeout.
   request->signal.expires_at(until);
+  // Resumed in place by the read loop (one epoll_wait and one scheduler
+  // trip less per request) when that is safe: one thread (no strand), no
+  // deadline timer to race, the caller on this very executor, and a read
+  // loop running (its frame drops the waiters if the io_context is torn
+  // down; fail() posts them).
+  const bool direct = !recheck_ && until == Clock::time_point::max() && state_ == State::up &&
+                      (co_await asio::this_coro::executor) == executor_;
+  const auto token = asio::experimental::as_tuple(asio::use_awaitable);
   while (!request->done) {
-    auto [ec] = co_await request->signal.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    asio::error_code ec;
+    if (direct) {
+      std::tie(ec) = co_await asio::async_initiate<decltype(token), void(asio::error_code)>(
+          [&request, this](auto handler) {
+            auto slot = asio::get_associated_cancellation_slot(handler);
+            request->waiter = std::make_unique<Request::WaiterOf<decltype(handler)>>(std::move(handler));
+            if (slot.is_connected()) {
+              slot.assign([weak = std::weak_ptr<Request>(request), executor = executor_](asio::cancellation_type) {
+                asio::post(executor, [weak] {
+                  if (auto r = weak.lock()) wake(r, asio::error::operation_aborted);
+                });
+              });
+            }
+          },
+          token);
+    } else {
+      std::tie(ec) = co_await request->signal.async_wait(token);
+    }
     if (request->done) break;
     if (ec == asio::error::operation_aborted) {
       const auto state = co_await asio::this_coro::cancellation_state;
@@ -225,7 +282,7 @@ void AsyncConnection::check_stall() noexcept {
   for (auto& request : fifo_) {
     if (request->done || request->abandoned) continue;
     request->timed_out = true;
-    finish(*request);
+    finish(request);
     request->abandoned = true;
   }
   last_progress_ = now;  // later requests get a full timeout of their own
@@ -335,6 +392,18 @@ asio::awaitable<void> AsyncConnection::write_loop(std::uint64_t generation) {
 
 asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
   auto self = shared_from_this();
+  // Destroyed while its generation is current: the io_context is being torn
+  // down with requests owed. Their waiters (coroutine frames that hold this
+  // connection) are dropped, as Asio drops every pending handler then, so
+  // that no ownership cycle outlives the io_context.
+  struct DropWaiters {
+    AsyncConnection& connection;
+    std::uint64_t generation;
+    ~DropWaiters() {
+      if (generation != connection.generation_) return;
+      for (auto& request : connection.fifo_) request->waiter.reset();
+    }
+  } drop_waiters{*this, generation};
   std::vector<char> buffer(kReadChunk);
   while (generation == generation_) {
     const IoStatus status = transport_->read_some(buffer.data(), buffer.size());
@@ -343,15 +412,17 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
         fail(io_error(IoFailure::protocol, "unparsable reply", endpoint_, "read"), false);
         co_return;
       }
+      deferring_ = true;
       while (generation == generation_) {
         void* raw = nullptr;
         if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
           fail(io_error(IoFailure::protocol, reader_->errstr, endpoint_, "read"), false);
-          co_return;
+          break;
         }
         if (raw == nullptr) break;
         on_reply(ReplyPtr(static_cast<redisReply*>(raw)));
       }
+      resume_ready();
       if (generation != generation_) co_return;  // a reply failed the connection (handshake)
       // A short read drained the socket: wait (a TLS record may still be
       // buffered in user space; then read on).
@@ -410,12 +481,28 @@ void AsyncConnection::on_reply(ReplyPtr reply) {
   request->replies.push_back(std::move(reply));
   if (request->replies.size() < request->expected) return;
   fifo_.pop_front();
-  finish(*request);
+  finish(request);
 }
 
-void AsyncConnection::finish(Request& request) noexcept {
-  request.done = true;
-  if (!request.abandoned) request.signal.cancel();
+void AsyncConnection::finish(const std::shared_ptr<Request>& request) noexcept {
+  request->done = true;
+  if (request->abandoned) return;
+  if (!request->waiter) {
+    request->signal.cancel();
+  } else if (deferring_) {
+    ready_.push_back(request);
+  } else {
+    asio::post(executor_, [self = shared_from_this(), request] { wake(request, {}); });
+  }
+}
+
+// Resumes, in place, the coroutines whose replies the read loop just parsed:
+// no handler posted, so no trip through the scheduler (and its epoll_wait(0)).
+void AsyncConnection::resume_ready() {
+  deferring_ = false;
+  auto ready = std::move(ready_);
+  ready_.clear();
+  for (auto& request : ready) wake(request, {});
 }
 
 void AsyncConnection::fail(std::exception_ptr error, bool from_handshake) noexcept {
@@ -449,7 +536,7 @@ void AsyncConnection::fail(std::exception_ptr error, bool from_handshake) noexce
     } else {
       request->error = error;
     }
-    finish(*request);
+    finish(request);
   }
   if (state_handler_) state_handler_(false, error);
 }

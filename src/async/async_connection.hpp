@@ -121,7 +121,11 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
 
  private:
   enum class State { down, connecting, up };
+
+ public:
   struct Request;
+
+ private:
 
   std::shared_ptr<Request> enqueue(std::string_view resp, std::size_t replies);
   bool stale() const noexcept;
@@ -134,7 +138,8 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   void check_stall() noexcept;
   void on_reply(ReplyPtr reply);
   void fail(std::exception_ptr error, bool from_handshake) noexcept;
-  void finish(Request& request) noexcept;
+  void finish(const std::shared_ptr<Request>& request) noexcept;
+  void resume_ready();
 
   Executor executor_;
   ConnectionOptions options_;
@@ -157,6 +162,8 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   std::function<void(ReplyPtr)> push_handler_;
   std::function<void(bool, std::exception_ptr)> state_handler_;
   bool recheck_ = false;  // is_strand(executor_)
+  bool deferring_ = false;  // the read loop is parsing: finish() queues on ready_
+  std::vector<std::shared_ptr<Request>> ready_;
 };
 
 /// Waits until `descriptor` is ready for `what`, safe against a lost edge

@@ -150,6 +150,55 @@ TEST_F(AsyncConnectionTest, CancelledCommandIsAbandonedNotTornDown) {
   }));
 }
 
+// On a connection already up, with no deadline, a request's coroutine is
+// resumed in place by the read loop (no timer): cancellation must still
+// reach it at once, and the stream stay in step.
+TEST_F(AsyncConnectionTest, CancelledCommandOnAnUpConnectionIsAbandonedAtOnce) {
+  AsyncClient client(io.get_executor(), server().url());
+  const std::string list = key("list");
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    std::vector<std::string> ping{"PING"};
+    EXPECT_EQ((co_await client.async_command(ping)).as_string(), "PONG");  // the connection is up
+    for (int round = 0; round < 3; ++round) {
+      asio::steady_timer timer(co_await asio::this_coro::executor);
+      timer.expires_after(100ms);
+      std::vector<std::string> blpop{"BLPOP", list, "0.5"};
+      const auto start = Clock::now();
+      auto winner = co_await (client.async_command(blpop) || timer.async_wait(asio::use_awaitable));
+      EXPECT_EQ(winner.index(), 1u);
+      EXPECT_LT(Clock::now() - start, 400ms) << "cancelled before BLPOP's 0.5 s ran out";
+      const Reply pong = co_await client.async_command(ping);
+      EXPECT_EQ(pong.as_string(), "PONG");
+    }
+  }));
+}
+
+// The io_context torn down while coroutines wait, resumed-in-place style, on
+// an up connection: their frames are dropped (no crash, no hang).
+TEST_F(AsyncConnectionTest, IoContextDestroyedWithOwedRequestsOnAnUpConnection) {
+  const std::string list = key("list");
+  auto local = std::make_unique<asio::io_context>();
+  {
+    AsyncClient client(local->get_executor(), server().url());
+    ASSERT_TRUE(run_on(*local, [&]() -> asio::awaitable<void> {
+      std::vector<std::string> ping{"PING"};
+      co_await client.async_command(ping);
+    }));
+    for (int i = 0; i < 4; ++i) {
+      asio::co_spawn(*local, [&client, list]() -> asio::awaitable<void> {
+        std::vector<std::string> blpop{"BLPOP", list, "5"};
+        co_await client.async_command(blpop);
+      }, asio::detached);
+    }
+    local->restart();
+    local->run_for(100ms);
+    EXPECT_FALSE(local->stopped()) << "the BLPOPs were still owed";
+    local->stop();  // the contract: the client goes after the io_context stopped
+  }
+  local.reset();
+  SUCCEED();
+}
+
 TEST_F(AsyncConnectionTest, ServerRestartFailsOwedRequestsTypedAndReconnects) {
   ConnectionOptions options = ConnectionOptions::from_url(server().url());
   options.connect_timeout = 300ms;

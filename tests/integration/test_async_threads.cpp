@@ -5,6 +5,7 @@
 // several threads.
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include <array>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "async/async_connection.hpp"
 #include "integration/async_support.hpp"
 #include "lockon/async.hpp"
 #include "support/fixtures.hpp"
@@ -27,6 +29,16 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 class AsyncThreadsTest : public RedisTest {};
+
+// The strand mode's poll() re-check is chosen by is_strand(); Asio 1.22's
+// any_executor::target<T>() does not check T, so a plain io_context
+// executor once passed for a strand (one poll() more per wait).
+TEST(AsyncExecutorKind, StrandIsToldApartFromAPlainExecutor) {
+  asio::io_context io;
+  EXPECT_FALSE(detail::is_strand(asio::any_io_executor(io.get_executor())));
+  EXPECT_TRUE(detail::is_strand(asio::any_io_executor(asio::make_strand(io.get_executor()))));
+  EXPECT_TRUE(detail::is_strand(asio::any_io_executor(asio::make_strand(asio::any_io_executor(io.get_executor())))));
+}
 
 TEST_F(AsyncThreadsTest, FourThreadsThousandCoroutinesCountExactly) {
   constexpr int kThreads = 4;
