@@ -46,15 +46,15 @@ namespace {
 ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::chrono::steady_clock::time_point until) {
   using Clock = std::chrono::steady_clock;
   const auto socket_timeout = connection.options().socket_timeout;
-  auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
-  const bool deadline_first = until < bound;
-  if (deadline_first) bound = until;
-  if (bound == Clock::time_point::max()) return connection.read_reply(operation);
+  const auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
+  // The socket timeout comes first (lock() without a deadline, or a far
+  // one): the connection's own timed read is one blocking recv(); the
+  // deadline path below costs a recv that finds nothing, a poll and a recv.
+  if (until >= bound) return connection.read_reply(operation);
   try {
-    return connection.read_reply_until(bound, operation);
+    return connection.read_reply_until(until, operation);
   } catch (const TimeoutError&) {
-    if (deadline_first) return nullptr;
-    throw;
+    return nullptr;  // the caller's deadline passed first
   }
 }
 
