@@ -40,6 +40,7 @@ bool Lock::Impl::acquire_until(Clock::time_point deadline) {
     throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
   if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
   token_ = state_.options.token ? *state_.options.token : detail::random_hex();
+  record_ = state_.options.holder_record ? detail::holder_record(token_, state_.options.holder_label) : std::string();
   Attempt first = fast_attempt(deadline);
   if (first.acquired && confirm_lease(first)) {
     require_acks(first.acks);
@@ -166,15 +167,22 @@ int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
   const std::array<std::string_view, 7> set_lease{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
   const auto set = state_.options.no_expiry ? std::span<const std::string_view>(set_forever)
                                             : std::span<const std::string_view>(set_lease);
-  if (acks_required()) {
+  if (acks_required() || !record_.empty()) {
+    // The holder record rides in the same write (lock/holder.hpp): NX, so
+    // an attempt that loses never overwrites the holder's record.
     // WAIT in the same write, on the same connection as the SET: it covers
     // exactly this connection's writes. A SET that did not win wrote
     // nothing, and WAIT then returns at once.
-    const std::array<std::span<const std::string_view>, 2> commands{set, wait_args()};
+    std::vector<std::span<const std::string_view>> commands{set};
+    const auto who = who_args();
+    if (!record_.empty()) commands.push_back(who);
+    if (acks_required()) commands.push_back(wait_args());
     std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until);
     if (replies.empty()) return deadline_passed(result);
-    detail::check_reply(*replies[1], client_.endpoint(), "WAIT for replicas");
-    result.acks = static_cast<int>(replies[1]->integer);
+    if (acks_required()) {
+      detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
+      result.acks = static_cast<int>(replies.back()->integer);
+    }
     reply = std::move(replies[0]);
     detail::check_reply(*reply, client_.endpoint(), "acquire lock");
   } else {
@@ -206,12 +214,20 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
                                       : std::span<const std::string_view>(set_lease),
       incr, expire, exec, wait_args()};
   // With replica acks, WAIT follows EXEC in the same write.
-  const auto commands = std::span<const std::span<const std::string_view>>(all).first(acks_required() ? 6 : 5);
+  // The holder record (NX: never the holder's) follows EXEC, before WAIT.
+  std::vector<std::span<const std::string_view>> commands(all.begin(), all.begin() + 5);
+  const auto who = who_args();
+  if (!record_.empty()) commands.push_back(who);
+  if (acks_required()) commands.push_back(all[5]);
   std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until);
   if (replies.empty()) return deadline_passed(result);
   if (acks_required()) {
     detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
     result.acks = static_cast<int>(replies.back()->integer);
+    replies.pop_back();
+  }
+  if (!record_.empty()) {
+    detail::check_reply(*replies.back(), client_.endpoint(), "record the lock's holder");
     replies.pop_back();
   }
   // Every reply was read: an error reply (OOM, READONLY, NOPERM...) can be
@@ -256,6 +272,12 @@ int Lock::Impl::deadline_passed(Attempt& result) {
   calls_.abandon(orphan_entry(token_), true);
   result.deadline_passed = true;
   return 0;
+}
+
+// SET who <record> NX [PX ttl]: the fast path's holder record.
+std::span<const std::string_view> Lock::Impl::who_args() {
+  who_command_ = {"SET", calls_.who_key(), record_, "NX", "PX", ttl_text_};
+  return std::span<const std::string_view>(who_command_).first(state_.options.no_expiry ? 4 : 6);
 }
 
 std::span<const std::string_view> Lock::Impl::wait_args() {

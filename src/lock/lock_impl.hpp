@@ -10,6 +10,7 @@
 
 #include "common/diagnostics.hpp"
 #include "client/error_map.hpp"
+#include "lock/holder.hpp"
 #include "lock/lease.hpp"
 #include "lock/lock_calls.hpp"
 #include "lock/lock_scripts.hpp"
@@ -97,6 +98,7 @@ class Lock::Impl {
 
   bool acks_required() const noexcept { return state_.options.replica_acks.replicas > 0; }
   std::span<const std::string_view> wait_args();
+  std::span<const std::string_view> who_args();
   void replicate_grant();
   void require_acks(int acks);
   bool confirm_lease(Attempt& attempt, Clock::time_point until = Clock::time_point::max());
@@ -109,9 +111,11 @@ class Lock::Impl {
   State& state_;
   const std::string ttl_text_;
   std::string token_;
+  std::string record_;  // holder record of this acquisition (empty: none)
   std::unique_ptr<Wait> wait_;
   std::string wait_replicas_, wait_timeout_;  // WAIT's arguments (wait_args)
   std::array<std::string_view, 3> wait_command_{};
+  std::array<std::string_view, 6> who_command_{};
   std::shared_ptr<detail::RenewalEntry> renewal_;
 };
 

@@ -15,7 +15,9 @@ void Lock::Impl::abandon_wait() noexcept {
 
 // One scripted attempt of a queued waiter (see scripts::wait_attempt).
 Lock::Impl::Attempt Lock::Impl::wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline) {
-  const std::array<std::string_view, 4> args{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0"};
+  // The 5th argument (optional) is this waiter's holder record.
+  const std::array<std::string_view, 5> all{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0", record_};
+  const auto args = std::span<const std::string_view>(all).first(record_.empty() ? 4 : 5);
   Attempt result;
   result.sent_at = Clock::now();
   const ReplyPtr reply = calls_.run4_until(detail::scripts::wait_attempt(calls_.sharded()), args, "acquire lock", deadline);

@@ -73,10 +73,13 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
     auto connection = node.pool().borrow();
     connection->ensure_connected();
     std::vector<std::string> ttls;
+    std::vector<std::string> whos;  // holder records: expire with the lease
     ttls.reserve(which.size());
+    whos.reserve(which.size());
     for (const std::size_t i : which) {
       ttls.push_back(std::to_string(entries[i]->ttl.count()));
-      const std::array<std::string_view, 1> keys{entries[i]->name};
+      whos.push_back(companion_key(entries[i]->name, "who"));
+      const std::array<std::string_view, 2> keys{entries[i]->name, whos.back()};
       const std::array<std::string_view, 3> args{entries[i]->token, ttls.back(), "1"};
       append_evalsha(*connection, scripts::renew(), keys, args);
     }
@@ -87,7 +90,7 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
     // pipelined replies are consumed.
     for (std::size_t n = 0; n < which.size(); ++n) {
       const std::size_t i = which[n];
-      const std::array<std::string_view, 1> keys{entries[i]->name};
+      const std::array<std::string_view, 2> keys{entries[i]->name, whos[n]};
       const std::array<std::string_view, 3> args{entries[i]->token, ttls[n], "1"};
       ReplyPtr reply = resolve_noscript(*connection, scripts::renew(), keys, args, std::move(replies[n]), "renew lease");
       if (reply->type == REDIS_REPLY_INTEGER) results[i] = reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
