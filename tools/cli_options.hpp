@@ -40,6 +40,7 @@ struct RunOptions {
   OnLost on_lost = OnLost::term;
   std::string kill_after = "5s";
   bool verbose = false;
+  std::string label{};  // --label: shown by `lockon status` as the holder's label
 };
 
 struct KeyOptions {
@@ -53,6 +54,8 @@ struct InspectOptions {
   ServerOptions servers{};
   std::string key{};
   bool force = false;
+  bool json = false;        // status: --json
+  std::size_t limit = 100;  // list: --limit
 };
 
 /// The URLs to use: --url values, else $LOCKON_REDIS_URL (several may be
