@@ -155,7 +155,23 @@ Lock::Impl::Attempt Lock::Impl::fast_attempt(Clock::time_point deadline) {
     } catch (const TimeoutError&) {
       calls_.abandon(orphan_entry(token_), true);
       throw;
+    } catch (const ReplyError&) {
+      drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
+      throw;
     }
+  }
+}
+
+// Deletes the who key if it still holds this attempt's record. Best effort:
+// a record left behind expires with the lease it was written for.
+void Lock::Impl::drop_record() noexcept {
+  if (record_.empty()) return;
+  static const detail::Script compare_and_delete(
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
+  try {
+    const std::array<std::string_view, 5> eval{"EVAL", compare_and_delete.body(), "1", calls_.who_key(), record_};
+    calls_.command(eval, "delete a holder record");
+  } catch (...) {
   }
 }
 

@@ -99,6 +99,7 @@ class Lock::Impl {
   bool acks_required() const noexcept { return state_.options.replica_acks.replicas > 0; }
   std::span<const std::string_view> wait_args();
   std::span<const std::string_view> who_args();
+  void drop_record() noexcept;
   void replicate_grant();
   void require_acks(int acks);
   bool confirm_lease(Attempt& attempt, Clock::time_point until = Clock::time_point::max());
