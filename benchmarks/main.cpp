@@ -18,6 +18,7 @@
 namespace lockon::bench {
 void set_external_url(std::string url);
 void stop_servers();
+int process_worker_main(int argc, char** argv);  // bench_processes.cpp
 }  // namespace lockon::bench
 
 namespace {
@@ -71,6 +72,9 @@ class CollectingReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A worker process of a cross-process benchmark (bench_processes.cpp).
+  if (argc > 1 && std::strcmp(argv[1], "--process-worker") == 0)
+    return lockon::bench::process_worker_main(argc - 2, argv + 2);
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--redis-url=", 12) == 0) lockon::bench::set_external_url(argv[i] + 12);

@@ -47,17 +47,26 @@ for preset in "${presets[@]}"; do
     # (src/lock/watchdog.cpp renew_due), so tests with more than 64 leases due at
     # once run with the lock-order checker off; races are still detected.
     many_locks='^integration\.LockWaiting\.ThousandWaitersOnAHundredKeysShareOnePubSubConnection$'
-    ctest --preset tsan -R '^(unit|integration)\.' -E "$many_locks" "$@"
+    # TSan refuses to start a thread in the child of a multi-threaded fork()
+    # ("starting new threads after multi-threaded fork is not supported"), and
+    # lockon's fork handling starts fresh threads there: those tests run in
+    # stage 1 of test.sh only, and are named here.
+    tsan_fork_tests='^integration\.(Fork\.|WatchdogFaults\.ForkedChild)'
+    echo "sanitize: tsan: not run under this sanitizer (TSan refuses threads after fork): $tsan_fork_tests"
+    ctest --preset tsan -R '^(unit|integration|async)\.' -E "$many_locks|$tsan_fork_tests" "$@"
     LOCKON_TSAN_OPTIONS=detect_deadlocks=0 ctest --preset tsan -R "$many_locks" "$@"
   else
-    # OPEN FINDING (docs/verification.md): under ASan the lease renewals of a
-    # child of fork() fail intermittently (the child's locks are reported
-    # lost). Both fork tests pass without sanitizers (stage 1 of test.sh); they
-    # are left out here until that is understood, not hidden: listed below.
+    # Left out under ASan (diagnosed, docs/verification.md): gcc 12's libasan
+    # has no fork handler for its allocator, so a parent thread inside
+    # malloc at fork() leaves a size-class mutex locked in the child; the
+    # child's first new thread (lockon's renewal lane) blocks on it forever in
+    # AsanThread::Init, and the child's lease lapses. glibc's own malloc locks
+    # its arenas around fork(), so the tests pass in stage 1 of test.sh (TSan
+    # cannot run them either: see above); they are listed below, not hidden.
     # Also timing-bound: the stall test's 300 ms socket timeout is too tight
     # for ASan's slowdown on a loaded 2-core machine (it passes in stage 1).
     fork_tests='^integration\.(Fork\.|WatchdogFaults\.ForkedChild|LockSafety\.WaitersTimedOutDuringAStall)'
-    echo "sanitize: $preset: not run under this sanitizer (open finding): fork tests matching $fork_tests"
+    echo "sanitize: $preset: not run under this sanitizer (libasan fork limitation, see docs/verification.md): $fork_tests"
     ctest --preset "$preset" -R '^(unit|integration|async)\.' -E "$fork_tests" "$@"
   fi
 done

@@ -41,6 +41,8 @@ struct RunOptions {
   std::string kill_after = "5s";
   bool verbose = false;
   std::string label{};  // --label: shown by `lockon status` as the holder's label
+  bool shared = false;      // --shared: a reader's share of the ReadWriteLock NAME
+  long long permits = 0;    // --permits N: one of N permits of the Semaphore NAME (0: off)
 };
 
 struct KeyOptions {

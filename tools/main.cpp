@@ -116,6 +116,15 @@ CLI::App* add_run(CLI::App& app, RunOptions& o, std::string& on_lost) {
   run->add_option("--label", o.label, "A label for the holder record that `lockon status` shows")
       ->type_name("TEXT");
   run->add_flag("-v,--verbose", o.verbose, "Report progress on stderr (never a password or a full token)");
+  auto* shared = run->add_flag("--shared", o.shared,
+                               "Hold a reader's share of the read-write lock NAME (lockon::ReadWriteLock): "
+                               "shared runs overlap, a writer (C++ API) excludes them; one server only");
+  run->add_option("--permits", o.permits,
+                  "Hold one of N permits of the semaphore NAME (lockon::Semaphore): at most N such runs at "
+                  "once, like `consul lock -n N`; every user must pass the same N; one server only")
+      ->type_name("N")
+      ->check(CLI::Range(1LL, 1000000000LL))
+      ->excludes(shared);
   run->footer(
       "NAME is acquired (waiting, unless -n/-w), COMMAND runs as a child while the lease is renewed,\n"
       "and the lock is released once COMMAND is gone. SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to lockon are\n"

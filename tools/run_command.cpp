@@ -22,6 +22,7 @@
 #include "lockon/lock.hpp"
 #include "lockon/options.hpp"
 #include "lockon/redlock.hpp"
+#include "lockon/shared_lease.hpp"
 #include "report.hpp"
 #include "run_settings.hpp"
 #include "servers.hpp"
@@ -90,11 +91,23 @@ struct Acquisition {
   std::atomic<bool> done{false};
 };
 
+// --shared / --permits N: a share of NAME instead of the lock itself (one
+// server: shares have no Redlock form). The run's random token names the
+// share, so --verbose shows its prefix as for a lock.
+std::unique_ptr<DistributedLock> make_run_lock(const Servers& servers, const RunOptions& options,
+                                               LockOptions lock_options, RedlockOptions redlock_options) {
+  if (!options.shared && options.permits == 0)
+    return servers.make_lock(options.name, std::move(lock_options), std::move(redlock_options));
+  if (servers.size() != 1) throw ConfigError("--shared and --permits need a single server (one --url)");
+  if (options.shared) return SharedLeaseLock::reader(servers.clients().front(), options.name, std::move(lock_options));
+  return SharedLeaseLock::permit(servers.clients().front(), options.name, options.permits, std::move(lock_options));
+}
+
 void acquire(Acquisition& a, const Servers& servers, const RunOptions& options, const RunSettings& settings,
              LockOptions lock_options, RedlockOptions redlock_options, Wakeup& wake) {
   const auto start = Clock::now();
   try {
-    a.lock = servers.make_lock(options.name, std::move(lock_options), std::move(redlock_options));
+    a.lock = make_run_lock(servers, options, std::move(lock_options), std::move(redlock_options));
     bool ok = false;
     if (options.nonblock) {
       ok = a.lock->try_lock();

@@ -26,4 +26,6 @@
 #include "lockon/metrics.hpp"
 #include "lockon/options.hpp"
 #include "lockon/policy.hpp"
+#include "lockon/read_write_lock.hpp"
 #include "lockon/redlock.hpp"
+#include "lockon/semaphore.hpp"

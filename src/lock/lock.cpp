@@ -41,6 +41,11 @@ bool Lock::Impl::acquire_until(Clock::time_point deadline) {
   if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
   token_ = state_.options.token ? *state_.options.token : detail::random_hex();
   record_ = state_.options.holder_record ? detail::holder_record(token_, state_.options.holder_label) : std::string();
+  // Contended a moment ago: the fast SET NX would most likely fail, and
+  // the queue's script acquires a free key just as well. Skipping it saves
+  // a round trip, a server command and a context switch per contended
+  // acquisition (see docs/benchmarks.md, contention across processes).
+  if (queue_directly(deadline)) return wait_for_turn(deadline);
   Attempt first = fast_attempt(deadline);
   if (first.acquired && confirm_lease(first)) {
     require_acks(first.acks);

@@ -81,6 +81,25 @@ class Lock::Impl {
   };
 
   bool random_token() const noexcept { return !state_.options.token.has_value(); }
+
+  // How long after an acquisition that had to wait the next one goes
+  // straight to the queue: below the subscriber's linger (1 s), so the
+  // subscription is normally still up and queueing costs no SUBSCRIBE.
+  static constexpr std::chrono::milliseconds kContendedMemory{500};
+
+  bool queue_directly(Clock::time_point deadline) const {
+    // Replica acks: the fast path pipelines WAIT with the SET; the queue's
+    // grant would need an extra round trip (replicate_grant).
+    if (queue_directly_until_ == Clock::time_point{} || acks_required() || deadline == Clock::time_point::min())
+      return false;  // the uncontended path pays no clock read here
+    const auto now = Clock::now();
+    return now < queue_directly_until_ && now < deadline;
+  }
+
+  // After an acquisition through the queue: whether it waited there.
+  void note_contention(bool waited) {
+    queue_directly_until_ = waited ? detail::add_saturating(Clock::now(), kContendedMemory) : Clock::time_point{};
+  }
   std::string orphan_entry(const std::string& token) const;
   [[noreturn]] void throw_token_in_use() const;
   Attempt fast_attempt(Clock::time_point deadline);
@@ -114,6 +133,7 @@ class Lock::Impl {
   std::string token_;
   std::string record_;  // holder record of this acquisition (empty: none)
   std::unique_ptr<Wait> wait_;
+  Clock::time_point queue_directly_until_{};  // see queue_directly()
   std::string wait_replicas_, wait_timeout_;  // WAIT's arguments (wait_args)
   std::array<std::string_view, 3> wait_command_{};
   std::array<std::string_view, 6> who_command_{};

@@ -63,8 +63,13 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
   }
   try {
     Attempt last = wait_attempt(wait_->entry, !resumed, deadline);
+    bool waited = resumed;
     while (true) {
-      if (last.acquired && confirm_lease(last)) return finish_wait(last);
+      if (last.acquired && confirm_lease(last)) {
+        note_contention(waited);
+        return finish_wait(last);
+      }
+      waited = true;
       if (!last.deadline_passed) wait_->last = last;
       const auto now = Clock::now();
       if (last.deadline_passed || now >= deadline) return give_up();
@@ -75,7 +80,10 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
       follow_slot(wake_at);
       if (wait_->watch->wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
         Attempt handed = handed_attempt();
-        if (confirm_lease(handed)) return finish_wait(handed);
+        if (confirm_lease(handed)) {
+          note_contention(true);
+          return finish_wait(handed);
+        }
         reset_slot();  // handed, but the lease ran out while we did not run: queue again
       }
       last = wait_attempt(wait_->entry, false, deadline);

@@ -292,7 +292,7 @@ void Watchdog::add(std::shared_ptr<RenewalEntry> entry) {
     std::lock_guard lock(all.mutex);
     // One lane per server, so a stalled one delays nobody else: on a
     // cluster, the master serving the key when the entry is added.
-    std::string server = entry->client ? entry->client->endpoint() : std::string();
+    std::string server = entry->client ? entry->client->endpoint() : entry->lane;
     if (entry->client && entry->client->options().deployment == Deployment::cluster) {
       try {
         server = entry->client->node_for(entry->name)->endpoint();

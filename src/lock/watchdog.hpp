@@ -57,6 +57,9 @@ struct RenewalEntry {
   std::string token;
   /// Other kinds (Redlock): renews one lease; must not throw.
   std::function<RenewResult()> renew;
+  /// With `renew`: the lane to run on (a server's name, so a stalled server
+  /// holds up only its own entries); empty: the lane of self-renewing entries.
+  std::string lane;
 
   // Schedule (guarded by mutex).
   std::mutex mutex;

@@ -1,0 +1,268 @@
+// Aggregate throughput: 64 threads calling one RedisLocker's lock_on-wrapped
+// no-op, each thread on its own key (no contention), against the server's
+// capacity for the same commands measured in the same run by a raw hiredis
+// client that pipelines: one connection, 64 SET NX PX GET (distinct keys)
+// in one write, their 64 replies, then 64 EVALSHA compare-and-delete in one
+// write and their replies. Blocks of the two alternate inside one
+// measurement. Also reported: lockon with a 64-connection pool, 64 threads
+// each with its own raw hiredis connection, without pipelining (what 64
+// blocking clients can get), and 64 threads through a sketch of automatic
+// pipelining (Multiplexer: the ceiling of that design on this machine).
+#include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "lockon/lockon.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr int kThreads = 64;
+constexpr int kBlocks = 5;
+constexpr auto kBlock = 300ms;
+constexpr const char* kCompareAndDelete =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+struct FreeContext {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using Context = std::unique_ptr<redisContext, FreeContext>;
+
+Context connect(const std::string& url) {
+  const auto options = lockon::ConnectionOptions::from_url(url);
+  Context context(redisConnect(options.host.c_str(), options.port));
+  if (!context || context->err) throw std::runtime_error("cannot connect to " + url);
+  return context;
+}
+
+void append(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK)
+    throw std::runtime_error("append failed");
+}
+
+void read_replies(redisContext* c, int n) {
+  for (int i = 0; i < n; ++i) {
+    void* reply = nullptr;
+    if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr) throw std::runtime_error("raw reply failed");
+    freeReplyObject(reply);
+  }
+}
+
+std::string load_script(redisContext* c) {
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "SCRIPT LOAD %s", kCompareAndDelete));
+  if (reply == nullptr || reply->type != REDIS_REPLY_STRING) throw std::runtime_error("SCRIPT LOAD failed");
+  std::string sha(reply->str, reply->len);
+  freeReplyObject(reply);
+  return sha;
+}
+
+// Cycles (acquire + release of one key) per second through one pipelining
+// connection, 64 keys per batch.
+double raw_pipelined(redisContext* c, const std::string& sha, Clock::duration duration) {
+  long long cycles = 0;
+  const auto started = Clock::now();
+  while (Clock::now() - started < duration) {
+    for (int k = 0; k < kThreads; ++k)
+      append(c, {"SET", "bench:agg:raw:" + std::to_string(k), "token", "NX", "PX", "30000", "GET"});
+    read_replies(c, kThreads);
+    for (int k = 0; k < kThreads; ++k) append(c, {"EVALSHA", sha, "1", "bench:agg:raw:" + std::to_string(k), "token"});
+    read_replies(c, kThreads);
+    cycles += kThreads;
+  }
+  return static_cast<double>(cycles) / std::chrono::duration<double>(Clock::now() - started).count();
+}
+
+// The design proposed for the client layer (automatic pipelining), in its
+// simplest form, to see how far a *blocking* API can get: callers queue
+// their command and sleep on their own condition variable; one I/O thread
+// per connection takes everything queued, writes it in one go, reads the
+// replies in order and wakes each caller (as ioredis/Lettuce do with an
+// event loop). One batch in flight at a time.
+class Multiplexer {
+ public:
+  explicit Multiplexer(const std::string& url) : context_(connect(url)), io_([this] { run(); }) {}
+  ~Multiplexer() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    queued_cv_.notify_one();
+    io_.join();
+  }
+  Multiplexer(const Multiplexer&) = delete;
+  Multiplexer& operator=(const Multiplexer&) = delete;
+
+  // Sends one command and waits for its reply (dropped: the benchmark
+  // needs the round trip, not the value).
+  void call(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    char* formatted = nullptr;
+    const long long len = redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()), argv.data(), lens.data());
+    if (len < 0) throw std::runtime_error("format failed");
+    Request request;
+    request.bytes.assign(formatted, static_cast<std::size_t>(len));
+    redisFreeCommand(formatted);
+    {
+      std::lock_guard lock(mutex_);
+      queued_.push_back(&request);
+    }
+    queued_cv_.notify_one();
+    std::unique_lock lock(request.mutex);
+    request.cv.wait(lock, [&] { return request.done; });
+  }
+
+ private:
+  struct Request {
+    std::string bytes;
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+  };
+
+  void run() {
+    std::vector<Request*> batch;
+    while (true) {
+      {
+        std::unique_lock lock(mutex_);
+        queued_cv_.wait(lock, [&] { return stop_ || !queued_.empty(); });
+        if (stop_ && queued_.empty()) return;
+        batch.swap(queued_);
+      }
+      for (Request* r : batch)
+        if (redisAppendFormattedCommand(context_.get(), r->bytes.data(), r->bytes.size()) != REDIS_OK)
+          throw std::runtime_error("append failed");
+      read_replies(context_.get(), static_cast<int>(batch.size()));
+      for (Request* r : batch) {
+        {
+          std::lock_guard lock(r->mutex);
+          r->done = true;
+        }
+        r->cv.notify_one();
+      }
+      batch.clear();
+    }
+  }
+
+  Context context_;
+  std::mutex mutex_;
+  std::condition_variable queued_cv_;
+  std::vector<Request*> queued_;
+  bool stop_ = false;
+  std::thread io_;
+};
+
+// Runs `body(thread index)` in kThreads threads for `duration`; returns
+// calls per second.
+template <class Body>
+double run_threads(Clock::duration duration, Body&& body) {
+  std::atomic<bool> go{false};
+  std::atomic<bool> stop{false};
+  std::atomic<long long> calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go) std::this_thread::yield();
+      long long mine = 0;
+      while (!stop) {
+        body(t);
+        ++mine;
+      }
+      calls += mine;
+    });
+  }
+  const auto started = Clock::now();
+  go = true;
+  std::this_thread::sleep_for(duration);
+  stop = true;
+  for (auto& th : threads) th.join();
+  return static_cast<double>(calls) / std::chrono::duration<double>(Clock::now() - started).count();
+}
+
+void noop(int key) { benchmark::DoNotOptimize(key); }
+
+void BM_Aggregate64Threads(benchmark::State& state) {
+  const std::string url = lockon::bench::server_url();
+  const lockon::RedisLocker locker(url, {.key_prefix = "bench:agg"});
+  const auto locked = locker.lock_on<0>("bench::agg", &noop);
+  // The same with a connection per thread: what the pool's size costs.
+  const lockon::RedisLocker wide(url, {.key_prefix = "bench:agg"}, {.size = kThreads});
+  const auto locked_wide = wide.lock_on<0>("bench::agg", &noop);
+  Context pipelined = connect(url);
+  const std::string sha = load_script(pipelined.get());
+  std::vector<Context> own;  // one connection per thread, no pipelining
+  for (int t = 0; t < kThreads; ++t) own.push_back(connect(url));
+  Multiplexer multiplexer(url);
+  double lockon_sum = 0, raw_sum = 0, blocking_sum = 0, wide_sum = 0, multiplexed_sum = 0;
+  for (auto _ : state) {
+    for (int block = 0; block < kBlocks; ++block) {
+      raw_sum += raw_pipelined(pipelined.get(), sha, kBlock);
+      lockon_sum += run_threads(kBlock, [&](int t) { locked(t); });
+      wide_sum += run_threads(kBlock, [&](int t) { locked_wide(t); });
+      blocking_sum += run_threads(kBlock, [&](int t) {
+        redisContext* c = own[static_cast<std::size_t>(t)].get();
+        const std::string key = "bench:agg:own:" + std::to_string(t);
+        append(c, {"SET", key, "token", "NX", "PX", "30000", "GET"});
+        read_replies(c, 1);
+        append(c, {"EVALSHA", sha, "1", key, "token"});
+        read_replies(c, 1);
+      });
+      multiplexed_sum += run_threads(kBlock, [&](int t) {
+        const std::string key = "bench:agg:mux:" + std::to_string(t);
+        multiplexer.call({"SET", key, "token", "NX", "PX", "30000", "GET"});
+        multiplexer.call({"EVALSHA", sha, "1", key, "token"});
+      });
+    }
+  }
+  state.counters["lockon_cycles_per_s"] = lockon_sum / kBlocks;
+  state.counters["lockon_pool64_cycles_per_s"] = wide_sum / kBlocks;
+  state.counters["raw_multiplexed_cycles_per_s"] = multiplexed_sum / kBlocks;
+  state.counters["raw_pipelined_cycles_per_s"] = raw_sum / kBlocks;
+  state.counters["raw_64_connections_cycles_per_s"] = blocking_sum / kBlocks;
+}
+
+BENCHMARK(BM_Aggregate64Threads)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
+
+const bool registered = [] {
+  using lockon::bench::register_ratio;
+  register_ratio({.label = "64 threads, distinct keys, one RedisLocker / raw pipelined capacity",
+                  .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
+                  .metric = "lockon_cycles_per_s", .target = 0.7, .baseline_metric = "raw_pipelined_cycles_per_s"});
+  register_ratio({.label = "  the same with a 64-connection pool / raw pipelined capacity",
+                  .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
+                  .metric = "lockon_pool64_cycles_per_s", .baseline_metric = "raw_pipelined_cycles_per_s",
+                  .informational = true});
+  register_ratio({.label = "  64 threads through one auto-pipelining connection (sketch) / capacity",
+                  .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
+                  .metric = "raw_multiplexed_cycles_per_s", .baseline_metric = "raw_pipelined_cycles_per_s",
+                  .informational = true});
+  register_ratio({.label = "  64 raw blocking connections (no pipelining) / raw pipelined capacity",
+                  .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
+                  .metric = "raw_64_connections_cycles_per_s", .baseline_metric = "raw_pipelined_cycles_per_s",
+                  .informational = true});
+  return true;
+}();
+
+}  // namespace

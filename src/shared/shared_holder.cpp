@@ -1,0 +1,299 @@
+#include "shared/shared_holder.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "client/client_impl.hpp"
+#include "client/error_map.hpp"
+#include "client/routed.hpp"
+#include "client/script.hpp"
+#include "common/diagnostics.hpp"
+#include "common/fork.hpp"
+#include "common/token.hpp"
+#include "lock/lease.hpp"
+#include "lock/lock_scripts.hpp"
+#include "lock/subscriber.hpp"
+#include "lock/watchdog.hpp"
+#include "lockon/errors.hpp"
+#include "shared/shared_scripts.hpp"
+
+namespace lockon::detail {
+
+namespace {
+
+// A waiter that gives up waits this long for its cancel; after that its
+// entry is dropped by the next hand-over (nobody hears it) and any share
+// handed to it ends with its TTL.
+constexpr std::chrono::milliseconds kCancelGrace{25};
+constexpr std::string_view kQueueTtl = "600000";
+constexpr long long kMaxTtlMs = 1LL << 40;
+
+// Runs `script` on the node serving `name` with the holders and queue keys;
+// null when `until` passed first (the outcome is then unknown).
+ReplyPtr run_script(ClientImpl& client, const std::string& name, std::array<std::string_view, 2> keys,
+                    const Script& script, std::span<const std::string_view> args, std::string_view operation,
+                    std::chrono::steady_clock::time_point until) {
+  using Clock = std::chrono::steady_clock;
+  std::string endpoint;
+  ReplyPtr reply = routed_call(client, name, until, [&](Connection& connection, Node& node) -> ReplyPtr {
+    endpoint = node.endpoint();
+    connection.ensure_connected();
+    append_evalsha(connection, script, keys, args);
+    const auto socket_timeout = connection.options().socket_timeout;
+    auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
+    const bool deadline_first = until < bound;
+    if (deadline_first) bound = until;
+    ReplyPtr first;
+    if (bound == Clock::time_point::max()) {
+      first = connection.read_reply(operation);
+    } else {
+      try {
+        first = connection.read_reply_until(bound, operation);
+      } catch (const TimeoutError&) {
+        if (deadline_first) return nullptr;
+        throw;
+      }
+    }
+    return resolve_noscript(connection, script, keys, args, std::move(first), operation);
+  });
+  if (reply) check_reply(*reply, endpoint, operation);
+  return reply;
+}
+
+}  // namespace
+
+struct SharedHolder::Attempt {
+  bool acquired = false;
+  bool deadline_passed = false;
+  long long wait_ms = -1;  // until the earliest holder's lease ends
+  Clock::time_point sent_at;
+};
+
+SharedHolder::SharedHolder(Client client, std::string name, SharedLeaseOptions options, char kind, long long limit,
+                           const char* what)
+    : client_(std::move(client)),
+      name_(std::move(name)),
+      options_(std::move(options)),
+      kind_(kind),
+      limit_text_(std::to_string(limit)),
+      what_(what) {
+  if (name_.empty()) throw ConfigError(std::string(what_) + ": the name must not be empty");
+  if (options_.ttl.count() <= 0 || options_.ttl.count() > kMaxTtlMs)
+    throw ConfigError(std::string(what_) + " '" + name_ + "': ttl must be > 0 and <= 2^40 ms");
+  if (options_.wait_poll_interval.count() <= 0)
+    throw ConfigError(std::string(what_) + " '" + name_ + "': wait_poll_interval must be > 0");
+  ttl_text_ = std::to_string(options_.ttl.count());
+  holders_key_ = companion_key(name_, "sh");
+  queue_key_ = companion_key(name_, "sq");
+  wake_prefix_ = companion_key(name_, "wake:");
+  sharded_ = sharded_wake(*client_.impl());
+}
+
+SharedHolder::~SharedHolder() {
+  unlock();
+  stop_renewal();
+}
+
+bool SharedHolder::held() noexcept {
+  if (held_ && generation_ != fork_generation()) held_ = false;  // the parent's holding, seen in a forked child
+  return held_;
+}
+
+bool SharedHolder::lost() const noexcept { return lease_ && lease_->lost(); }
+
+std::stop_token SharedHolder::lost_token() const noexcept { return lease_ ? lease_->token() : std::stop_token(); }
+
+std::string SharedHolder::orphan_entry() const {
+  return std::string("-|-|") + ttl_text_ + "|" + kind_ + "|" + token_;
+}
+
+SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char* mode, Clock::time_point until) {
+  const std::array<std::string_view, 5> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl};
+  Attempt result;
+  result.sent_at = Clock::now();
+  const ReplyPtr reply = run_script(*client_.impl(), name_, {holders_key_, queue_key_},
+                                    shared_scripts::attempt(sharded_), args, "acquire", until);
+  if (!reply) {
+    result.deadline_passed = true;
+    return result;
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[1]->type != REDIS_REPLY_INTEGER)
+    throw ProtocolError(std::string("acquire ") + what_ + " '" + name_ + "' on " + client_.endpoint() +
+                        ": unexpected script reply");
+  result.acquired = reply->element[0]->integer == 1;
+  result.wait_ms = reply->element[1]->integer;
+  return result;
+}
+
+bool SharedHolder::acquire_until(Clock::time_point deadline) {
+  if (!held()) stop_renewal();
+  if (held_) throw LockError(std::string(what_) + " '" + name_ + "' is already held by this object", name_);
+  token_ = fixed_token_.empty() ? random_hex() : fixed_token_;
+  const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
+  Attempt first;
+  try {
+    first = attempt(orphan_entry(), "0", until);
+  } catch (const TimeoutError&) {
+    cancel_now(orphan_entry());  // it may have been granted
+    throw;
+  } catch (const ClosedError&) {
+    cancel_now(orphan_entry());
+    throw;
+  }
+  if (first.acquired) return on_acquired(first.sent_at);
+  if (first.deadline_passed) {
+    cancel_now(orphan_entry());
+    return false;
+  }
+  if (deadline == Clock::time_point::min() || Clock::now() >= deadline) return false;
+  return wait_for_turn(deadline);
+}
+
+bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
+  auto node = client_.impl()->node_for(name_);  // kept alive while we listen on its subscriber
+  auto& subscriber = node->subscriber();
+  const std::string waiter_id = random_hex(8);
+  const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + kind_ + "|" + token_;
+  Subscriber::Watch watch = subscriber.watch(waiter_id, wake_channel(name_, subscriber.id()));
+  // Subscribed before queueing: no hand-over can precede our ability to hear
+  // it. Bounded: a dead subscriber only costs polling.
+  watch.wait_subscribed(std::min(deadline, add_saturating(Clock::now(), options_.wait_poll_interval)));
+  // Sent before our entry is queued, so before any hand-over to it: a lease
+  // handed to us is proven from here.
+  const auto queued_at = Clock::now();
+  const auto handed_in_time = [&] { return Clock::now() < add_saturating(queued_at, options_.ttl / 2); };
+  try {
+    Attempt last = attempt(entry, "1", deadline);
+    while (true) {
+      if (last.acquired) return on_acquired(last.sent_at);
+      const auto now = Clock::now();
+      if (last.deadline_passed || now >= deadline) {
+        // A hand-over that raced with the deadline is taken rather than bounced.
+        if (watch.wait_until(Clock::time_point::min()) == Subscriber::Slot::Wake::handed && handed_in_time())
+          return on_acquired(queued_at);
+        cancel_now(entry);
+        return false;
+      }
+      auto wake_at = std::min(deadline, add_saturating(now, options_.wait_poll_interval));
+      // A crashed holder releases nothing: look again when its lease ends.
+      if (last.wait_ms >= 0)
+        wake_at = std::min(wake_at, add_saturating(last.sent_at, std::chrono::milliseconds(last.wait_ms + 1)));
+      if (watch.wait_until(wake_at) == Subscriber::Slot::Wake::handed) {
+        if (handed_in_time()) return on_acquired(queued_at);
+        // Woken too late to prove half a lease: the next attempt confirms
+        // (and restarts) the share if it is still ours.
+        std::lock_guard lock(watch.slot().mutex);
+        watch.slot().handed = false;
+      }
+      last = attempt(entry, "r", deadline);
+    }
+  } catch (...) {
+    cancel_now(entry);
+    throw;
+  }
+}
+
+bool SharedHolder::on_acquired(Clock::time_point lease_from) {
+  held_ = true;
+  generation_ = fork_generation();
+  lease_ = std::make_shared<LeaseSignal>(name_, options_.on_lost);
+  lease_->set_lease_end(add_saturating(lease_from, options_.ttl));
+  if (!options_.auto_renew) return true;
+  auto entry = std::make_shared<RenewalEntry>();
+  entry->name = name_;
+  entry->ttl = options_.ttl;
+  entry->signal = lease_;
+  // No `client`: renewed one by one on the lane of self-renewing entries,
+  // with this script (the lanes' pipelines renew plain lock keys only).
+  entry->renew = [client = client_.impl(), name = name_, keys = std::array<std::string, 2>{holders_key_, queue_key_},
+                  wake = wake_prefix_, limit = limit_text_, member = std::string(1, kind_) + ":" + token_,
+                  ttl = ttl_text_, sharded = sharded_]() -> RenewResult {
+    const std::array<std::string_view, 4> args{wake, limit, member, ttl};
+    const ReplyPtr reply = run_script(*client, name, {keys[0], keys[1]}, shared_scripts::renew(sharded), args,
+                                      "renew", Clock::time_point::max());
+    return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
+  };
+  // A lane of its own per server (not the one Redlock entries share): a
+  // stalled server delays only the shares it serves.
+  try {
+    entry->lane = "shared:" + client_.impl()->node_for(name_)->endpoint();
+  } catch (...) {
+    entry->lane = "shared:" + client_.endpoint();
+  }
+  const auto now = Clock::now();
+  entry->next_due = add_saturating(now, std::max(options_.ttl / 3, std::chrono::milliseconds(1)));
+  entry->lease_expires = add_saturating(lease_from, options_.ttl);
+  renewal_ = entry;
+  Watchdog::instance().add(std::move(entry));
+  return true;
+}
+
+void SharedHolder::stop_renewal() noexcept {
+  if (!renewal_) return;
+  Watchdog::stop(*renewal_);
+  renewal_.reset();
+}
+
+void SharedHolder::cancel_now(const std::string& entry) noexcept {
+  try {
+    const std::array<std::string_view, 3> args{wake_prefix_, limit_text_, entry};
+    (void)run_script(*client_.impl(), name_, {holders_key_, queue_key_}, shared_scripts::cancel(sharded_), args,
+                     "cancel wait", Clock::now() + kCancelGrace);
+  } catch (...) {
+    // The entry is dropped by the next hand-over that reaches it (nobody
+    // hears it); a share granted to it ends with its TTL.
+  }
+}
+
+void SharedHolder::release() {
+  if (!held()) throw LockError(std::string("cannot release ") + what_ + " '" + name_ + "': not held", name_);
+  stop_renewal();
+  held_ = false;
+  const std::string member = std::string(1, kind_) + ":" + token_;
+  const std::array<std::string_view, 3> args{wake_prefix_, limit_text_, member};
+  ReplyPtr reply;
+  try {
+    reply = run_script(*client_.impl(), name_, {holders_key_, queue_key_}, shared_scripts::release(sharded_), args,
+                       "release", Clock::time_point::max());
+  } catch (const Error& e) {
+    lease_->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
+    throw;
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[0]->integer != 1) {
+    lease_->declare_lost(LossReason::taken, "the lease had ended before the release");
+    throw LockNotOwned(std::string("cannot release ") + what_ + " '" + name_ + "': the lease had ended", name_);
+  }
+  lease_->close();
+}
+
+std::pair<long long, long long> SharedHolder::probe() {
+  static const Script script(
+      "local t = redis.call('TIME')\n"
+      "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+      "local live = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')\n"
+      "local score = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+      "if score and tonumber(score) > now then return {tonumber(score) - now, live} end\n"
+      "return {-2, live}\n");
+  const std::string member = held() ? std::string(1, kind_) + ":" + token_ : std::string("-");
+  const std::array<std::string_view, 1> args{member};
+  const ReplyPtr reply = run_script(*client_.impl(), name_, {holders_key_, queue_key_}, script, args, "inspect",
+                                    Clock::time_point::max());
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
+    throw ProtocolError(std::string("inspect ") + what_ + " '" + name_ + "' on " + client_.endpoint() +
+                        ": unexpected script reply");
+  return {reply->element[0]->integer, reply->element[1]->integer};
+}
+
+void SharedHolder::unlock() noexcept {
+  if (!held()) return;
+  try {
+    release();
+    last_unlock_error_ = nullptr;
+  } catch (...) {
+    last_unlock_error_ = std::current_exception();
+  }
+}
+
+}  // namespace lockon::detail

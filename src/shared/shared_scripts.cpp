@@ -1,0 +1,131 @@
+#include "shared/shared_scripts.hpp"
+
+#include <string>
+
+namespace lockon::detail::shared_scripts {
+namespace {
+
+// Common prelude: the server's clock in ms, expired shares dropped, and the
+// helpers every script uses. Lua numbers are doubles: ms since 1970 (~2^41)
+// are exact; string.format('%.0f') keeps them out of exponent notation.
+#define LOCKON_LUA_SHARED_PRELUDE                                                                   \
+  "local t = redis.call('TIME')\n"                                                                  \
+  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                         \
+  "local limit = tonumber(ARGV[2])\n"                                                               \
+  "local publish_denied = 0\n"                                                                      \
+  "local pruned = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))\n"    \
+  "local function parse(entry)\n"                                                                   \
+  "  return string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n"                        \
+  "end\n"                                                                                           \
+  /* A writer holds alone, so the lowest-scored member tells whether one holds. */                  \
+  "local function fits(kind)\n"                                                                     \
+  "  local n = redis.call('ZCARD', KEYS[1])\n"                                                      \
+  "  if n == 0 then return true end\n"                                                              \
+  "  if kind == 'x' then return false end\n"                                                        \
+  "  if kind == 'p' then return n < limit end\n"                                                    \
+  "  local first = redis.call('ZRANGE', KEYS[1], 0, 0)[1]\n"                                        \
+  "  return string.sub(first, 1, 2) ~= 'x:'\n"                                                      \
+  "end\n"                                                                                           \
+  /* The holders' key outlives its longest share. */                                                \
+  "local function hold(member, ttl)\n"                                                              \
+  "  if redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ttl)), member) == 1\n"     \
+  "     and redis.call('ZCARD', KEYS[1]) == 1 then\n"                                               \
+  "    redis.call('PEXPIRE', KEYS[1], ttl)\n"                                                       \
+  "  else\n"                                                                                        \
+  "    redis.call('PEXPIRE', KEYS[1], ttl, 'GT')\n"                                                 \
+  "  end\n"                                                                                         \
+  "end\n"                                                                                           \
+  /* Grants the head of the queue while it fits (bounded per call). */                              \
+  "local function grant_heads()\n"                                                                  \
+  "  local granted = false\n"                                                                       \
+  "  for _ = 1, 1000 do\n"                                                                          \
+  "    local head = redis.call('LINDEX', KEYS[2], 0)\n"                                             \
+  "    if not head then return granted, true end\n"                                                 \
+  "    local sid, wid, ttl, kind, token = parse(head)\n"                                            \
+  "    if token and not fits(kind) then return granted, false end\n"                                \
+  "    redis.call('LPOP', KEYS[2])\n"                                                               \
+  "    if token then\n"                                                                             \
+  "      hold(kind .. ':' .. token, ttl)\n"                                                         \
+  "      local heard = redis.pcall('PUBLISH', ARGV[1] .. sid, wid .. ' 0')\n"                       \
+  "      if type(heard) ~= 'number' then publish_denied = 1 heard = 0 end\n"                        \
+  "      if heard == 0 then redis.call('ZREM', KEYS[1], kind .. ':' .. token) else granted = true end\n" \
+  "    end\n"                                                                                       \
+  "  end\n"                                                                                         \
+  "  return granted, false\n"                                                                      \
+  "end\n"
+
+std::string with_publish(std::string body, bool sharded) {
+  if (!sharded) return body;
+  const std::string from = "redis.pcall('PUBLISH'";
+  for (auto at = body.find(from); at != std::string::npos; at = body.find(from, at + 1))
+    body.replace(at, from.size(), "redis.pcall('SPUBLISH'");
+  return body;
+}
+
+
+}  // namespace
+
+#define LOCKON_SHARED_SCRIPT(body)                                 \
+  static const Script plain(with_publish(body, false));            \
+  static const Script spublish(with_publish(body, true));          \
+  return sharded ? spublish : plain
+
+const Script& attempt(bool sharded) {
+  LOCKON_SHARED_SCRIPT(
+      LOCKON_LUA_SHARED_PRELUDE
+      "local sid, wid, ttl, kind, token = parse(ARGV[3])\n"
+      "local me = kind .. ':' .. token\n"
+      "local function granted()\n"
+      "  hold(me, ttl)\n"
+      "  return {1, 0, publish_denied}\n"
+      "end\n"
+      // Handed to us already (a wake-up we have not read yet, or the reply
+      // to an earlier attempt was lost): restart the lease from now.
+      // (Mode "0" is a first attempt with a fresh token: never held, never queued.)
+      "local fresh = ARGV[4] == '0'\n"
+      "if not fresh and redis.call('ZSCORE', KEYS[1], me) then return granted() end\n"
+      "local handed, empty = grant_heads()\n"
+      "if handed and not fresh and redis.call('ZSCORE', KEYS[1], me) then return granted() end\n"
+      "local queued = not fresh and redis.call('LPOS', KEYS[2], ARGV[3])\n"
+      "if not queued and empty and fits(kind) then return granted() end\n"
+      "if not queued and ARGV[4] ~= '0' then redis.call('RPUSH', KEYS[2], ARGV[3]) end\n"
+      "if ARGV[4] ~= '0' then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end\n"
+      "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+      "local wait = -1\n"
+      "if first[2] then wait = tonumber(first[2]) - now end\n"
+      "return {0, wait, publish_denied}\n");
+}
+
+const Script& release(bool sharded) {
+  LOCKON_SHARED_SCRIPT(
+      LOCKON_LUA_SHARED_PRELUDE
+      "local removed = redis.call('ZREM', KEYS[1], ARGV[3])\n"
+      "grant_heads()\n"
+      "return {removed, publish_denied}\n");
+}
+
+const Script& cancel(bool sharded) {
+  LOCKON_SHARED_SCRIPT(
+      LOCKON_LUA_SHARED_PRELUDE
+      "local sid, wid, ttl, kind, token = parse(ARGV[3])\n"
+      "redis.call('LREM', KEYS[2], 1, ARGV[3])\n"
+      "local held = 0\n"
+      "if token then held = redis.call('ZREM', KEYS[1], kind .. ':' .. token) end\n"
+      "grant_heads()\n"
+      "return held\n");
+}
+
+const Script& renew(bool sharded) {
+  LOCKON_SHARED_SCRIPT(
+      LOCKON_LUA_SHARED_PRELUDE
+      // Expired shares were just dropped: their room goes to the waiters.
+      "if pruned > 0 then grant_heads() end\n"
+      "if not redis.call('ZSCORE', KEYS[1], ARGV[3]) then return 0 end\n"
+      "hold(ARGV[3], ARGV[4])\n"
+      "return 1\n");
+}
+
+#undef LOCKON_SHARED_SCRIPT
+#undef LOCKON_LUA_SHARED_PRELUDE
+
+}  // namespace lockon::detail::shared_scripts

@@ -1,0 +1,55 @@
+// integration/shared_lease_support.hpp — helpers of the ReadWriteLock and
+// Semaphore tests: threads whose exceptions become failures, and the
+// steady clock in ns (comparable with the workers' output).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace lockon::test {
+
+// Joined by the destructor; every body is bounded by its own timeouts.
+class Crew {
+ public:
+  template <class F>
+  void run(int n, F body) {
+    for (int i = 0; i < n; ++i)
+      threads_.emplace_back([this, body, i] {
+        try {
+          body(i);
+        } catch (const std::exception& error) {
+          const std::lock_guard guard(mutex_);
+          errors_ += "thread " + std::to_string(i) + ": " + error.what() + "\n";
+        }
+      });
+  }
+  void join() {
+    for (auto& thread : threads_)
+      if (thread.joinable()) thread.join();
+  }
+  std::string errors() {
+    const std::lock_guard guard(mutex_);
+    return errors_;
+  }
+  ~Crew() { join(); }
+
+ private:
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::string errors_;
+};
+
+// Raises `peak` to `value` if larger.
+template <class T>
+void raise_peak(std::atomic<T>& peak, T value) {
+  T seen = peak.load();
+  while (value > seen && !peak.compare_exchange_weak(seen, value)) {
+  }
+}
+
+}  // namespace lockon::test

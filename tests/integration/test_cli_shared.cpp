@@ -1,0 +1,105 @@
+// integration/test_cli_shared.cpp — `lockon run --shared NAME` and
+// `lockon run --permits N NAME` (issue 16): at most N permit runs at once,
+// shared runs overlap but exclude a writer, and the option checks.
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lockon/client.hpp"
+#include "lockon/read_write_lock.hpp"
+#include "support/fixtures.hpp"
+#include "support/process.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const std::string kLockon = LOCKON_CLI;
+constexpr int kConflict = 1;
+constexpr int kUsage = 64;
+
+class CliShared : public RedisTest {};
+
+std::vector<std::string> lockon_argv(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{kLockon};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// COMMAND for the permit runs: counts itself in, records the peak of
+// concurrent runs, holds 300 ms, counts itself out.
+const char* kCountInside =
+    "n=$(redis-cli -u \"$URL\" INCR \"$INSIDE\") && "
+    "redis-cli -u \"$URL\" EVAL \"if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then "
+    "redis.call('SET', KEYS[1], ARGV[1]) end return 0\" 1 \"$PEAK\" \"$n\" >/dev/null && "
+    "sleep 0.3 && redis-cli -u \"$URL\" DECR \"$INSIDE\" >/dev/null";
+
+TEST_F(CliShared, PermitsLetAtMostNRunsAtOnce) {
+  const std::string name = key("sem");
+  const std::string inside = key("inside");  // key() is unique per call
+  const std::string peak = key("peak");
+  const std::map<std::string, std::string> env{{"URL", server().url()}, {"INSIDE", inside}, {"PEAK", peak}};
+  const auto start = Clock::now();
+  std::vector<Child> runs;
+  for (int i = 0; i < 6; ++i)
+    runs.push_back(spawn(lockon_argv({"run", "--url", server().url(), "--permits", "2", name, "--", "/bin/sh", "-c",
+                                      kCountInside}),
+                         env));
+  for (auto& run : runs) {
+    const ProcessResult result = run.wait(30s);
+    EXPECT_TRUE(result.succeeded()) << result.describe();
+  }
+  const long long took = ms_since(start);
+  std::cout << "6 runs with --permits 2 (300 ms each): " << took << " ms\n";
+  EXPECT_EQ(server().command({"GET", peak}).str, "2");
+  EXPECT_EQ(server().command({"GET", inside}).str, "0");
+  EXPECT_GE(took, 900) << "three rounds of two";
+}
+
+TEST_F(CliShared, SharedRunsOverlapButExcludeAWriter) {
+  const std::string name = key("rw");
+  const auto start = Clock::now();
+  std::vector<Child> runs;
+  for (int i = 0; i < 3; ++i)
+    runs.push_back(spawn(lockon_argv({"run", "--url", server().url(), "--shared", name, "--", "sleep", "0.6"})));
+  for (auto& run : runs) {
+    const ProcessResult result = run.wait(30s);
+    EXPECT_TRUE(result.succeeded()) << result.describe();
+  }
+  const long long took = ms_since(start);
+  std::cout << "3 --shared runs of 600 ms: " << took << " ms\n";
+  EXPECT_LT(took, 1500) << "shared runs did not overlap";
+
+  const Client client(server().url());
+  ReadWriteLock writer(client, name);
+  ASSERT_TRUE(writer.try_lock());
+  const ProcessResult blocked =
+      run_process(lockon_argv({"run", "--url", server().url(), "--shared", "-n", name, "--", "true"}), 20s);
+  EXPECT_EQ(blocked.exit_code, kConflict) << blocked.describe();
+  writer.unlock();
+  const ProcessResult free =
+      run_process(lockon_argv({"run", "--url", server().url(), "--shared", "-n", name, "--", "true"}), 20s);
+  EXPECT_TRUE(free.succeeded()) << free.describe();
+}
+
+TEST_F(CliShared, ConflictingOptionsAreUsageErrors) {
+  const std::string name = key("x");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--shared", "--permits", "2"},
+           {"--permits", "0"},
+           {"--shared", "--fence-env", "FENCE"},
+           {"--permits", "3", "--replicas", "1"}}) {
+    std::vector<std::string> argv{"run", "--url", server().url()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {name, "--", "true"});
+    const ProcessResult result = run_process(lockon_argv(argv), 20s);
+    EXPECT_EQ(result.exit_code, kUsage) << args.front() << " " << args.back() << ": " << result.describe();
+  }
+}
+
+}  // namespace
+}  // namespace lockon::test

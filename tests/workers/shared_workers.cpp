@@ -1,0 +1,112 @@
+// Worker commands for ReadWriteLock and Semaphore tests:
+//   rw_hold URL NAME MODE TTL_MS
+//       MODE "read" or "write": acquires (waiting), prints "acquired", then
+//       sleeps until killed (bounded: 60 s), releases and exits 0.
+//   sem_hold URL NAME PERMITS TTL_MS
+//       the same with one permit of a semaphore.
+//   rw_mix URL NAME COUNTER ROUNDS
+//       ROUNDS alternations of a writer's racy GET/SET increment and a
+//       reader's hold checking that COUNTER does not change under it. Exits 1
+//       (printing "violation") if it did.
+//   sem_count URL NAME PERMITS INSIDE MAX ROUNDS
+//       ROUNDS holds of a permit; inside, INCR INSIDE (concurrent holders),
+//       records the peak with a MAX key (Lua max), DECR. Exits 1 if more
+//       than PERMITS were inside.
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "lockon/client.hpp"
+#include "lockon/read_write_lock.hpp"
+#include "lockon/semaphore.hpp"
+#include "support/worker_registry.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+int shared_usage(const char* text) {
+  std::cerr << "usage: " << text << '\n';
+  return 2;
+}
+
+void sleep_until_killed() {
+  for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(100ms);
+}
+
+long long get_number(const lockon::Client& data, const std::string& key) {
+  const lockon::Reply value = data.command({"GET", key});
+  return value.is_nil() ? 0 : std::stoll(value.as_string());
+}
+
+}  // namespace
+
+LOCKON_WORKER_COMMAND(rw_hold)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return shared_usage("rw_hold URL NAME read|write TTL_MS");
+  const lockon::Client client(args[0]);
+  lockon::ReadWriteLock lock(client, args[1], {.ttl = std::chrono::milliseconds(std::stoll(args[3]))});
+  if (args[2] == "read") lock.lock_shared();
+  else lock.lock();
+  std::cout << "acquired" << std::endl;
+  sleep_until_killed();
+  return 0;
+}
+
+LOCKON_WORKER_COMMAND(sem_hold)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return shared_usage("sem_hold URL NAME PERMITS TTL_MS");
+  const lockon::Client client(args[0]);
+  lockon::Semaphore semaphore(client, args[1], std::stoll(args[2]),
+                              {.ttl = std::chrono::milliseconds(std::stoll(args[3]))});
+  semaphore.acquire();
+  std::cout << "acquired" << std::endl;
+  sleep_until_killed();
+  return 0;
+}
+
+LOCKON_WORKER_COMMAND(rw_mix)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return shared_usage("rw_mix URL NAME COUNTER ROUNDS");
+  const lockon::Client client(args[0]);
+  const lockon::Client data(args[0]);
+  lockon::ReadWriteLock lock(client, args[1], {.ttl = 10s});
+  const int rounds = std::stoi(args[3]);
+  for (int i = 0; i < rounds; ++i) {
+    if (!lock.try_lock_for(20s)) return 4;
+    data.command({"SET", args[2], std::to_string(get_number(data, args[2]) + 1)});
+    lock.unlock();
+    if (!lock.try_lock_shared_for(20s)) return 4;
+    const long long before = get_number(data, args[2]);
+    std::this_thread::sleep_for(200us);
+    const long long after = get_number(data, args[2]);
+    lock.unlock_shared();
+    if (before != after) {
+      std::cout << "violation " << before << " -> " << after << std::endl;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+LOCKON_WORKER_COMMAND(sem_count)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 6) return shared_usage("sem_count URL NAME PERMITS INSIDE MAX ROUNDS");
+  const lockon::Client client(args[0]);
+  const lockon::Client data(args[0]);
+  const long long permits = std::stoll(args[2]);
+  lockon::Semaphore semaphore(client, args[1], permits, {.ttl = 10s});
+  const int rounds = std::stoi(args[5]);
+  for (int i = 0; i < rounds; ++i) {
+    if (!semaphore.try_acquire_for(20s)) return 4;
+    const long long inside = data.command({"INCR", args[3]}).as_integer();
+    data.command({"EVAL", "if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then "
+                          "redis.call('SET', KEYS[1], ARGV[1]) end return 0",
+                  "1", args[4], std::to_string(inside)});
+    std::this_thread::sleep_for(300us);
+    data.command({"DECR", args[3]});
+    semaphore.release();
+    if (inside > permits) {
+      std::cout << "violation " << inside << std::endl;
+      return 1;
+    }
+  }
+  return 0;
+}
