@@ -359,6 +359,7 @@ bool Lock::Impl::on_acquired(const Attempt& attempt) {
   state_.held = true;
   state_.token = token_;
   state_.fence = attempt.fence;
+  state_.handed_over = attempt.handed;
   state_.begin_lease();
   if (!state_.options.no_expiry)
     state_.lease->set_lease_end(detail::add_saturating(attempt.sent_at, state_.options.ttl));

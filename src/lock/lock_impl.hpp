@@ -51,6 +51,7 @@ class Lock::Impl {
     long long pttl = -2;
     Clock::time_point sent_at;     // precedes the grant: the lease starts here
     int acks = -1;                 // WAIT's reply in the same pipeline (-1: none)
+    bool handed = false;           // granted by a release's hand-over message
   };
   bool acquire_until(Clock::time_point deadline);
   void release();

@@ -125,6 +125,7 @@ void Lock::Impl::follow_slot(Clock::time_point until) {
 Lock::Impl::Attempt Lock::Impl::handed_attempt() {
   Attempt handed;
   handed.acquired = true;
+  handed.handed = true;
   handed.fence = wait_->watch->slot().fence;
   handed.sent_at = wait_->queued_at;
   return handed;

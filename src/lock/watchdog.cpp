@@ -49,10 +49,12 @@ void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, 
       losses.push_back({entry.signal, LossReason::taken, "renewal found the key gone or held by another owner"});
       return;
     case RenewResult::unreachable:
+      entry.signal->note_renewal_failure();
       entry.active = false;
       losses.push_back({entry.signal, LossReason::unreachable, "renewal could not reach a majority before the lease ended"});
       return;
     case RenewResult::io_error:
+      entry.signal->note_renewal_failure();
       if (now + kRetryAfterIoError >= entry.lease_expires) {
         entry.active = false;
         losses.push_back({entry.signal, LossReason::unreachable, "renewals failed until the lease could have lapsed"});
