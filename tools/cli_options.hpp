@@ -30,6 +30,9 @@ struct RunOptions {
   ServerOptions servers{};
   std::string name{};
   std::vector<std::string> command{};
+  /// `lockon run NAME1 NAME2 ... -- COMMAND`: every name (all or none);
+  /// then `name` is them joined by ',' for messages. Empty: just `name`.
+  std::vector<std::string> names{};
   std::string ttl = "30s";
   bool nonblock = false;
   std::string wait{};  // empty: wait forever

@@ -11,6 +11,8 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "child.hpp"
 #include "cli_options.hpp"
@@ -71,12 +73,15 @@ void add_url_option(CLI::App& command, ServerOptions& servers) {
 }
 
 CLI::App* add_run(CLI::App& app, RunOptions& o, std::string& on_lost) {
-  CLI::App* run = app.add_subcommand("run", "Run COMMAND while holding the lock NAME (a distributed flock)");
+  CLI::App* run = app.add_subcommand("run", "Run COMMAND while holding the lock NAME (a distributed flock); "
+                                             "NAME1 NAME2 ... -- COMMAND holds all the names or none");
   run->add_option("NAME", o.name,
                   "The lock: the Redis key itself, so it excludes any standard lock on that key "
                   "(redis-py, node-redlock, lockon's C++ API)")
       ->required();
-  run->add_option("COMMAND", o.command, "The command and its arguments (put -- before it)")->required();
+  // Not ->required(): after "--" COMMAND is taken before CLI11 parses (see
+  // split_at_dash); validate_run_options reports a missing one.
+  run->add_option("COMMAND", o.command, "The command and its arguments (put -- before it)");
   add_url_option(*run, o.servers);
   run->add_option("--ttl", o.ttl,
                   "Lease length; renewed every ttl/3 while COMMAND runs, so a crashed lockon frees the "
@@ -186,6 +191,30 @@ int usage_error(std::string_view message) {
   return exit_code::usage;
 }
 
+// `lockon run NAME1 NAME2 ... -- COMMAND`: CLI11 is given only the words
+// before the first "--" (NAME takes the first positional, COMMAND the other
+// positionals: more names); the words after it are COMMAND. Returns how
+// many words CLI11 parses.
+int split_at_dash(int argc, char** argv, std::vector<std::string>& after_dash) {
+  if (argc < 2 || std::string_view(argv[1]) != "run") return argc;
+  for (int i = 2; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      after_dash.assign(argv + i + 1, argv + argc);
+      return i;
+    }
+  }
+  return argc;
+}
+
+void apply_names(RunOptions& o, std::vector<std::string> after_dash) {
+  if (!o.command.empty()) {
+    o.names.push_back(o.name);
+    o.names.insert(o.names.end(), o.command.begin(), o.command.end());
+    for (std::size_t i = 1; i < o.names.size(); ++i) o.name += "," + o.names[i];
+  }
+  o.command = std::move(after_dash);
+}
+
 }  // namespace
 }  // namespace lockon::cli
 
@@ -210,8 +239,11 @@ int main(int argc, char** argv) {
   CLI::App* release = add_release(app, release_options);
   CLI::App* list = add_list(app, list_options);
 
+  std::vector<std::string> after_dash;
+  const int parse_argc = split_at_dash(argc, argv, after_dash);
+  const bool dashed = parse_argc != argc;
   try {
-    app.parse(argc, argv);
+    app.parse(parse_argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help / --version: printed to stdout, exit 0
   } catch (const CLI::ExtrasError& e) {
@@ -223,6 +255,7 @@ int main(int argc, char** argv) {
   try {
     if (run->parsed()) {
       run_options.on_lost = on_lost == "ignore" ? OnLost::ignore : OnLost::term;
+      if (dashed) apply_names(run_options, std::move(after_dash));
       return run_command(run_options);
     }
     if (key->parsed()) return key_command(key_options);

@@ -20,6 +20,7 @@
 #include "node_tally.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
+#include "lockon/multi_lock.hpp"
 #include "lockon/options.hpp"
 #include "lockon/redlock.hpp"
 #include "lockon/shared_lease.hpp"
@@ -96,6 +97,13 @@ struct Acquisition {
 // share, so --verbose shows its prefix as for a lock.
 std::unique_ptr<DistributedLock> make_run_lock(const Servers& servers, const RunOptions& options,
                                                LockOptions lock_options, RedlockOptions redlock_options) {
+  if (options.names.size() > 1) {
+    // All names or none, in sorted order (lockon/multi_lock.hpp).
+    return std::make_unique<MultiLock>(options.names, std::move(lock_options),
+                                       [&servers, redlock_options](std::string key, LockOptions per_key) {
+                                         return servers.make_lock(key, std::move(per_key), redlock_options);
+                                       });
+  }
   if (!options.shared && options.permits == 0)
     return servers.make_lock(options.name, std::move(lock_options), std::move(redlock_options));
   if (servers.size() != 1) throw ConfigError("--shared and --permits need a single server (one --url)");
@@ -280,6 +288,11 @@ int run_command(const RunOptions& options) {
 
   std::vector<std::string> extra_env;
   if (!options.fence_env.empty()) extra_env.push_back(options.fence_env + "=" + std::to_string(lock->fence()));
+  if (const auto* multi = dynamic_cast<const MultiLock*>(lock); multi != nullptr && !options.fence_env.empty()) {
+    // One fence per name: VAR_1 for NAME1 (also VAR), VAR_2 for NAME2...
+    for (std::size_t i = 0; i < multi->size(); ++i)
+      extra_env.push_back(options.fence_env + "_" + std::to_string(i + 1) + "=" + std::to_string(multi->fence(i)));
+  }
   int spawn_error = 0;
   const pid_t pid = spawn_command(options.command, extra_env, signals.reset_in_child(), spawn_error);
   if (pid < 0) {

@@ -41,6 +41,8 @@ RunSettings validate_run_options(const RunOptions& options) {
   if (options.replicas > 0 && s.replica_timeout.count() <= 0)
     throw ConfigError("--replica-timeout must be positive (WAIT 0 would block forever)");
   if (options.name.empty()) throw ConfigError("the lock NAME must not be empty");
+  for (const auto& name : options.names)
+    if (name.empty()) throw ConfigError("a lock NAME must not be empty");
   if (options.command.empty() || options.command.front().empty()) throw ConfigError("COMMAND is missing");
   if (!options.fence_env.empty() && !valid_env_name(options.fence_env))
     throw ConfigError("--fence-env '" + options.fence_env + "' is not a valid environment variable name");
@@ -49,6 +51,7 @@ RunSettings validate_run_options(const RunOptions& options) {
     if (options.permits < 0) throw ConfigError("--permits must be at least 1");
     if (!options.fence_env.empty()) throw ConfigError(std::string("--fence-env cannot be used with ") + mode);
     if (options.replicas > 0) throw ConfigError(std::string("--replicas cannot be used with ") + mode);
+    if (options.names.size() > 1) throw ConfigError(std::string(mode) + " takes one NAME (several names lock all of them exclusively)");
   }
   return s;
 }

@@ -75,6 +75,13 @@ struct AsyncClientOptions {
   /// While locks wait and the pub/sub connection is down, how long to wait
   /// between attempts to reopen it (waiters poll meanwhile). Must be > 0.
   std::chrono::milliseconds reconnect_delay{100};
+  /// Set when several threads run the executor's io_context: the client
+  /// then keeps its state (connections, subscriber, every lock's) on a
+  /// strand over the executor and makes its readiness waits safe against a
+  /// reactor run by another thread (one poll() more per wait). Off: the
+  /// executor must be run by one thread at a time (the faster default).
+  /// Passing a strand as the executor also selects the safe waits.
+  bool multi_threaded = false;
 };
 
 /// A handle to one Redis server for coroutines: one multiplexed, pipelined

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <stop_token>
 #include <string>
@@ -49,6 +50,12 @@ class LockContext {
   /// earlier acquisition of the same key. 0 unless LockerPolicy::fencing.
   /// Pass it to resources that reject stale writers. Never blocks.
   std::uint64_t fence() const noexcept { return lock_.fence(); }
+
+  /// lock_on_each: the fence of the key of the i-th selected argument (in
+  /// position order). Each key has its own fences, strictly increasing per
+  /// key; fences of different keys are unrelated. For a single-key lock,
+  /// fence(0) == fence(). Throws std::out_of_range for a bad i.
+  std::uint64_t fence(std::size_t i) const;
 
   /// True once the lease was declared lost (expired, deleted, taken, or
   /// unrenewable). Local flag set by lockon's watchdog; never blocks. When it

@@ -35,9 +35,15 @@
 // get a perfect-forwarding call operator instead; a LockContext is injected
 // into those only if they can be called with it and not without it.
 //
-// Not reentrant: a locked function that calls itself, or another function
-// locking the same key, on the same arguments waits for its own lock until
-// the policy gives up (AcquireTimeout / RetriesExhausted).
+// Not reentrant by default: a locked function that calls itself, or another
+// function locking the same key, on the same arguments waits for its own
+// lock until the policy gives up (AcquireTimeout / RetriesExhausted). With
+// LockOnOptions::reentrant on the nested function, a nested call on the same
+// thread on a key this thread holds runs at once under the enclosing lock.
+//
+// lock_on_each<I...> (locker.hpp) locks each selected argument as its own
+// entity, all keys or none, deadlock-free in any argument order
+// (LockedEachFunction at the end of this file, lockon/multi_lock.hpp).
 //
 // Arguments are encoded by const reference before the call and then
 // forwarded to fn: nothing is copied, move-only arguments are moved through.
@@ -56,6 +62,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "lockon/encoding.hpp"
 #include "lockon/errors.hpp"
@@ -146,17 +153,45 @@ class RecycleOnExit {
   Acquisition& acquired_;
 };
 
-/// Acquire, run `body(context)`, release, report a lost lease. See the top of
-/// this file for the contract. `encoded_args`: encode_args of the selected
-/// arguments (the key is derived from it, or found with an idle lock).
+/// Runs `body(context)` under the acquisition (or, reentered, under the
+/// enclosing call's lock), releases, reports a lost lease. See the top of
+/// this file for the contract.
 template <class R, OnBusy Mode, class Body>
-CallResult<R, Mode> run_locked(const CallSite& site, std::string encoded_args, Body&& body) {
-  Acquisition acquired = acquire(site, std::move(encoded_args), Mode == OnBusy::throw_error);
+CallResult<R, Mode> run_acquired(const CallSite& site, Acquisition acquired, Body&& body) {
+  if (acquired.reentered != nullptr) {
+    // Nested reentrant call: the enclosing call acquired and will release.
+    LockContext context = ContextAccess::make(*acquired.reentered, site.function_name, 0);
+    if constexpr (std::is_void_v<R>) {
+      std::forward<Body>(body)(context);
+      context.throw_if_lost();
+      if constexpr (Mode == OnBusy::return_empty) {
+        return true;
+      } else {
+        return;
+      }
+    } else {
+      decltype(auto) result = std::forward<Body>(body)(context);
+      context.throw_if_lost();
+      if constexpr (Mode == OnBusy::throw_error) {
+        if constexpr (std::is_reference_v<R>) {
+          return static_cast<R>(result);
+        } else {
+          return result;  // implicitly moved
+        }
+      } else if constexpr (std::is_lvalue_reference_v<R>) {
+        return CallResult<R, Mode>(std::ref(result));
+      } else {
+        return CallResult<R, Mode>(std::move(result));
+      }
+    }
+  }
   if constexpr (Mode == OnBusy::return_empty) {
     if (!acquired.lock) return CallResult<R, Mode>{};
   }
-  // Destroyed in reverse order: unlock, then the context, then recycling.
+  // Destroyed in reverse order: unlock, then the context, the thread's
+  // record, then recycling.
   const RecycleOnExit recycle_lock(site, acquired);
+  const HeldByThread held_here(site.core, acquired.lock.get());
   LockContext context = ContextAccess::make(*acquired.lock, site.function_name, acquired.attempts);
   UnlockOnExit unlock(*acquired.lock);
   if constexpr (std::is_void_v<R>) {
@@ -182,6 +217,27 @@ CallResult<R, Mode> run_locked(const CallSite& site, std::string encoded_args, B
   }
 }
 
+/// Acquire, run `body(context)`, release, report a lost lease. See the top of
+/// this file for the contract. `encoded_args`: encode_args of the selected
+/// arguments (the key is derived from it, or found with an idle lock).
+template <class R, OnBusy Mode, class Body>
+CallResult<R, Mode> run_locked(const CallSite& site, std::string encoded_args, Body&& body) {
+  return run_acquired<R, Mode>(site, acquire(site, std::move(encoded_args), Mode == OnBusy::throw_error),
+                               std::forward<Body>(body));
+}
+
+/// lock_on_each: one encoded argument per key, all keys or none.
+template <class R, OnBusy Mode, class Body>
+CallResult<R, Mode> run_locked_each(const CallSite& site, const std::vector<std::string>& encoded_args,
+                                    Body&& body) {
+  return run_acquired<R, Mode>(site, acquire_each(site, encoded_args, Mode == OnBusy::throw_error),
+                               std::forward<Body>(body));
+}
+
+/// True for a Site whose calls lock each selected argument separately.
+template <class Site>
+inline constexpr bool locks_each = requires { requires Site::each; };
+
 template <std::size_t N, class... T>
 using NthType = std::tuple_element_t<N, std::tuple<T...>>;
 
@@ -205,16 +261,38 @@ class LockedCallBase {
     return encode_args(std::get<I>(all)...);
   }
 
+  // lock_on_each: encode_args of each argument at positions I..., alone.
   template <class... A>
-  std::string key(const A&... args) const {
+  static std::vector<std::string> encode_each(const A&... args) {
+    static_assert(((I < sizeof...(A)) && ...), "lockon: a lock_on_each argument position is out of range");
+    [[maybe_unused]] const std::tuple<const A&...> all(args...);
+    return std::vector<std::string>{encode_args(std::get<I>(all))...};
+  }
+
+  // The key (lock_on) or the keys, one per position (lock_on_each).
+  template <class... A>
+  auto key(const A&... args) const {
     return site_.visit([&](const CallSite& site) {
-      return make_lock_key(site.policy.policy.key_prefix, site.digest, encode_selected(args...));
+      if constexpr (locks_each<Site>) {
+        std::vector<std::string> keys;
+        for (const std::string& encoded : encode_each(args...))
+          keys.push_back(make_lock_key(site.policy.policy.key_prefix, std::string_view{}, encoded));
+        return keys;
+      } else {
+        return make_lock_key(site.policy.policy.key_prefix, site.digest, encode_selected(args...));
+      }
     });
   }
 
   template <class R, OnBusy Mode, Inject How, class... A>
   CallResult<R, Mode> call(A&&... args) const {
     return site_.visit([&](const CallSite& site) -> CallResult<R, Mode> {
+      if constexpr (locks_each<Site>) {
+        const std::vector<std::string> encoded = encode_each(args...);  // before anything is moved into fn
+        return run_locked_each<R, Mode>(site, encoded, [&](LockContext& context) -> R {
+          return invoke_with<How>(fn_, context, std::forward<A>(args)...);
+        });
+      }
       std::string encoded = encode_selected(args...);  // before anything is moved into fn
       return run_locked<R, Mode>(site, std::move(encoded), [&](LockContext& context) -> R {
         return invoke_with<How>(fn_, context, std::forward<A>(args)...);
@@ -263,8 +341,9 @@ class LockedCall<F, Site, Mode, std::index_sequence<I...>, Signature<R, Args...>
   }
 
   /// The key a call with these arguments would lock (same prefix, scope and
-  /// positions). No I/O; throws like lock_on_key.
-  std::string key_for(const std::remove_reference_t<Args>&... args) const { return this->key(args...); }
+  /// positions); for lock_on_each a std::vector of keys, one per position
+  /// in position order. No I/O; throws like lock_on_key.
+  auto key_for(const std::remove_reference_t<Args>&... args) const { return this->key(args...); }
 };
 
 template <class F, class Site, OnBusy Mode, std::size_t... I>
@@ -284,7 +363,7 @@ class LockedCall<F, Site, Mode, std::index_sequence<I...>, UnknownSignature> : p
   }
 
   template <class... A>
-  std::string key_for(const A&... args) const {
+  auto key_for(const A&... args) const {
     return this->key(args...);
   }
 };
@@ -293,12 +372,16 @@ class LockedCall<F, Site, Mode, std::index_sequence<I...>, UnknownSignature> : p
 class OwnedSite {
  public:
   OwnedSite(std::shared_ptr<const LockerCore> core, std::shared_ptr<const PreparedPolicy> policy, std::string name,
-            std::string digest)
-      : core_(std::move(core)), policy_(std::move(policy)), name_(std::move(name)), digest_(std::move(digest)) {}
+            std::string digest, bool reentrant = false)
+      : core_(std::move(core)),
+        policy_(std::move(policy)),
+        name_(std::move(name)),
+        digest_(std::move(digest)),
+        reentrant_(reentrant) {}
 
   template <class Use>
   decltype(auto) visit(Use&& use) const {
-    const CallSite site{*core_, *policy_, name_, digest_};
+    const CallSite site{*core_, *policy_, name_, digest_, reentrant_};
     return std::forward<Use>(use)(site);
   }
 
@@ -311,6 +394,14 @@ class OwnedSite {
   std::shared_ptr<const PreparedPolicy> policy_;
   std::string name_;
   std::string digest_;
+  bool reentrant_ = false;
+};
+
+/// The Site of lock_on_each: each selected argument is its own entity key.
+class EachSite : public OwnedSite {
+ public:
+  static constexpr bool each = true;
+  explicit EachSite(OwnedSite site) : OwnedSite(std::move(site)) {}
 };
 
 }  // namespace detail
@@ -335,6 +426,37 @@ class LockedFunction
   const std::string& name() const noexcept { return this->site_.name(); }
   KeyScope scope() const noexcept { return this->site_.scope(); }
   /// The policy in effect (the locker's, or LockOnOptions::policy).
+  const LockerPolicy& policy() const noexcept { return this->site_.policy(); }
+};
+
+}  // namespace lockon
+
+namespace lockon {
+
+/// The callable returned by RedisLocker::lock_on_each<I...> (Mode
+/// throw_error) and try_lock_on_each<I...> (Mode return_empty): as
+/// LockedFunction, but each argument at positions I... is locked as its own
+/// entity — key entity_lock_key(prefix, argument) — and all those keys are
+/// taken together as one lockon::MultiLock (lockon/multi_lock.hpp): all or
+/// none, in sorted key order, so transfer(a, b) and transfer(b, a) never
+/// deadlock. The same policy, deadline, retries and LockContext apply; the
+/// context's lock() is the MultiLock, key() the keys joined by ',', and
+/// fence(i) the fence of the i-th position's key (LockerPolicy::fencing).
+/// Equal arguments lock one key. Key objects are not reused between calls.
+template <class F, OnBusy Mode, std::size_t... I>
+class LockedEachFunction
+    : public detail::LockedCall<F, detail::EachSite, Mode, std::index_sequence<I...>,
+                                typename detail::CallableTraits<F>::signature> {
+  using Base = detail::LockedCall<F, detail::EachSite, Mode, std::index_sequence<I...>,
+                                  typename detail::CallableTraits<F>::signature>;
+  static_assert(sizeof...(I) >= 1, "lockon: lock_on_each needs at least one argument position");
+
+ public:
+  LockedEachFunction(F fn, detail::EachSite site) : Base(std::move(fn), std::move(site)) {}
+
+  /// The name given to lock_on_each (messages and metrics only: the keys
+  /// do not contain it).
+  const std::string& name() const noexcept { return this->site_.name(); }
   const LockerPolicy& policy() const noexcept { return this->site_.policy(); }
 };
 

@@ -105,6 +105,27 @@ class RedisLocker {
     return {std::forward<F>(fn), site(name, std::move(options))};
   }
 
+  /// Locks EACH argument at positions I... as its own entity (the key
+  /// KeyScope::entity gives for that argument alone, entity_key_for<I>),
+  /// all or nothing and deadlock-free whatever the argument order, e.g.
+  ///   auto transfer = locker.lock_on_each<0, 1>("bank::transfer", &bank::transfer);
+  ///   transfer("acct-a", "acct-b", 10);  // excludes withdraw(acct-a), deposit(acct-b)...
+  /// Returns a LockedEachFunction (lockon/lock_on.hpp); keys are taken as a
+  /// lockon::MultiLock (lockon/multi_lock.hpp). options.scope is ignored.
+  /// Same policy, errors and LockContext as lock_on. No I/O.
+  template <std::size_t... I, class F>
+  LockedEachFunction<std::decay_t<F>, OnBusy::throw_error, I...> lock_on_each(std::string_view name, F&& fn,
+                                                                              LockOnOptions options = {}) const {
+    return {std::forward<F>(fn), detail::EachSite(site(name, std::move(options), true))};
+  }
+
+  /// As lock_on_each, with try_lock_on's empty result when busy.
+  template <std::size_t... I, class F>
+  LockedEachFunction<std::decay_t<F>, OnBusy::return_empty, I...> try_lock_on_each(std::string_view name, F&& fn,
+                                                                                   LockOnOptions options = {}) const {
+    return {std::forward<F>(fn), detail::EachSite(site(name, std::move(options), true))};
+  }
+
   /// Without a name: a compile error that says how to fix it.
   template <std::size_t... I, class F>
     requires(!std::is_convertible_v<F, std::string_view>)
@@ -143,7 +164,7 @@ class RedisLocker {
 
  private:
   explicit RedisLocker(std::shared_ptr<const detail::LockerCore> core) noexcept : core_(std::move(core)) {}
-  detail::OwnedSite site(std::string_view name, LockOnOptions options) const;
+  detail::OwnedSite site(std::string_view name, LockOnOptions options, bool each = false) const;
 
   std::shared_ptr<const detail::LockerCore> core_;
 };

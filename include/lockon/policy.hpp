@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lockon/lock.hpp"
 
@@ -100,6 +101,18 @@ struct LockOnOptions {
   KeyScope scope = KeyScope::function;
   /// Replaces the locker's policy for this function (validated by lock_on).
   std::optional<LockerPolicy> policy{};
+  /// Reentrancy on request. false (the default): a locked call that, on the
+  /// same thread, calls a locked function on a key this thread already holds
+  /// waits for itself until the policy gives up (AcquireTimeout /
+  /// RetriesExhausted). true: such a nested call of THIS function runs at
+  /// once under the enclosing call's lock, without acquiring or releasing
+  /// (LockContext then describes the enclosing lock; attempts() is 0). Holds
+  /// are recorded per thread and per locker backend (copies and
+  /// with_policy() share it); the enclosing call need not opt in. For
+  /// lock_on_each, keys this thread holds are skipped and the others
+  /// acquired — only keys that sort after every held one keep the
+  /// deadlock-freedom argument, so prefer nesting on the same keys.
+  bool reentrant = false;
 };
 
 /// Produces lock objects: the backend of a RedisLocker. Called with the key
@@ -132,6 +145,7 @@ struct LockerCore {
   LockFactory make_lock;
   PreparedPolicy prepared;
   std::shared_ptr<IdleLocks> idle;
+  std::uint64_t backend = 0;  // identifies the lock backend (shared by with_policy) for reentrancy
 };
 
 /// What one call needs besides the function and its arguments.
@@ -140,6 +154,7 @@ struct CallSite {
   const PreparedPolicy& policy;
   std::string_view function_name;
   std::string_view digest;  // md5hex of the function name, empty for KeyScope::entity
+  bool reentrant = false;    // LockOnOptions::reentrant
 };
 
 /// The result of the acquisition loop.
@@ -148,6 +163,10 @@ struct Acquisition {
   int attempts = 0;
   std::string encoded_args;  // kept to file the lock as idle afterwards
   std::chrono::steady_clock::time_point acquired_at{};  // for the hold-time metric
+  bool reusable = true;  // file the lock as idle afterwards (false for lock_on_each's MultiLock)
+  /// Reentrancy: the enclosing call's lock this thread already holds (then
+  /// `lock` is null and nothing was acquired).
+  DistributedLock* reentered = nullptr;
 };
 
 /// Takes an idle lock for the key of `encoded_args` (encode_args of the
@@ -156,6 +175,23 @@ struct Acquisition {
 /// returns a null lock when !throw_on_busy. Infrastructure errors propagate
 /// as thrown by the lock (IoError, ReplyError, QuorumError...).
 Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_on_busy);
+
+/// lock_on_each: the KeyScope::entity key of each encoded argument, taken
+/// all or nothing as one MultiLock under the same attempt loop.
+Acquisition acquire_each(const CallSite& site, const std::vector<std::string>& encoded_args, bool throw_on_busy);
+
+/// Records, for reentrancy, that this thread holds `lock` (taken through
+/// `core`) until destroyed. Never throws (out of memory: not recorded).
+class HeldByThread {
+ public:
+  HeldByThread(const LockerCore& core, DistributedLock* lock) noexcept;
+  ~HeldByThread();
+  HeldByThread(const HeldByThread&) = delete;
+  HeldByThread& operator=(const HeldByThread&) = delete;
+
+ private:
+  bool recorded_ = false;
+};
 
 /// Files the (released) lock of `acquired` as idle for reuse. Never throws.
 void recycle(const CallSite& site, Acquisition&& acquired) noexcept;

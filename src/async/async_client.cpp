@@ -1,11 +1,15 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/strand.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "async/async_client_impl.hpp"
+#include "async/async_sentinel.hpp"
 #include "client/client_impl.hpp"
+#include "client/sentinel_topology.hpp"
 #include "client/error_map.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/errors.hpp"
@@ -14,32 +18,191 @@ namespace lockon::detail {
 
 AsyncClientImpl::AsyncClientImpl(asio::any_io_executor executor, ConnectionOptions options,
                                  AsyncClientOptions limits)
-    : executor_(std::move(executor)),
+    // multi_threaded: a strand, so that the client's state and every
+    // connection, subscriber and lock of it see one handler at a time when
+    // several threads run the io_context (docs/async.md, Threading).
+    : executor_(limits.multi_threaded ? asio::any_io_executor(asio::make_strand(std::move(executor)))
+                                      : std::move(executor)),
       options_(std::move(options)),
       limits_(limits),
       endpoint_(options_.endpoint()) {
   validate(options_);
-  if (options_.deployment != Deployment::standalone)
-    throw ConfigError("lockon's async client supports standalone servers only for now, not " + endpoint_);
-  if (options_.tls.enabled) throw ConfigError("lockon's async client does not support TLS yet (" + endpoint_ + ")");
+  if (options_.deployment == Deployment::cluster)
+    throw ConfigError("lockon's async client supports standalone and Sentinel deployments, not Cluster yet (" +
+                      endpoint_ + ")");
   if (limits_.reconnect_delay.count() <= 0) throw ConfigError("AsyncClientOptions::reconnect_delay must be > 0");
-  connection_ = std::make_shared<AsyncConnection>(executor_, options_);
+  sentinel_ = options_.deployment == Deployment::sentinel;
+  if (!sentinel_) {
+    connection_ = std::make_shared<AsyncConnection>(executor_, options_);
+    stale_ = false;
+  }
 }
 
 AsyncClientImpl::~AsyncClientImpl() { close(); }
 
 void AsyncClientImpl::close() noexcept {
-  connection_->close();
+  if (connection_) connection_->close();
   if (subscriber_) {
     // Waiting locks keep the old one (they poll now); a later wait makes a new one.
     subscriber_->close();
     subscriber_.reset();
   }
+  if (sentinel_) stale_ = true;
+  // Ends the +switch-master listener; a later resolution starts a new one.
+  ++listen_epoch_;
+  listening_ = false;
+  if (listener_) listener_->close();
 }
 
-AsyncSubscriber& AsyncClientImpl::subscriber() {
-  if (!subscriber_) subscriber_ = std::make_shared<AsyncSubscriber>(executor_, options_, limits_.reconnect_delay);
-  return *subscriber_;
+std::shared_ptr<AsyncSubscriber> AsyncClientImpl::subscriber() {
+  if (!subscriber_) {
+    // Sentinel: the current master's (an acquisition's first attempt resolved it).
+    if (!connection_) throw ConnectError("Sentinel: master of " + endpoint_ + " not resolved yet");
+    subscriber_ = std::make_shared<AsyncSubscriber>(executor_, connection_->options(), limits_.reconnect_delay);
+  }
+  return subscriber_;
+}
+
+asio::awaitable<std::shared_ptr<AsyncConnection>> AsyncClientImpl::route(Clock::time_point until) {
+  if (!sentinel_ || (!stale_ && connection_)) co_return connection_;
+  // Throttled: a dead master costs callers a ConnectError, not a storm of
+  // resolutions.
+  if (connection_ && !urgent_ && Clock::now() - last_resolve_ < kResolveEvery) co_return connection_;
+  if (!listening_) {
+    listening_ = true;
+    asio::co_spawn(executor_, listen_switches(weak_from_this(), executor_, listen_epoch_), asio::detached);
+  }
+  co_await resolve(until);
+  if (!connection_) {
+    if (last_resolve_error_) std::rethrow_exception(last_resolve_error_);
+    throw ConnectError("Sentinel: master of " + endpoint_ + " not resolved before the deadline");
+  }
+  co_return connection_;
+}
+
+asio::awaitable<void> AsyncClientImpl::resolve(Clock::time_point until) {
+  auto self = shared_from_this();
+  if (resolving_) {
+    // Another coroutine resolves (a few round trips): look again every few
+    // ms, bounded by our deadline and the resolution's own budget.
+    asio::steady_timer timer(executor_);
+    for (int i = 0; i < 5000 && resolving_ && Clock::now() < until; ++i) {
+      timer.expires_after(std::chrono::milliseconds(5));
+      co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    }
+    co_return;
+  }
+  resolving_ = true;
+  urgent_ = false;
+  std::shared_ptr<AsyncConnection> found;
+  std::exception_ptr error;
+  try {
+    found = co_await async_resolve_master(executor_, options_, preferred_);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  resolving_ = false;
+  last_resolve_ = Clock::now();
+  last_resolve_error_ = error;
+  if (found) {
+    stale_ = false;
+    const bool same = connection_ && connection_->options().host == found->options().host &&
+                      connection_->options().port == found->options().port;
+    if (same && connection_->connected()) {
+      found->close();  // the master did not change: keep the warm connection
+    } else {
+      if (connection_) {
+        ++switches_;
+        retire(std::move(connection_));
+        if (subscriber_) {
+          subscriber_->close();  // its waiters poll; the next wait subscribes on the new master
+          subscriber_.reset();
+        }
+      }
+      connection_ = std::move(found);
+    }
+  }
+}
+
+void AsyncClientImpl::on_switch_message(const redisReply& message) noexcept {
+  // ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]
+  if (message.type != REDIS_REPLY_ARRAY || message.elements != 3) return;
+  const redisReply& kind = *message.element[0];
+  const redisReply& body = *message.element[2];
+  if (kind.type != REDIS_REPLY_STRING || std::string_view(kind.str, kind.len) != "message") return;
+  if (body.type != REDIS_REPLY_STRING) return;
+  const std::string_view text(body.str, body.len);
+  if (!text.starts_with(options_.master_name + " ")) return;
+  stale_ = true;
+  urgent_ = true;
+}
+
+asio::awaitable<void> AsyncClientImpl::listen_switches(std::weak_ptr<AsyncClientImpl> weak,
+                                                       asio::any_io_executor executor, std::uint64_t epoch) {
+  asio::steady_timer timer(executor);
+  // Runs while the client lives and is open; each round is one sentinel.
+  for (std::size_t round = 0;; ++round) {
+    std::shared_ptr<AsyncConnection> connection;
+    auto down = std::make_shared<bool>(false);
+    {
+      auto self = weak.lock();
+      if (!self || self->listen_epoch_ != epoch) co_return;
+      const auto sentinels = sentinels_of(self->options_);
+      const auto index = (self->preferred_ + round) % sentinels.size();
+      connection = std::make_shared<AsyncConnection>(executor, sentinel_options(self->options_, sentinels[index]));
+      connection->set_push_handler([weak](ReplyPtr reply) {
+        if (auto client = weak.lock()) client->on_switch_message(*reply);
+      });
+      connection->set_state_handler([down](bool up, std::exception_ptr) {
+        if (!up) *down = true;
+      });
+      self->listener_ = connection;
+      const std::array<std::string_view, 2> subscribe{"SUBSCRIBE", "+switch-master"};
+      std::string resp;
+      append_resp(resp, subscribe);
+      connection->send_unowed(resp);
+    }
+    while (!*down) {
+      timer.expires_after(kListenRetry);
+      co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+      auto self = weak.lock();
+      if (!self || self->listen_epoch_ != epoch) {
+        connection->close();
+        co_return;
+      }
+    }
+    connection->close();
+    timer.expires_after(kListenRetry);
+    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+  }
+}
+
+void AsyncClientImpl::mark_stale(const AsyncConnection& used) noexcept {
+  if (sentinel_ && connection_.get() == &used) stale_ = true;
+}
+
+namespace {
+
+// Closes a retired connection once no reply is owed on it (bounded wait):
+// closing at once would turn requests that ran into ClosedErrors.
+asio::awaitable<void> close_when_idle(std::shared_ptr<AsyncConnection> old, std::chrono::milliseconds bound) {
+  asio::steady_timer timer(old->executor());
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (old->owed() > 0 && std::chrono::steady_clock::now() < until) {
+    timer.expires_after(std::chrono::milliseconds(20));
+    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+  }
+  old->close();
+}
+
+}  // namespace
+
+void AsyncClientImpl::retire(std::shared_ptr<AsyncConnection> old) noexcept {
+  try {
+    const auto bound = options_.socket_timeout.count() > 0 ? options_.socket_timeout : std::chrono::milliseconds(5000);
+    asio::co_spawn(executor_, close_when_idle(std::move(old), bound), asio::detached);
+  } catch (...) {
+  }
 }
 
 asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::command(std::span<const std::string_view> args,
@@ -47,9 +210,17 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::command(std::span<cons
                                                                   Clock::time_point until) {
   std::string resp;
   append_resp(resp, args);
-  auto outcome = co_await connection_->exchange(std::move(resp), 1, until, operation);
+  auto connection = co_await route(until);
+  AsyncConnection::Outcome outcome;
+  try {
+    outcome = co_await connection->exchange(std::move(resp), 1, until, operation);
+  } catch (const IoError&) {
+    mark_stale(*connection);
+    throw;
+  }
   if (outcome.ended != Ended::replied) co_return Answer{outcome.ended, nullptr};
-  check_reply(*outcome.replies[0], endpoint_, operation);
+  if (is_readonly_reply(*outcome.replies[0])) mark_stale(*connection);
+  check_reply(*outcome.replies[0], connection->endpoint(), operation);
   co_return Answer{Ended::replied, std::move(outcome.replies[0])};
 }
 
@@ -58,18 +229,26 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::script(const Script& s
                                                                  std::span<const std::string_view> args,
                                                                  std::string_view operation,
                                                                  Clock::time_point until) {
+  auto connection = co_await route(until);
   for (const bool by_sha : {true, false}) {
     std::string resp;
     append_script(resp, script, by_sha, keys, args);
-    auto outcome = co_await connection_->exchange(std::move(resp), 1, until, operation);
+    AsyncConnection::Outcome outcome;
+    try {
+      outcome = co_await connection->exchange(std::move(resp), 1, until, operation);
+    } catch (const IoError&) {
+      mark_stale(*connection);
+      throw;
+    }
     if (outcome.ended != Ended::replied) co_return Answer{outcome.ended, nullptr};
     ReplyPtr reply = std::move(outcome.replies[0]);
     // NOSCRIPT (first use, restart): nothing ran; send the body.
     if (by_sha && is_noscript(*reply)) continue;
-    check_reply(*reply, endpoint_, operation);
+    if (is_readonly_reply(*reply)) mark_stale(*connection);
+    check_reply(*reply, connection->endpoint(), operation);
     co_return Answer{Ended::replied, std::move(reply)};
   }
-  throw ProtocolError(std::string(operation) + " on " + endpoint_ + ": NOSCRIPT after EVAL");
+  throw ProtocolError(std::string(operation) + " on " + connection->endpoint() + ": NOSCRIPT after EVAL");
 }
 
 asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
@@ -77,7 +256,17 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
     Clock::time_point until) {
   std::string resp;
   for (const auto& command : commands) append_resp(resp, command);
-  co_return co_await connection_->exchange(std::move(resp), commands.size(), until, operation);
+  auto connection = co_await route(until);
+  AsyncConnection::Outcome outcome;
+  try {
+    outcome = co_await connection->exchange(std::move(resp), commands.size(), until, operation);
+  } catch (const IoError&) {
+    mark_stale(*connection);
+    throw;
+  }
+  for (const auto& reply : outcome.replies)
+    if (reply && is_readonly_reply(*reply)) mark_stale(*connection);
+  co_return outcome;
 }
 
 namespace {
@@ -126,7 +315,12 @@ AsyncClient::AsyncClient(executor_type executor, ConnectionOptions connection, A
 const AsyncClient::executor_type& AsyncClient::get_executor() const noexcept { return impl_->executor(); }
 const ConnectionOptions& AsyncClient::options() const noexcept { return impl_->options(); }
 const std::string& AsyncClient::endpoint() const noexcept { return impl_->endpoint(); }
-void AsyncClient::close() noexcept { impl_->close(); }
+void AsyncClient::close() noexcept {
+  try {
+    asio::dispatch(impl_->executor(), [impl = impl_] { impl->close(); });  // on the strand
+  } catch (...) {
+  }
+}
 
 asio::awaitable<Reply> AsyncClient::command_op(std::shared_ptr<detail::AsyncClientImpl> impl,
                                                std::vector<std::string> args) {

@@ -1,13 +1,26 @@
 // The shared state behind an AsyncClient handle: the command connection,
 // the pub/sub subscriber (made on first wait) and the background clean-up
 // of abandoned acquisitions. Everything runs on the client's executor.
+//
+// Sentinel (async_sentinel.hpp): the command connection and subscriber are
+// the current master's. Resolution runs on first use and again after the
+// master answered READONLY (demoted) or failed with an I/O error — at most
+// one resolution at a time (others wait for it), at most one every
+// kResolveEvery — or at once after a sentinel published +switch-master for
+// our master (a background subscription, like the blocking front's
+// listener thread: a demoted master can take seconds to say READONLY, and
+// writes accepted meanwhile would be lost). A switch retires the old connection once its owed replies
+// came (bounded) and closes the old subscriber (its waiters poll).
 #pragma once
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
 
 #include <array>
 #include <chrono>
+#include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,10 +47,16 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   AsyncClientImpl(asio::any_io_executor executor, ConnectionOptions options, AsyncClientOptions limits);
   ~AsyncClientImpl();
 
+  static constexpr auto kResolveEvery = std::chrono::milliseconds(100);
+  static constexpr auto kListenRetry = std::chrono::milliseconds(250);
+
   const asio::any_io_executor& executor() const noexcept { return executor_; }
   const ConnectionOptions& options() const noexcept { return options_; }
   const std::string& endpoint() const noexcept { return endpoint_; }
+  /// The current command connection (standalone: the only one).
   AsyncConnection& connection() noexcept { return *connection_; }
+  /// Master switches seen (Sentinel; tests).
+  std::uint64_t switches() const noexcept { return switches_; }
 
   /// One command; error replies are thrown (mapped), as LockCalls does.
   asio::awaitable<Answer> command(std::span<const std::string_view> args, std::string_view operation,
@@ -50,8 +69,9 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   asio::awaitable<AsyncConnection::Outcome> pipeline(std::span<const std::span<const std::string_view>> commands,
                                                      std::string_view operation, Clock::time_point until);
 
-  /// The pub/sub connection (made on first use).
-  AsyncSubscriber& subscriber();
+  /// The pub/sub connection of the current node (made on first use). Hold
+  /// the pointer for the whole wait: a Sentinel switch replaces it.
+  std::shared_ptr<AsyncSubscriber> subscriber();
 
   /// Runs the cancel-wait script for queue entry `entry` of lock `keys`
   /// (lock, queue, fence, record) in the background, retried with back-off
@@ -62,12 +82,37 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   void close() noexcept;
 
  private:
+  // The connection for the next request (Sentinel: resolves when stale).
+  asio::awaitable<std::shared_ptr<AsyncConnection>> route(Clock::time_point until);
+  asio::awaitable<void> resolve(Clock::time_point until);
+  // Sentinel feedback: READONLY or an I/O failure from `used`.
+  void mark_stale(const AsyncConnection& used) noexcept;
+  void retire(std::shared_ptr<AsyncConnection> old) noexcept;
+  // Subscribes to a sentinel's +switch-master (one sentinel at a time, the
+  // next one kListenRetry after a failure) for the client's lifetime: a
+  // switch marks the master stale at once, skipping the throttle.
+  static asio::awaitable<void> listen_switches(std::weak_ptr<AsyncClientImpl> weak, asio::any_io_executor executor,
+                                               std::uint64_t epoch);
+  void on_switch_message(const redisReply& message) noexcept;
+
   asio::any_io_executor executor_;
   ConnectionOptions options_;
   AsyncClientOptions limits_;
   std::string endpoint_;
   std::shared_ptr<AsyncConnection> connection_;
   std::shared_ptr<AsyncSubscriber> subscriber_;
+  // Sentinel only.
+  bool sentinel_ = false;
+  bool stale_ = true;
+  bool resolving_ = false;
+  bool urgent_ = false;  // +switch-master seen: resolve without the throttle
+  bool listening_ = false;
+  std::uint64_t listen_epoch_ = 0;  // bumped by close(): the listener ends
+  std::shared_ptr<AsyncConnection> listener_;
+  std::exception_ptr last_resolve_error_;
+  Clock::time_point last_resolve_{};
+  std::size_t preferred_ = 0;
+  std::uint64_t switches_ = 0;
 };
 
 }  // namespace lockon::detail

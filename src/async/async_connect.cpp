@@ -7,6 +7,7 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/connect.hpp>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <variant>
 
+#include "async/async_connection.hpp"
 #include "client/error_map.hpp"
 #include "lockon/errors.hpp"
 
@@ -47,6 +49,43 @@ asio::awaitable<asio::error_code> bounded(Socket& socket, Transport::Clock::time
   co_return result;
 }
 
+// The TLS handshake on the executor: each SSL_connect step runs without
+// blocking and the wait for the readiness it asks for is an async_wait
+// raced against the deadline, so a slow or silent server never stalls the
+// loop. The same TlsHandshake the blocking front drives with poll().
+asio::awaitable<std::unique_ptr<Transport>> async_tls_handshake(asio::any_io_executor executor, int fd,
+                                                                const ConnectionOptions& options,
+                                                                Transport::Clock::time_point deadline,
+                                                                const std::string& endpoint) {
+  TlsHandshake handshake(fd, options, options.host, endpoint);  // owns fd from here on
+  asio::posix::stream_descriptor descriptor(executor, handshake.fd());
+  // The handshake owns the socket: Asio must never close it.
+  struct Release {
+    asio::posix::stream_descriptor& d;
+    ~Release() {
+      asio::error_code ignored;
+      d.cancel(ignored);
+      static_cast<void>(d.release());
+    }
+  } release{descriptor};
+  asio::steady_timer timer(executor);
+  timer.expires_at(deadline);
+  const bool recheck = is_strand(executor);
+  for (Want want = handshake.step(); want != Want::nothing; want = handshake.step()) {
+    if (Transport::Clock::now() >= deadline) handshake.timed_out();
+    const auto wait = want == Want::read ? asio::posix::stream_descriptor::wait_read
+                                         : asio::posix::stream_descriptor::wait_write;
+    if (deadline == Transport::Clock::time_point::max()) {
+      co_await wait_ready_async(descriptor, wait, recheck);
+      continue;
+    }
+    auto winner = co_await (wait_ready_async(descriptor, wait, recheck) ||
+                            timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+    if (winner.index() == 1) handshake.timed_out();
+  }
+  co_return handshake.finish();
+}
+
 }  // namespace
 
 void throw_io_status(const IoStatus& status, bool nothing_sent, std::string_view endpoint,
@@ -60,8 +99,6 @@ asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_ex
                                                                  const ConnectionOptions& options,
                                                                  Transport::Clock::time_point deadline,
                                                                  std::string endpoint) {
-  if (options.tls.enabled)
-    throw ConfigError("connect on " + endpoint + ": TLS is not supported by lockon's async client yet");
   if (!options.unix_path.empty() && options.host.empty()) {
     asio::local::stream_protocol::socket socket(executor);
     const auto ec = co_await bounded(socket, deadline, [&](asio::error_code& out) -> asio::awaitable<void> {
@@ -99,7 +136,8 @@ asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_ex
   if (ec) throw_connect_error(ec, endpoint);
   socket.set_option(asio::ip::tcp::no_delay(true), ec);
   if (options.keepalive) socket.set_option(asio::socket_base::keep_alive(true), ec);
-  co_return make_socket_transport(socket.release(), "tcp");
+  if (!options.tls.enabled) co_return make_socket_transport(socket.release(), "tcp");
+  co_return co_await async_tls_handshake(executor, socket.release(), options, deadline, endpoint);
 }
 
 }  // namespace lockon::detail

@@ -7,9 +7,9 @@
 // connect waits on the executor, bounded by connect_timeout. Unix sockets
 // likewise. The connected socket is then wrapped in a plain Transport.
 //
-// TLS is not supported by the async front yet (ConfigError): the TLS
-// transport's handshake is blocking (bounded by connect_timeout) and would
-// stall the event loop; see docs/async.md.
+// TLS: after the TCP connect, the handshake (TlsHandshake, shared with the
+// blocking front) is driven step by step on the executor, each wait an
+// async_wait on the socket raced against the same deadline.
 #pragma once
 
 #include <asio/any_io_executor.hpp>
@@ -26,8 +26,8 @@
 namespace lockon::detail {
 
 /// Connects as `options` say before `deadline` (time_point::max(): no bound).
-/// Throws ConnectError naming `endpoint` (nothing was sent), ConfigError for
-/// TLS.
+/// Throws ConnectError naming `endpoint` (nothing was sent), TlsError for a
+/// failed or timed-out TLS handshake.
 asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_executor executor,
                                                                  const ConnectionOptions& options,
                                                                  Transport::Clock::time_point deadline,

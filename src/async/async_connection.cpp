@@ -3,6 +3,8 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -48,6 +50,37 @@ struct AsyncConnection::Request {
   asio::steady_timer signal;
 };
 
+bool is_strand(const asio::any_io_executor& executor) noexcept {
+  return executor.target<asio::strand<asio::any_io_executor>>() != nullptr ||
+         executor.target<asio::strand<asio::io_context::executor_type>>() != nullptr;
+}
+
+asio::awaitable<asio::error_code> wait_ready_async(asio::posix::stream_descriptor& descriptor,
+                                                  asio::posix::stream_descriptor::wait_type what, bool recheck) {
+  if (!recheck) {
+    auto [ec] = co_await descriptor.async_wait(what, asio::experimental::as_tuple(asio::use_awaitable));
+    co_return ec;
+  }
+  const auto token = asio::experimental::as_tuple(asio::use_awaitable);
+  auto [ec] = co_await asio::async_initiate<decltype(token), void(asio::error_code)>(
+      [&descriptor, what](auto handler) {
+        descriptor.async_wait(what, std::move(handler));
+        // Registered: any later edge reaches it. An edge before the
+        // registration may have been consumed by another thread's
+        // epoll_wait; poll() (level-triggered) still sees its bytes.
+        pollfd probe{descriptor.native_handle(),
+                     static_cast<short>(what == asio::posix::stream_descriptor::wait_write ? POLLOUT
+                                                                                          : POLLIN | POLLRDHUP),
+                     0};
+        if (::poll(&probe, 1, 0) > 0) {
+          asio::error_code ignored;
+          descriptor.cancel(ignored);  // every wait on it looks again: spurious wake-ups are harmless
+        }
+      },
+      token);
+  co_return ec;
+}
+
 void append_script(std::string& out, const Script& script, bool by_sha, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args) {
   const std::string numkeys = std::to_string(keys.size());
@@ -66,7 +99,8 @@ AsyncConnection::AsyncConnection(Executor executor, ConnectionOptions options)
       options_(std::move(options)),
       endpoint_(options_.endpoint()),
       writer_signal_(executor_),
-      stall_timer_(executor_) {}
+      stall_timer_(executor_),
+      recheck_(is_strand(executor_)) {}
 
 AsyncConnection::~AsyncConnection() {
   // Asio must not close the socket: the transport owns it.
@@ -295,7 +329,7 @@ asio::awaitable<void> AsyncConnection::write_loop(std::uint64_t generation) {
     }
     const auto wait = status.want == Want::read ? asio::posix::stream_descriptor::wait_read
                                                 : asio::posix::stream_descriptor::wait_write;
-    co_await descriptor_->async_wait(wait, asio::experimental::as_tuple(asio::use_awaitable));
+    co_await wait_ready_async(*descriptor_, wait, recheck_);
   }
 }
 
@@ -322,8 +356,7 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
       // A short read drained the socket: wait (a TLS record may still be
       // buffered in user space; then read on).
       if (status.bytes == buffer.size() || transport_->has_buffered_input()) continue;
-      co_await descriptor_->async_wait(asio::posix::stream_descriptor::wait_read,
-                                       asio::experimental::as_tuple(asio::use_awaitable));
+      co_await wait_ready_async(*descriptor_, asio::posix::stream_descriptor::wait_read, recheck_);
       continue;
     }
     if (status.failed() || status.closed) {
@@ -336,7 +369,7 @@ asio::awaitable<void> AsyncConnection::read_loop(std::uint64_t generation) {
     }
     const auto wait = status.want == Want::write ? asio::posix::stream_descriptor::wait_write
                                                  : asio::posix::stream_descriptor::wait_read;
-    co_await descriptor_->async_wait(wait, asio::experimental::as_tuple(asio::use_awaitable));
+    co_await wait_ready_async(*descriptor_, wait, recheck_);
   }
 }
 

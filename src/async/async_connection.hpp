@@ -25,14 +25,16 @@
 // [AUTH], SELECT) is queued in front of the first requests, as the blocking
 // Connection does.
 //
-// Threading: every member runs on the connection's executor, an io_context
-// run by ONE thread. The readiness waits rely on it: a non-blocking read that
-// found nothing and the wait that follows it run in one handler, and no
-// other thread can be inside epoll_wait meanwhile, so the edge-triggered
-// reactor cannot consume the next arrival's edge before the wait is
-// registered (Asio 1.22's async_wait never tries speculatively). A strand
-// over a multi-threaded io_context does NOT give that: another thread may
-// run the reactor in between, and the wake-up would be lost.
+// Threading: every member runs on the connection's executor: one thread
+// running the io_context, or the client's strand (AsyncClientOptions::
+// multi_threaded), so one handler of the connection runs at a time. On a
+// strand, the readiness waits must survive another thread running the
+// (edge-triggered) reactor between a read that found nothing and the
+// registration of the wait (the edge would be consumed with no wait
+// queued; Asio 1.22's async_wait never tries speculatively): there
+// wait_ready_async() registers the wait and then looks at the socket once
+// with poll(fd, 0), cancelling the wait if it is ready already. With one
+// thread nothing runs the reactor in between, and the poll() is skipped.
 #pragma once
 
 #include <asio/any_io_executor.hpp>
@@ -154,7 +156,18 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   bool writer_idle_ = false;
   std::function<void(ReplyPtr)> push_handler_;
   std::function<void(bool, std::exception_ptr)> state_handler_;
+  bool recheck_ = false;  // is_strand(executor_)
 };
+
+/// Waits until `descriptor` is ready for `what`, safe against a lost edge
+/// when other threads run the reactor (see above). Completes with an error
+/// code (operation_aborted also when ready at registration: look again).
+asio::awaitable<asio::error_code> wait_ready_async(asio::posix::stream_descriptor& descriptor,
+                                                  asio::posix::stream_descriptor::wait_type what, bool recheck);
+
+/// Whether `executor` is a strand (a multi-threaded io_context may run it):
+/// waits on it need wait_ready_async's re-check.
+bool is_strand(const asio::any_io_executor& executor) noexcept;
 
 /// Formats an EVALSHA/EVAL of `script` (by SHA or body) as RESP onto `out`.
 class Script;

@@ -219,7 +219,9 @@ asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::wait_attempt(const std::s
 }
 
 asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
-  auto& subscriber = client_->subscriber();
+  // Held for the whole wait: a Sentinel switch replaces the client's.
+  const std::shared_ptr<AsyncSubscriber> subscriber_ref = client_->subscriber();
+  auto& subscriber = *subscriber_ref;
   const std::string waiter_id = random_hex(8);
   const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
                             (options_.fencing ? "1" : "0") + "|" + token_;

@@ -1,4 +1,5 @@
 // lockon::AsyncLock's public members and async_scoped (async.hpp).
+#include <asio/dispatch.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "async/async_lock_impl.hpp"
@@ -9,8 +10,14 @@ AsyncLock::AsyncLock(AsyncClient client, std::string name, LockOptions options)
     : impl_(std::make_shared<detail::AsyncLockImpl>(client.impl(), std::move(name), std::move(options))) {}
 
 AsyncLock::~AsyncLock() {
-  impl_->orphan();
-  impl_->release_detached();
+  // On the client's strand: a renewal may be running on another thread.
+  try {
+    asio::dispatch(impl_->client()->executor(), [impl = impl_] {
+      impl->orphan();
+      impl->release_detached();
+    });
+  } catch (...) {
+  }
 }
 
 AsyncLock::Clock::time_point AsyncLock::deadline_after(std::chrono::milliseconds timeout) noexcept {
@@ -45,7 +52,12 @@ const std::string& AsyncLock::name() const noexcept { return impl_->name(); }
 const LockOptions& AsyncLock::options() const noexcept { return impl_->options(); }
 std::exception_ptr AsyncLock::last_unlock_error() const noexcept { return impl_->last_unlock_error(); }
 const asio::any_io_executor& AsyncLock::executor() const noexcept { return impl_->client()->executor(); }
-void AsyncLock::unlock_detached() noexcept { impl_->release_detached(); }
+void AsyncLock::unlock_detached() noexcept {
+  try {
+    asio::dispatch(impl_->client()->executor(), [impl = impl_] { impl->release_detached(); });
+  } catch (...) {
+  }
+}
 
 asio::awaitable<AsyncGuard> async_scoped(AsyncLock& lock) {
   co_await lock.async_lock(asio::use_awaitable);

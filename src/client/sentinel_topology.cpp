@@ -18,6 +18,8 @@ std::string_view text_of(const redisReply& reply) {
   return {};
 }
 
+}  // namespace
+
 // Options for one sentinel: its address, the sentinel credentials, db 0.
 ConnectionOptions sentinel_options(const ConnectionOptions& base, const NodeAddress& address) {
   ConnectionOptions out = base;
@@ -47,8 +49,6 @@ std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options) {
   if (!options.seeds.empty()) return options.seeds;
   return {NodeAddress{options.host, options.port}};
 }
-
-}  // namespace
 
 SentinelTopology::SentinelTopology(ConnectionOptions options, PoolOptions limits)
     : options_(std::move(options)), limits_(limits) {

@@ -31,10 +31,19 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client/topology.hpp"
 
 namespace lockon::detail {
+
+/// Options for one sentinel: its address, the sentinel credentials, db 0
+/// (shared with the async front, async/async_sentinel.cpp).
+ConnectionOptions sentinel_options(const ConnectionOptions& base, const NodeAddress& address);
+/// Options for the master at `host:port`: the URL's credentials and db.
+ConnectionOptions master_options(const ConnectionOptions& base, std::string host, int port);
+/// The sentinels of a Sentinel URL, in its order.
+std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options);
 
 class SentinelTopology final : public Topology {
  public:

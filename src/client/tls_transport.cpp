@@ -309,53 +309,85 @@ std::string handshake_failure(SSL* ssl, int error, const std::string& name, bool
 
 }  // namespace
 
-std::unique_ptr<Transport> open_tls_transport(int fd, const ConnectionOptions& options, const std::string& host,
-                                              Clock::time_point deadline, std::string_view endpoint) {
-  struct FdGuard {
-    int fd;
-    ~FdGuard() {
-      if (fd >= 0) ::close(fd);
-    }
-  } guard{fd};
+struct TlsHandshake::State {
+  int fd = -1;
+  ContextPtr ctx;
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl{nullptr, &SSL_free};
+  std::string name;
+  std::string endpoint;
+  bool verifying = false;
+  ~State() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+TlsHandshake::TlsHandshake(int fd, const ConnectionOptions& options, const std::string& host,
+                           std::string_view endpoint)
+    : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  st.fd = fd;  // owned from here on, also when this constructor throws
+  st.endpoint = std::string(endpoint);
   const TlsOptions& tls = options.tls;
-  ContextPtr ctx = shared_context(tls, endpoint);
-  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), &SSL_free);
-  if (!ssl) tls_failed(endpoint, "cannot create a TLS session: " + openssl_error());
+  st.ctx = shared_context(tls, endpoint);
+  st.ssl.reset(SSL_new(st.ctx.get()));
+  if (!st.ssl) tls_failed(endpoint, "cannot create a TLS session: " + openssl_error());
   BIO* bio = BIO_new(socket_method());
   if (bio == nullptr) tls_failed(endpoint, "cannot create a TLS socket BIO: " + openssl_error());
   BIO_set_data(bio, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)));
-  SSL_set_bio(ssl.get(), bio, bio);  // the SSL owns the BIO now
-  SSL_set_connect_state(ssl.get());
-  const std::string name = tls.sni.empty() ? host : tls.sni;
-  const bool ip = is_ip_literal(name);
+  SSL_set_bio(st.ssl.get(), bio, bio);  // the SSL owns the BIO now
+  SSL_set_connect_state(st.ssl.get());
+  st.name = tls.sni.empty() ? host : tls.sni;
+  st.verifying = !tls.insecure;
+  const bool ip = is_ip_literal(st.name);
   // SSL_set_tlsext_host_name without its C cast.
-  if (!ip && SSL_ctrl(ssl.get(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-                      const_cast<char*>(name.c_str())) != 1)
-    tls_failed(endpoint, "cannot set the server name '" + name + "': " + openssl_error());
-  if (!tls.insecure) {
-    const bool set = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl.get()), name.c_str()) == 1
-                        : SSL_set1_host(ssl.get(), name.c_str()) == 1;
-    if (!set) tls_failed(endpoint, "cannot verify the server name '" + name + "': " + openssl_error());
+  if (!ip && SSL_ctrl(st.ssl.get(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                      const_cast<char*>(st.name.c_str())) != 1)
+    tls_failed(endpoint, "cannot set the server name '" + st.name + "': " + openssl_error());
+  if (st.verifying) {
+    const bool set = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(st.ssl.get()), st.name.c_str()) == 1
+                        : SSL_set1_host(st.ssl.get(), st.name.c_str()) == 1;
+    if (!set) tls_failed(endpoint, "cannot verify the server name '" + st.name + "': " + openssl_error());
   }
+}
+
+TlsHandshake::~TlsHandshake() = default;
+
+int TlsHandshake::fd() const noexcept { return state_->fd; }
+
+Want TlsHandshake::step() {
+  State& st = *state_;
+  ERR_clear_error();
+  const int rc = SSL_connect(st.ssl.get());
+  if (rc == 1) return Want::nothing;
+  const int error = SSL_get_error(st.ssl.get(), rc);
+  if (error == SSL_ERROR_WANT_READ) return Want::read;
+  if (error == SSL_ERROR_WANT_WRITE) return Want::write;
+  tls_failed(st.endpoint, handshake_failure(st.ssl.get(), error, st.name, st.verifying));
+}
+
+std::unique_ptr<Transport> TlsHandshake::finish() {
+  State& st = *state_;
+  auto transport = std::make_unique<TlsTransport>(st.fd, std::move(st.ctx), st.ssl.get());
+  static_cast<void>(st.ssl.release());
+  st.fd = -1;
+  return transport;
+}
+
+void TlsHandshake::timed_out() const {
+  // A plaintext Redis reads a ClientHello as the start of an inline
+  // command and waits for its end: silence, like a frozen server.
+  tls_failed(state_->endpoint, "handshake timed out: the server sent no TLS answer (a plaintext port behind "
+                               "rediss://? or a frozen server)");
+}
+
+std::unique_ptr<Transport> open_tls_transport(int fd, const ConnectionOptions& options, const std::string& host,
+                                              Clock::time_point deadline, std::string_view endpoint) {
+  TlsHandshake handshake(fd, options, host, endpoint);
   // The handshake, bounded by the deadline.
-  while (true) {
-    ERR_clear_error();
-    const int rc = SSL_connect(ssl.get());
-    if (rc == 1) break;
-    const int error = SSL_get_error(ssl.get(), rc);
-    Want want = Want::nothing;
-    if (error == SSL_ERROR_WANT_READ) want = Want::read;
-    if (error == SSL_ERROR_WANT_WRITE) want = Want::write;
-    if (want == Want::nothing) tls_failed(endpoint, handshake_failure(ssl.get(), error, name, !tls.insecure));
-    if (!wait_fd_ready(fd, want, deadline)) {
-      // A plaintext Redis reads a ClientHello as the start of an inline
-      // command and waits for its end: silence, like a frozen server.
-      tls_failed(endpoint, "handshake timed out: the server sent no TLS answer (a plaintext port behind rediss://? "
-                           "or a frozen server)");
-    }
+  for (Want want = handshake.step(); want != Want::nothing; want = handshake.step()) {
+    if (!wait_fd_ready(handshake.fd(), want, deadline)) handshake.timed_out();
   }
-  guard.fd = -1;
-  return std::make_unique<TlsTransport>(fd, std::move(ctx), ssl.release());
+  return handshake.finish();
 }
 
 }  // namespace lockon::detail

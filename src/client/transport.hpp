@@ -99,6 +99,34 @@ int connect_tcp(const std::string& host, int port, bool keepalive, Transport::Cl
 std::unique_ptr<Transport> open_tls_transport(int fd, const ConnectionOptions& options, const std::string& host,
                                               Transport::Clock::time_point deadline, std::string_view endpoint);
 
+/// A TLS handshake driven step by step, for fronts that wait their own way
+/// (open_tls_transport() waits with poll(); the async front with a
+/// stream_descriptor on fd()). Takes ownership of the connected TCP socket
+/// `fd` (closed with this object unless finish() handed it on). Setup
+/// failures throw TlsError / ConfigError naming `endpoint`. Defined in
+/// tls_transport.cpp.
+class TlsHandshake {
+ public:
+  TlsHandshake(int fd, const ConnectionOptions& options, const std::string& host, std::string_view endpoint);
+  ~TlsHandshake();
+  TlsHandshake(const TlsHandshake&) = delete;
+  TlsHandshake& operator=(const TlsHandshake&) = delete;
+
+  int fd() const noexcept;
+  /// One SSL_connect step, never blocking: Want::nothing when the handshake
+  /// is complete (and verified), else what the socket must become before
+  /// the next step. Throws TlsError (verification, refusal, not TLS).
+  Want step();
+  /// The transport, once step() returned Want::nothing (once).
+  std::unique_ptr<Transport> finish();
+  /// Throws the TlsError of a handshake that did not end before its deadline.
+  [[noreturn]] void timed_out() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 /// Waits until `transport` can go on with `want` or `deadline` passes.
 /// Returns false on timeout. Retries EINTR. A `want` of nothing returns true.
 bool wait_ready(const Transport& transport, Want want, Transport::Clock::time_point deadline) noexcept;

@@ -26,8 +26,11 @@
 #include "lockon/lock_context.hpp"
 #include "lockon/options.hpp"
 #include "lock/lease.hpp"
+#include "lock_on/acquire_internal.hpp"
 #include "lock_on/metrics_internal.hpp"
+#include "lockon/multi_lock.hpp"
 #include "lockon/redlock.hpp"
+#include <stdexcept>
 
 namespace lockon {
 
@@ -210,6 +213,14 @@ namespace {
 
 Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_on_busy) {
   const LockerPolicy& policy = site.policy.policy;
+  if (site.reentrant) {
+    const std::string key = make_lock_key(policy.key_prefix, site.digest, encoded_args);
+    if (DistributedLock* outer = held_by_this_thread(site.core.backend, key)) {
+      Acquisition nested;
+      nested.reentered = outer;
+      return nested;
+    }
+  }
   std::unique_ptr<DistributedLock> lock = site.core.idle->take(site.policy, site.digest, encoded_args);
   if (!lock) {
     std::string key = make_lock_key(policy.key_prefix, site.digest, encoded_args);
@@ -220,7 +231,12 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
     }
     if (!lock) throw ConfigError("lockon: the RedisLocker's lock factory returned no lock");
   }
+  return attempt_loop(site, std::move(lock), std::move(encoded_args), throw_on_busy, true);
+}
 
+Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> lock, std::string encoded_args,
+                         bool throw_on_busy, bool reusable) {
+  const LockerPolicy& policy = site.policy.policy;
   const Clock::time_point start = Clock::now();
   const bool bounded = policy.timeout.count() > 0;
   const Clock::time_point deadline = bounded ? start + policy.timeout : Clock::time_point::max();
@@ -251,7 +267,7 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
     if (acquired) {
       const Clock::time_point now = Clock::now();
       metrics_detail::record_acquire(site.function_name, metrics_detail::Outcome::acquired, now - start);
-      return Acquisition{std::move(lock), attempt, std::move(encoded_args), now};
+      return Acquisition{std::move(lock), attempt, std::move(encoded_args), now, reusable};
     }
 
     // The deadline wins when both limits are reached by the same attempt.
@@ -260,7 +276,7 @@ Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_o
       lock->abandon_wait();
       const std::string key = lock->name();
       const long long waited_ms = elapsed_ms(start).count();
-      site.core.idle->put(site.policy, site.digest, std::move(encoded_args), std::move(lock));
+      if (reusable) site.core.idle->put(site.policy, site.digest, std::move(encoded_args), std::move(lock));
       metrics_detail::record_acquire(site.function_name,
                                      timed_out ? metrics_detail::Outcome::timeout : metrics_detail::Outcome::busy, {});
       if (!throw_on_busy) return Acquisition{nullptr, attempt, {}};
@@ -290,7 +306,7 @@ void recycle(const CallSite& site, Acquisition&& acquired) noexcept {
     metrics_detail::record_release(site.function_name, Clock::now() - acquired.acquired_at, acquired.lock->lost(),
                                    state.handed_over, state.lease ? state.lease->renewal_failures() : 0);
   }
-  if (!acquired.lock || acquired.lock->held()) return;  // never file a held lock
+  if (!acquired.lock || !acquired.reusable || acquired.lock->held()) return;  // never file a held lock
   site.core.idle->put(site.policy, site.digest, std::move(acquired.encoded_args), std::move(acquired.lock));
 }
 
@@ -304,6 +320,12 @@ std::chrono::milliseconds LockContext::remaining() const {
   const std::optional<milliseconds> ttl = lock_.remaining_ttl();
   if (!ttl || ttl->count() < 0) return milliseconds(0);
   return *ttl;
+}
+
+std::uint64_t LockContext::fence(std::size_t i) const {
+  if (const auto* multi = dynamic_cast<const MultiLock*>(&lock_)) return multi->fence(i);
+  if (i != 0) throw std::out_of_range("lockon: LockContext::fence(i): the lock has one key");
+  return lock_.fence();
 }
 
 void LockContext::throw_if_lost() const {
@@ -330,10 +352,14 @@ void LockContext::throw_if_lost() const {
 
 namespace {
 
-std::shared_ptr<const detail::LockerCore> make_core(LockFactory make_lock, LockerPolicy policy) {
+std::shared_ptr<const detail::LockerCore> make_core(LockFactory make_lock, LockerPolicy policy,
+                                                   std::uint64_t backend = 0) {
   if (!make_lock) throw ConfigError("lockon: RedisLocker needs a lock factory");
-  return std::make_shared<const detail::LockerCore>(detail::LockerCore{
-      std::move(make_lock), detail::PreparedPolicy::prepare(std::move(policy)), std::make_shared<detail::IdleLocks>()});
+  static std::atomic<std::uint64_t> next_backend{1};
+  if (backend == 0) backend = next_backend.fetch_add(1, std::memory_order_relaxed);
+  return std::make_shared<const detail::LockerCore>(
+      detail::LockerCore{std::move(make_lock), detail::PreparedPolicy::prepare(std::move(policy)),
+                         std::make_shared<detail::IdleLocks>(), backend});
 }
 
 LockFactory single_instance(Client client) {
@@ -377,16 +403,17 @@ RedisLocker RedisLocker::redlock(const std::vector<std::string>& urls, LockerPol
 }
 
 RedisLocker RedisLocker::with_policy(LockerPolicy policy) const {
-  return RedisLocker(make_core(core_->make_lock, std::move(policy)));
+  return RedisLocker(make_core(core_->make_lock, std::move(policy), core_->backend));
 }
 
-detail::OwnedSite RedisLocker::site(std::string_view name, LockOnOptions options) const {
+detail::OwnedSite RedisLocker::site(std::string_view name, LockOnOptions options, bool each) const {
+  if (each) options.scope = KeyScope::entity;  // lock_on_each locks each argument as its own entity
   if (name.empty()) throw ConfigError("lockon: lock_on needs a non-empty function name");
   std::shared_ptr<const detail::PreparedPolicy> policy =
       options.policy ? std::make_shared<const detail::PreparedPolicy>(detail::PreparedPolicy::prepare(std::move(*options.policy)))
                      : std::shared_ptr<const detail::PreparedPolicy>(core_, &core_->prepared);
   std::string digest = options.scope == KeyScope::entity ? std::string() : function_digest(name);
-  return detail::OwnedSite(core_, std::move(policy), std::string(name), std::move(digest));
+  return detail::OwnedSite(core_, std::move(policy), std::string(name), std::move(digest), options.reentrant);
 }
 
 // ------------------------------------------------------------ default locker

@@ -140,6 +140,7 @@ void fuzz_run_options(FuzzedDataProvider& data) {
   options.name = data.ConsumeRandomLengthString(8);
   if (data.ConsumeBool()) options.command.push_back(data.ConsumeRandomLengthString(8));
   options.fence_env = data.ConsumeRandomLengthString(12);
+  if (data.ConsumeBool()) options.names = {options.name, data.ConsumeRandomLengthString(8)};  // NAME1 NAME2 -- ...
   lockon::cli::RunSettings settings;
   const bool ok = config_only("validate_run_options threw something other than ConfigError",
                               [&] { settings = lockon::cli::validate_run_options(options); });
@@ -150,6 +151,7 @@ void fuzz_run_options(FuzzedDataProvider& data) {
         "--kill-after differs");
   check(settings.wait.has_value() == !options.wait.empty(), "--wait presence changed");
   check(!options.name.empty() && !options.command.empty(), "run accepted without NAME or COMMAND");
+  for (const std::string& name : options.names) check(!name.empty(), "run accepted an empty NAME among several");
   check(options.fence_env.empty() || lockon::cli::valid_env_name(options.fence_env), "bad --fence-env accepted");
 }
 

@@ -92,7 +92,9 @@ TEST_F(CliShared, ConflictingOptionsAreUsageErrors) {
            {"--shared", "--permits", "2"},
            {"--permits", "0"},
            {"--shared", "--fence-env", "FENCE"},
-           {"--permits", "3", "--replicas", "1"}}) {
+           {"--permits", "3", "--replicas", "1"},
+           {"--shared", key("second-name")},           // several names are exclusive only
+           {"--permits", "2", key("second-name")}}) {
     std::vector<std::string> argv{"run", "--url", server().url()};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {name, "--", "true"});

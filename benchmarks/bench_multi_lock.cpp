@@ -1,0 +1,107 @@
+// MultiLock's uncontended cycle against the raw two-round-trip floor, in
+// alternating blocks inside one measurement (see bench_alternating.cpp for
+// why): MultiLock over 1 key and over 2 keys, lock_on_each over 2
+// arguments, and the plain Lock for reference. MultiLock takes its keys one
+// by one (ordered acquisition), so N keys cost N acquire + N release round
+// trips: the expected ratio for 2 keys is about half the floor's rate.
+#include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "lockon/lockon.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kBlock = 200;
+constexpr int kRounds = 30;
+constexpr const char* kCompareAndDelete =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+void BM_MultiLockAlternating(benchmark::State& state) {
+  const std::string url = lockon::bench::server_url();
+  const auto options = lockon::ConnectionOptions::from_url(url);
+  std::unique_ptr<redisContext, decltype(&redisFree)> raw(redisConnect(options.host.c_str(), options.port), &redisFree);
+  if (!raw || raw->err) throw std::runtime_error("cannot connect to " + url);
+  auto* loaded = static_cast<redisReply*>(redisCommand(raw.get(), "SCRIPT LOAD %s", kCompareAndDelete));
+  const std::string sha(loaded->str, loaded->len);
+  freeReplyObject(loaded);
+  const std::string token = "0123456789abcdef0123456789abcdef";
+
+  const lockon::Client client(url);
+  lockon::Lock lock(client, "bench:multi:lock");
+  lockon::MultiLock one(client, {"bench:multi:one"});
+  lockon::MultiLock two(client, {"bench:multi:b", "bench:multi:a"});
+  const lockon::RedisLocker locker(client, {.key_prefix = "bench-multi"});
+  const auto transfer = locker.lock_on_each<0, 1>("bench::transfer", [](const std::string&, const std::string&) {});
+  const std::string from = "account-1";
+  const std::string to = "account-2";
+
+  struct Variant {
+    const char* name;
+    std::function<void()> cycle;
+    double seconds = 0;
+  };
+  std::vector<Variant> variants{
+      {"floor",
+       [&] {
+         freeReplyObject(redisCommand(raw.get(), "SET bench:multi:floor %s NX PX 30000", token.c_str()));
+         freeReplyObject(redisCommand(raw.get(), "EVALSHA %s 1 bench:multi:floor %s", sha.c_str(), token.c_str()));
+       }},
+      {"lock",
+       [&] {
+         if (!lock.try_lock()) throw std::runtime_error("lock busy");
+         lock.unlock();
+       }},
+      {"multi1",
+       [&] {
+         if (!one.try_lock()) throw std::runtime_error("multi lock (1 key) busy");
+         one.unlock();
+       }},
+      {"multi2",
+       [&] {
+         if (!two.try_lock()) throw std::runtime_error("multi lock (2 keys) busy");
+         two.unlock();
+       }},
+      {"lock_on_each2", [&] { transfer(from, to); }},
+  };
+  for (auto _ : state) {
+    for (auto& v : variants) v.seconds = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      for (auto& v : variants) {
+        const auto start = Clock::now();
+        for (int i = 0; i < kBlock; ++i) v.cycle();
+        v.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      }
+    }
+  }
+  const double floor_seconds = variants.front().seconds;
+  for (const auto& v : variants) {
+    state.counters[std::string("us_per_cycle_") + v.name] = 1e6 * v.seconds / (kRounds * kBlock);
+    state.counters[std::string("ratio_") + v.name] = floor_seconds / v.seconds;  // cycles/s relative to the floor
+  }
+}
+
+BENCHMARK(BM_MultiLockAlternating)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
+
+const bool registered = [] {
+  using lockon::bench::register_ratio;
+  const std::string subject = "BM_MultiLockAlternating";
+  register_ratio({.label = "alternating blocks: MultiLock (1 key) / raw floor (cycles/s)", .subject = subject,
+                  .metric = "ratio_multi1", .target = 0.90});
+  // Ordered acquisition: 4 round trips against the floor's 2, so ~0.5 at best.
+  register_ratio({.label = "alternating blocks: MultiLock (2 keys) / raw floor (cycles/s)", .subject = subject,
+                  .metric = "ratio_multi2", .target = 0.40});
+  register_ratio({.label = "alternating blocks: lock_on_each (2 args) / raw floor (cycles/s)", .subject = subject,
+                  .metric = "ratio_lock_on_each2", .target = 0.40});
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,123 @@
+// lockon/multi_lock.hpp — several keys locked all or nothing, deadlock-free
+// in any argument order.
+//
+//   lockon::MultiLock both(client, {"acct:b", "acct:a"}, {.fencing = true});
+//   std::scoped_lock guard(both);          // holds acct:a AND acct:b, or waits
+//   ledger.move(both.fence(0), both.fence(1), ...);
+//
+// HOW: the keys are sorted and deduplicated, then taken one by one in that
+// order with one ordinary lock object per key (lockon::Lock, or whatever the
+// factory makes). Each key is an ordinary lock key: a plain Lock on "acct:a"
+// and a MultiLock over {"acct:a", "acct:b"} exclude each other, and each key
+// keeps its FIFO queue, notifications and renewal.
+//
+// DEADLOCK FREEDOM: every MultiLock takes its keys in the same global order
+// (byte-wise string order) and waits for a key only while holding keys that
+// sort before it; a plain lock holds a single key. A cycle of waiters would
+// need someone waiting for a key smaller than one it holds, which never
+// happens, so some holder can always finish — whatever order the caller
+// listed the keys in (transfer(a, b) and transfer(b, a) alike).
+//
+// ALL OR NOTHING: when a key cannot be had before the deadline (or an
+// error occurs), the keys already taken are released in reverse order before
+// the call returns false (or throws); nobody ever observes a half-taken
+// MultiLock as held. The deadline is shared by all keys, not per key.
+// A MultiLock does not keep FIFO queue places between attempts
+// (LockOptions::keep_queue_place is ignored): a place kept on a later key
+// while an earlier one is released could hand the later key over and invert
+// the order.
+//
+// FENCING (LockOptions::fencing): every key has its own fence counter, so an
+// acquisition carries one fence per key, fence(i) for the i-th name given to
+// the constructor. Each key's fences strictly increase from one acquisition
+// of that key to the next (by anyone: Lock or MultiLock); fences of
+// different keys are unrelated. A resource guarded by key K must check K's
+// fence.
+//
+// LOSS: a lost lease on any key (renewal found it taken, renewals failed,
+// release failed) declares the whole MultiLock lost: lost(), lost_token()
+// and LockOptions::on_lost (called once, LossEvent::name = name(), detail
+// naming the key). Renewal is per key, by the shared watchdog.
+//
+// Backends: the Client constructor makes single-instance Locks (any
+// topology; in a Cluster the keys may sit in different slots). The factory
+// constructor accepts any DistributedLock backend (Redlock included): the
+// ordering argument above holds for any mutual-exclusion lock per key.
+//
+// Thread use: as lockon::Lock — one thread at a time per object.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockon/client.hpp"
+#include "lockon/lock.hpp"
+#include "lockon/policy.hpp"
+
+namespace lockon {
+
+/// N keys as one TimedLockable lock (see the top of this file).
+class MultiLock final : public DistributedLock {
+ public:
+  /// Single-instance Locks on `client`. Validates without I/O: throws
+  /// ConfigError for no names, an empty name, or options a Lock rejects.
+  /// Duplicate names are locked once (fence(i) is the same for both).
+  MultiLock(Client client, std::vector<std::string> names, LockOptions options = {});
+
+  /// Keys through `make_lock(key, options)` (a RedisLocker backend; must
+  /// return a fresh unlocked lock per call). Throws ConfigError as above or
+  /// for a null factory / lock.
+  MultiLock(std::vector<std::string> names, LockOptions options, const LockFactory& make_lock);
+
+  /// Releases if held (noexcept).
+  ~MultiLock() override;
+
+  /// Releases every key in reverse order, also when one fails. Throws
+  /// LockError if not held, LockNotOwned if some key had been lost (the
+  /// others are released all the same; the lease is declared lost), IoError
+  /// if a server could not be reached. The local state is cleared either way.
+  void release() override;
+  /// extend() / reacquire() every key; throws on the first failure like
+  /// Lock's (LockError when not held, LockNotOwned when a key was lost).
+  void extend(std::chrono::milliseconds additional, bool replace_ttl = false) override;
+  void reacquire() override;
+  /// True if every key holds this object's token (one round trip per key).
+  bool owned() override;
+  /// True if any key is held by anyone (one round trip per key).
+  bool locked() override;
+  /// The smallest remaining TTL over the keys; nullopt if any key is absent.
+  std::optional<std::chrono::milliseconds> remaining_ttl() override;
+  void abandon_wait() noexcept override;
+
+  /// How many names were given to the constructor (duplicates included).
+  std::size_t size() const noexcept { return positions_.size(); }
+  /// The i-th name as given (i < size()).
+  const std::string& name(std::size_t i) const;
+  using DistributedLock::name;  // name(): the names joined by ','
+  /// The fence of the i-th given name in the current acquisition (0 without
+  /// fencing). Throws std::out_of_range for i >= size(). fence() (no
+  /// argument) is fence(0).
+  std::uint64_t fence(std::size_t i) const;
+  using DistributedLock::fence;
+  /// fence(i) for every i, in constructor order.
+  std::vector<std::uint64_t> fences() const;
+  /// The distinct keys, in acquisition (sorted) order.
+  std::vector<std::string> keys() const;
+
+ protected:
+  bool acquire_until(Clock::time_point deadline) override;
+
+ private:
+  struct Relay;
+  void build(std::vector<std::string> names, const LockFactory& make_lock);
+  void release_taken(std::size_t count) noexcept;
+
+  std::vector<std::unique_ptr<DistributedLock>> locks_;  // sorted by key, distinct
+  std::vector<std::size_t> positions_;                   // constructor index -> locks_ index
+  std::shared_ptr<Relay> relay_;                         // forwards per-key losses
+};
+
+}  // namespace lockon

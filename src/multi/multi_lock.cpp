@@ -1,0 +1,192 @@
+// MultiLock: ordered acquisition of one lock object per key (see
+// include/lockon/multi_lock.hpp for the contract and the deadlock argument).
+#include "lockon/multi_lock.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+#include "lock/lease.hpp"
+#include "lockon/errors.hpp"
+
+namespace lockon {
+
+// Per-key loss callbacks run on the watchdog thread (or an unlocking thread)
+// and must reach the lease of the current acquisition, which is replaced at
+// each acquisition: they go through this relay, shared with every key's lock.
+struct MultiLock::Relay {
+  std::mutex mutex;
+  std::shared_ptr<detail::LeaseSignal> lease;  // null while not held
+
+  void forward(const LossEvent& event) {
+    std::shared_ptr<detail::LeaseSignal> current;
+    {
+      const std::lock_guard guard(mutex);
+      current = lease;
+    }
+    // Outside the mutex: the user's on_lost may take its time.
+    if (current) current->declare_lost(event.reason, "key '" + event.name + "': " + event.detail);
+  }
+  void set(std::shared_ptr<detail::LeaseSignal> next) {
+    const std::lock_guard guard(mutex);
+    lease = std::move(next);
+  }
+};
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  if (names.empty()) throw ConfigError("lockon: MultiLock needs at least one key");
+  std::string text;
+  for (const std::string& name : names) {
+    if (name.empty()) throw ConfigError("lockon: MultiLock: a key name must not be empty");
+    if (!text.empty()) text.push_back(',');
+    text.append(name);
+  }
+  return text;
+}
+
+LockFactory single_instance(Client client) {
+  return [client = std::move(client)](std::string key, LockOptions options) -> std::unique_ptr<DistributedLock> {
+    return std::make_unique<Lock>(client, std::move(key), std::move(options));
+  };
+}
+
+}  // namespace
+
+MultiLock::MultiLock(Client client, std::vector<std::string> names, LockOptions options)
+    : MultiLock(std::move(names), std::move(options), single_instance(std::move(client))) {}
+
+MultiLock::MultiLock(std::vector<std::string> names, LockOptions options, const LockFactory& make_lock)
+    : DistributedLock(joined(names), std::move(options)), relay_(std::make_shared<Relay>()) {
+  if (!make_lock) throw ConfigError("lockon: MultiLock needs a lock factory");
+  build(std::move(names), make_lock);
+}
+
+void MultiLock::build(std::vector<std::string> names, const LockFactory& make_lock) {
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+
+  LockOptions per_key = options();
+  per_key.keep_queue_place = false;  // see the header: a kept place could invert the order
+  per_key.on_lost = [relay = relay_](const LossEvent& event) { relay->forward(event); };
+  locks_.reserve(sorted.size());
+  for (std::string& key : sorted) {
+    std::unique_ptr<DistributedLock> lock = make_lock(key, per_key);
+    if (!lock) throw ConfigError("lockon: MultiLock: the lock factory returned no lock for '" + key + "'");
+    locks_.push_back(std::move(lock));
+  }
+  positions_.reserve(names.size());
+  for (const std::string& name : names) {
+    const auto at = std::lower_bound(sorted.begin(), sorted.end(), name);
+    positions_.push_back(static_cast<std::size_t>(at - sorted.begin()));
+  }
+}
+
+MultiLock::~MultiLock() { unlock(); }
+
+void MultiLock::release_taken(std::size_t count) noexcept {
+  for (std::size_t i = count; i-- > 0;) locks_[i]->unlock();
+}
+
+bool MultiLock::acquire_until(Clock::time_point deadline) {
+  State& s = state();
+  if (s.held_here()) throw LockError("lock '" + s.name + "' is already held by this object (not reentrant)", s.name);
+  std::size_t taken = 0;
+  try {
+    for (; taken < locks_.size(); ++taken) {
+      DistributedLock& lock = *locks_[taken];
+      const bool got = deadline == Clock::time_point::min() ? lock.try_lock() : lock.try_lock_until(deadline);
+      if (!got) break;
+    }
+  } catch (...) {
+    release_taken(taken);
+    throw;
+  }
+  if (taken < locks_.size()) {
+    release_taken(taken);
+    return false;
+  }
+  s.held = true;
+  s.begin_lease();
+  s.fence = locks_[positions_.front()]->fence();
+  relay_->set(s.lease);
+  // A key lost while later keys were awaited (rare: each key is renewed).
+  for (const auto& lock : locks_) {
+    if (lock->lost()) s.lease->declare_lost(LossReason::taken, "key '" + lock->name() + "' was lost during acquisition");
+  }
+  return true;
+}
+
+void MultiLock::release() {
+  State& s = state();
+  if (!s.held_here()) throw LockError("cannot release an unlocked lock '" + s.name + "'", s.name);
+  std::exception_ptr first;
+  for (std::size_t i = locks_.size(); i-- > 0;) {
+    locks_[i]->unlock();  // noexcept; retries an unsent release in the background
+    if (!first) first = locks_[i]->last_unlock_error();
+  }
+  s.held = false;
+  relay_->set(nullptr);
+  if (first) std::rethrow_exception(first);
+  if (s.lease) s.lease->close();
+}
+
+void MultiLock::extend(std::chrono::milliseconds additional, bool replace_ttl) {
+  if (!state().held_here()) throw LockError("cannot extend an unlocked lock '" + state().name + "'", state().name);
+  for (const auto& lock : locks_) lock->extend(additional, replace_ttl);
+}
+
+void MultiLock::reacquire() {
+  if (!state().held_here()) throw LockError("cannot reacquire an unlocked lock '" + state().name + "'", state().name);
+  for (const auto& lock : locks_) lock->reacquire();
+}
+
+bool MultiLock::owned() {
+  for (const auto& lock : locks_)
+    if (!lock->owned()) return false;
+  return true;
+}
+
+bool MultiLock::locked() {
+  for (const auto& lock : locks_)
+    if (lock->locked()) return true;
+  return false;
+}
+
+std::optional<std::chrono::milliseconds> MultiLock::remaining_ttl() {
+  std::optional<std::chrono::milliseconds> least;
+  for (const auto& lock : locks_) {
+    const std::optional<std::chrono::milliseconds> ttl = lock->remaining_ttl();
+    if (!ttl) return std::nullopt;
+    if (!least || *ttl < *least) least = ttl;
+  }
+  return least;
+}
+
+void MultiLock::abandon_wait() noexcept {
+  for (const auto& lock : locks_) lock->abandon_wait();
+}
+
+const std::string& MultiLock::name(std::size_t i) const { return locks_[positions_.at(i)]->name(); }
+
+std::uint64_t MultiLock::fence(std::size_t i) const { return locks_[positions_.at(i)]->fence(); }
+
+std::vector<std::uint64_t> MultiLock::fences() const {
+  std::vector<std::uint64_t> all;
+  all.reserve(positions_.size());
+  for (const std::size_t at : positions_) all.push_back(locks_[at]->fence());
+  return all;
+}
+
+std::vector<std::string> MultiLock::keys() const {
+  std::vector<std::string> all;
+  all.reserve(locks_.size());
+  for (const auto& lock : locks_) all.push_back(lock->name());
+  return all;
+}
+
+}  // namespace lockon
