@@ -44,6 +44,7 @@ void BM_AlternatingCycles(benchmark::State& state) {
   static const lockon::detail::Script compare_and_delete(kCompareAndDelete);
   lockon::Lock lock(client, "bench:alt:lock");
   lockon::Lock fenced(client, "bench:alt:fenced", {.fencing = true});
+  lockon::Lock unrecorded(client, "bench:alt:unrecorded", {.holder_record = false});
   const lockon::RedisLocker locker(client, {.key_prefix = "bench"});
   const auto locked_noop = locker.lock_on<0, 1, 2>("bench::noop", &noop);
   const std::string account = "account-42";
@@ -73,6 +74,11 @@ void BM_AlternatingCycles(benchmark::State& state) {
        [&] {
          if (!lock.try_lock()) throw std::runtime_error("lock busy");
          lock.unlock();
+       }},
+      {"lock_no_holder_record",
+       [&] {
+         if (!unrecorded.try_lock()) throw std::runtime_error("lock busy");
+         unrecorded.unlock();
        }},
       {"lock_fenced",
        [&] {

@@ -43,6 +43,7 @@ struct RunOptions {
   OnLost on_lost = OnLost::term;
   std::string kill_after = "5s";
   bool verbose = false;
+  std::string label{};  // --label: shown by `lockon status` as the holder's label
   bool shared = false;      // --shared: a reader's share of the ReadWriteLock NAME
   long long permits = 0;    // --permits N: one of N permits of the Semaphore NAME (0: off)
 };
@@ -58,6 +59,8 @@ struct InspectOptions {
   ServerOptions servers{};
   std::string key{};
   bool force = false;
+  bool json = false;        // status: --json
+  std::size_t limit = 100;  // list: --limit
 };
 
 /// The URLs to use: --url values, else $LOCKON_REDIS_URL (several may be

@@ -8,8 +8,10 @@
 #include "exit_codes.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
+#include "lockon/lock.hpp"
 #include "report.hpp"
 #include "servers.hpp"
+#include "status_view.hpp"
 
 namespace lockon::cli {
 namespace {
@@ -26,6 +28,9 @@ struct NodeView {
   std::optional<std::string> token{};  // nullopt: the key does not exist
   long long pttl = -2;
   std::optional<std::string> fence{};
+  std::optional<HolderRecord> holder{};  // the record matching the token
+  Waiters waiters{};
+  long long now_ms = 0;  // the server's clock
 
   bool answered() const { return !error; }
   bool held() const { return answered() && (token.has_value() || not_a_lock); }
@@ -35,14 +40,34 @@ NodeView inspect_node(const Client& client, const std::string& key, Reporter& re
   NodeView view;
   view.endpoint = client.endpoint();
   try {
-    const auto replies =
-        client.pipeline({{"GET", key}, {"PTTL", key}, {"GET", fence_key(key)}});
+    // One round trip; the queue shown is bounded (its first 100 waiters).
+    const auto replies = client.pipeline({{"GET", key},
+                                          {"PTTL", key},
+                                          {"GET", fence_key(key)},
+                                          {"GET", lock_companion_key(key, "who")},
+                                          {"LRANGE", lock_companion_key(key, "q"), "0", "99"},
+                                          {"HGETALL", lock_companion_key(key, "qwho")},
+                                          {"TIME"},
+                                          {"LLEN", lock_companion_key(key, "q")}});
     if (!replies[0].is_nil()) {
       view.token = replies[0].as_string();
       reporter.redactor().add_token(*view.token);
     }
     view.pttl = replies[1].as_integer();
     if (!replies[2].is_nil()) view.fence = replies[2].as_string();
+    const auto& time = replies[6].elements();
+    view.now_ms = std::stoll(time.at(0).as_string()) * 1000 + std::stoll(time.at(1).as_string()) / 1000;
+    if (view.token && !replies[3].is_nil()) {
+      auto record = parse_holder_record(replies[3].as_string());
+      // A record of an earlier holder (its token differs) is not shown.
+      if (record && !record->token_prefix.empty() && view.token->rfind(record->token_prefix, 0) == 0)
+        view.holder = std::move(record);
+    }
+    std::vector<std::string> queue, qwho;
+    for (const Reply& r : replies[4].elements()) queue.push_back(r.as_string());
+    for (const Reply& r : replies[5].elements()) qwho.push_back(r.as_string());
+    view.waiters = read_waiters(queue, qwho, view.now_ms);
+    view.waiters.count = static_cast<std::size_t>(replies[7].as_integer());
   } catch (const WrongTypeError&) {
     view.not_a_lock = true;
   } catch (const std::exception& e) {
@@ -99,30 +124,82 @@ std::vector<NodeView> inspect_all(const Servers& servers, const std::string& key
   return views;
 }
 
-void print_views(const std::string& key, const Summary& summary, const std::vector<NodeView>& views) {
+// Holder and waiters of a node that answered, indented under its line.
+void print_details(const NodeView& v) {
+  if (!v.answered() || v.not_a_lock) return;
+  if (v.token) {
+    if (v.holder) {
+      std::cout << "  holder: " << describe_who(*v.holder) << '\n';
+      std::cout << "  held for: " << format_duration_ms(std::max(0LL, v.now_ms - v.holder->since_ms)) << '\n';
+    } else {
+      std::cout << "  holder: unknown (no holder record: holder_record off, or an older or non-lockon client)\n";
+    }
+    std::cout << "  lease left: " << (v.pttl >= 0 ? format_duration_ms(v.pttl) : std::string("no expiry")) << '\n';
+  }
+  std::cout << "  waiters: " << v.waiters.count;
+  if (v.waiters.longest_ms >= 0) std::cout << ", longest wait " << format_duration_ms(v.waiters.longest_ms);
+  std::cout << '\n';
+  std::size_t n = 0;
+  for (const WaiterView& w : v.waiters.who) {
+    std::cout << "    " << ++n << ". " << (w.who ? describe_who(*w.who) : std::string("(no record)"));
+    if (w.waiting_ms >= 0) std::cout << ", waiting " << format_duration_ms(w.waiting_ms);
+    std::cout << '\n';
+  }
+}
+
+void print_views(const std::string& key, const Summary& summary, const std::vector<NodeView>& views,
+                 bool details = false) {
   std::cout << "key: " << key << "\nstate: " << summary.state << '\n';
-  for (const auto& v : views) std::cout << "node " << v.endpoint << ": " << describe(v) << '\n';
+  for (const auto& v : views) {
+    std::cout << "node " << v.endpoint << ": " << describe(v) << '\n';
+    if (details) print_details(v);
+  }
   std::cout << std::flush;
+}
+
+// --json: one object; never a token, not even its prefix.
+void print_json(const std::string& key, const Summary& summary, const std::vector<NodeView>& views) {
+  std::string out = "{\"key\":" + json_string(key) + ",\"state\":" + json_string(summary.state) + ",\"nodes\":[";
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const NodeView& v = views[i];
+    if (i > 0) out += ',';
+    out += "{\"endpoint\":" + json_string(v.endpoint);
+    if (v.error) {
+      out += ",\"error\":" + json_string(one_line(*v.error)) + "}";
+      continue;
+    }
+    out += ",\"held\":" + std::string(v.held() ? "true" : "false");
+    if (v.not_a_lock) out += ",\"not_a_lock\":true";
+    out += ",\"holder\":" + (v.holder ? json_who(*v.holder) : std::string("null"));
+    out += ",\"held_for_ms\":" + (v.holder ? std::to_string(std::max(0LL, v.now_ms - v.holder->since_ms))
+                                             : std::string("null"));
+    out += ",\"lease_left_ms\":" + (v.token && v.pttl >= 0 ? std::to_string(v.pttl) : std::string("null"));
+    const bool numeric = v.fence && !v.fence->empty() && v.fence->find_first_not_of("0123456789") == std::string::npos;
+    out += ",\"fence\":" + (v.fence ? (numeric ? *v.fence : json_string(*v.fence)) : std::string("null"));
+    out += ",\"waiters\":{\"count\":" + std::to_string(v.waiters.count) + ",\"longest_wait_ms\":" +
+           (v.waiters.longest_ms >= 0 ? std::to_string(v.waiters.longest_ms) : std::string("null")) + ",\"who\":[";
+    for (std::size_t w = 0; w < v.waiters.who.size(); ++w) {
+      const WaiterView& waiter = v.waiters.who[w];
+      if (w > 0) out += ',';
+      out += "{\"who\":" + (waiter.who ? json_who(*waiter.who) : std::string("null")) + ",\"waiting_ms\":" +
+             (waiter.waiting_ms >= 0 ? std::to_string(waiter.waiting_ms) : std::string("null")) + "}";
+    }
+    out += "]}}";
+  }
+  std::cout << out << "]}\n" << std::flush;
 }
 
 }  // namespace
 
-std::string fence_key(std::string_view key) {
-  // Redis Cluster hashes the first "{...}" with a non-empty inside.
-  const auto open = key.find('{');
-  if (open != std::string_view::npos) {
-    const auto close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1) return std::string(key) + ":fence";
-  }
-  return "{" + std::string(key) + "}:fence";
-}
+std::string fence_key(std::string_view key) { return lock_companion_key(key, "fence"); }
 
 int status_command(const InspectOptions& options) {
   Reporter reporter;
   const Servers servers(options.servers, reporter);
   const auto views = inspect_all(servers, options.key, reporter);
   const Summary summary = summarize(views);
-  print_views(options.key, summary, views);
+  if (options.json) print_json(options.key, summary, views);
+  else print_views(options.key, summary, views, true);
   for (const auto& v : views) {
     if (v.error) reporter.error("status of '" + options.key + "': " + *v.error);
   }

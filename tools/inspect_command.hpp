@@ -27,3 +27,11 @@ int status_command(const InspectOptions& options);
 int release_command(const InspectOptions& options);
 
 }  // namespace lockon::cli
+
+namespace lockon::cli {
+
+/// `lockon list [PATTERN]`: the locks currently held (keys with a holder
+/// record), bounded by options.limit. options.key is the pattern.
+int list_command(const InspectOptions& options);
+
+}  // namespace lockon::cli

@@ -118,6 +118,8 @@ CLI::App* add_run(CLI::App& app, RunOptions& o, std::string& on_lost) {
   run->add_option("--kill-after", o.kill_after, "Grace between SIGTERM and SIGKILL for --on-lost=term")
       ->type_name("DURATION")
       ->capture_default_str();
+  run->add_option("--label", o.label, "A label for the holder record that `lockon status` shows")
+      ->type_name("TEXT");
   run->add_flag("-v,--verbose", o.verbose, "Report progress on stderr (never a password or a full token)");
   auto* shared = run->add_flag("--shared", o.shared,
                                "Hold a reader's share of the read-write lock NAME (lockon::ReadWriteLock): "
@@ -156,8 +158,20 @@ CLI::App* add_status(CLI::App& app, InspectOptions& o) {
   CLI::App* status = app.add_subcommand(
       "status", "Show whether a lock key is held, its remaining TTL, fence and the first characters of its token");
   status->add_option("KEY", o.key, "The lock key")->required();
+  status->add_flag("--json", o.json, "Print one JSON object (holder, held for, lease left, fence, waiters)");
   add_url_option(*status, o.servers);
+  status->footer("Also shows the holder (host, pid, label), how long it has held the lock, the lease left and\n"
+                 "the waiters (count, longest wait, who), from the holder records lockon clients write.");
   return status;
+}
+
+CLI::App* add_list(CLI::App& app, InspectOptions& o) {
+  CLI::App* list = app.add_subcommand("list", "List the locks held now (keys with a lockon holder record)");
+  list->add_option("PATTERN", o.key, "SCAN MATCH pattern for lock keys (default: all)");
+  list->add_option("--limit", o.limit, "Show at most this many locks")->capture_default_str();
+  list->add_flag("--json", o.json, "Print one JSON object");
+  add_url_option(*list, o.servers);
+  return list;
 }
 
 CLI::App* add_release(CLI::App& app, InspectOptions& o) {
@@ -218,10 +232,12 @@ int main(int argc, char** argv) {
   KeyOptions key_options;
   InspectOptions status_options;
   InspectOptions release_options;
+  InspectOptions list_options;
   CLI::App* run = add_run(app, run_options, on_lost);
   CLI::App* key = add_key(app, key_options);
   CLI::App* status = add_status(app, status_options);
   CLI::App* release = add_release(app, release_options);
+  CLI::App* list = add_list(app, list_options);
 
   std::vector<std::string> after_dash;
   const int parse_argc = split_at_dash(argc, argv, after_dash);
@@ -245,6 +261,7 @@ int main(int argc, char** argv) {
     if (key->parsed()) return key_command(key_options);
     if (status->parsed()) return status_command(status_options);
     if (release->parsed()) return release_command(release_options);
+    if (list->parsed()) return list_command(list_options);
     return usage_error("no command given");
   } catch (const lockon::ConfigError& e) {
     return usage_error(e.what());

@@ -216,6 +216,7 @@ int run_command(const RunOptions& options) {
   lock_options.fencing = !options.fence_env.empty();
   lock_options.replica_acks = {options.replicas, settings.replica_timeout};
   lock_options.token = token;
+  lock_options.holder_label = options.label;
   lock_options.on_lost = [loss](const LossEvent& event) {
     {
       std::lock_guard guard(loss->mutex);

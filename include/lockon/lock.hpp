@@ -87,6 +87,15 @@ struct LockOptions {
   /// destruction gives the place up. Between attempts the lock may be
   /// handed to this object: the next attempt then returns at once.
   bool keep_queue_place = false;
+  /// Record who holds the lock for `lockon status`: each acquisition writes
+  /// "host, pid, process start, holder_label, since" to the companion key
+  /// lock_companion_key(name, "who"), in the same round trip as the grant
+  /// (hand-overs write it inside the release script), with the lease's
+  /// expiry; release deletes it. false: no record (one command less).
+  bool holder_record = true;
+  /// Free text shown as the holder's label ('|' and control characters
+  /// become '_'; cut at 64 bytes). `lockon run --label`.
+  std::string holder_label{};
   /// Called once when a held lease is lost: from lockon's watchdog thread
   /// (renewal found the key taken, or renewals failed until the lease could
   /// have lapsed), or from the thread calling unlock()/release() when the
@@ -264,5 +273,10 @@ class LockGuard {
  private:
   L& lock_;
 };
+
+/// The name of a lock key's companion key `suffix` ("q" queue, "fence",
+/// "who" holder record, "qwho" waiters' records), in the key's hash slot:
+/// what `lockon status` reads. Same rule as the library's own keys.
+std::string lock_companion_key(std::string_view key, std::string_view suffix);
 
 }  // namespace lockon

@@ -36,6 +36,8 @@ struct FunctionMetrics {
   std::uint64_t timeouts = 0;      // gave up because the policy timeout passed (AcquireTimeout)
   std::uint64_t errors = 0;        // acquisition failed with an infrastructure error
   std::uint64_t lease_losses = 0;  // the lease was lost while the function ran (LockLost)
+  std::uint64_t hand_overs = 0;    // acquisitions handed over by a release (they had queued)
+  std::uint64_t renewal_failures = 0;  // lease renewals that failed (no answer / no majority)
   HistogramSnapshot wait;          // acquisition time of the calls that got the lock
   HistogramSnapshot hold;          // from acquisition to release
 };
@@ -48,7 +50,8 @@ void reset_metrics() noexcept;
 
 /// metrics_snapshot() in the Prometheus text format: lockon_acquisitions_total,
 /// lockon_busy_total, lockon_timeouts_total, lockon_errors_total,
-/// lockon_lease_losses_total (counters) and lockon_wait_seconds,
+/// lockon_lease_losses_total, lockon_hand_overs_total,
+/// lockon_renewal_failures_total (counters) and lockon_wait_seconds,
 /// lockon_hold_seconds (histograms), each labelled function="NAME".
 std::string prometheus_text();
 

@@ -71,6 +71,10 @@ class LeaseSignal {
   /// callback (exceptions from it are swallowed: we are on lockon's thread).
   void declare_lost(LossReason reason, std::string detail) noexcept;
 
+  /// Renewals of this lease that failed (no answer, no majority): metrics.
+  void note_renewal_failure() noexcept { renewal_failures_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint32_t renewal_failures() const noexcept { return renewal_failures_.load(std::memory_order_relaxed); }
+
  private:
   std::string name_;
   std::function<void(const LossEvent&)> on_lost_;
@@ -78,6 +82,7 @@ class LeaseSignal {
   std::function<bool()> parts_lost_;
   std::atomic<bool> lost_{false};
   std::atomic<std::int64_t> lease_end_ns_{kOpen};
+  std::atomic<std::uint32_t> renewal_failures_{0};
   std::stop_source stop_;
 };
 
@@ -93,6 +98,7 @@ struct DistributedLock::State {
   bool held = false;
   std::string token;  // the current acquisition's token (never logged)
   std::uint64_t fence = 0;
+  bool handed_over = false;  // the current acquisition came by a release's hand-over
   std::exception_ptr last_unlock_error;
   std::shared_ptr<detail::LeaseSignal> lease;  // replaced at each acquisition
   /// fork_generation() of the acquisition: in a forked child, a lock the

@@ -16,6 +16,7 @@ LockCalls::LockCalls(std::shared_ptr<ClientImpl> client, std::string name)
       queue_key_(companion_key(name_, "q")),
       fence_key_(companion_key(name_, "fence")),
       record_key_(companion_key(name_, "hf")),
+      who_key_(companion_key(name_, "who")),
       sharded_(sharded_wake(*client_)) {}
 
 
@@ -24,7 +25,7 @@ ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view>
 }
 
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
-  const std::array<std::string_view, 1> keys{name_};
+  const std::array<std::string_view, 2> keys{name_, who_key_};
   std::string endpoint;
   ReplyPtr reply = routed_call(*client_, name_, Clock::time_point::max(), [&](Connection& connection, Node& node) {
     endpoint = node.endpoint();

@@ -25,6 +25,8 @@ class LockCalls {
   const std::string& queue_key() const noexcept { return queue_key_; }
   const std::string& fence_key() const noexcept { return fence_key_; }
   const std::string& record_key() const noexcept { return record_key_; }
+  /// The holder record (lock/holder.hpp).
+  const std::string& who_key() const noexcept { return who_key_; }
   const std::shared_ptr<ClientImpl>& client() const noexcept { return client_; }
   /// Whether wake-ups go over sharded pub/sub (a cluster): pass it to the
   /// hand-over scripts (scripts::wait_attempt(sharded()), ...).
@@ -33,7 +35,7 @@ class LockCalls {
   /// Runs `script` with the lock's four keys (lock, queue, fence, record)
   /// and returns the reply; error replies are thrown (mapped).
   ReplyPtr run4(const Script& script, std::span<const std::string_view> args, std::string_view operation);
-  /// Runs `script` with the lock key only.
+  /// Runs `script` with the lock key and the holder record key.
   ReplyPtr run1(const Script& script, std::span<const std::string_view> args, std::string_view operation);
   /// One plain command; error replies are thrown.
   ReplyPtr command(std::span<const std::string_view> args, std::string_view operation);
@@ -69,6 +71,7 @@ class LockCalls {
   std::string queue_key_;
   std::string fence_key_;
   std::string record_key_;
+  std::string who_key_;
   bool sharded_ = false;
 };
 

@@ -6,6 +6,7 @@
 
 #include "client/client_impl.hpp"
 #include "client/slots.hpp"
+#include "lockon/lock.hpp"
 
 namespace lockon::detail {
 
@@ -70,19 +71,38 @@ namespace {
 // there, after LPOP/SET were applied; a script error would leave them
 // applied and report failure. An unpublishable wake-up counts as nobody
 // listening (waiters then poll) and is reported through `publish_denied`.
+// Holder records (lock/holder.hpp): the waiter `wid`'s record (queued in
+// qwho, else `fallback`) becomes the holder's, its `since` restamped with
+// the server's clock, with the lease's expiry; no record: none is shown.
+#define LOCKON_LUA_SET_HOLDER                                                                       \
+  "local function set_holder(wid, ttl, fallback)\n"                                                 \
+  "  local info = redis.call('HGET', qwho_key, wid) or fallback\n"                                  \
+  "  redis.call('HDEL', qwho_key, wid)\n"                                                           \
+  "  local head = info and string.match(info, '^(.*|)')\n"                                          \
+  "  if not head then redis.call('DEL', who_key) return end\n"                                      \
+  "  local t = redis.call('TIME')\n"                                                                \
+  "  local v = head .. string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))\n" \
+  "  if ttl == '0' then redis.call('SET', who_key, v) else redis.call('SET', who_key, v, 'PX', ttl) end\n" \
+  "end\n"
+
 #define LOCKON_LUA_HAND_OVER                                                                        \
   LOCKON_LUA_NEXT_FENCE                                                                             \
   "local wake_prefix = string.sub(KEYS[2], 1, -2) .. 'wake:'\n"                                    \
+  "local who_key = string.sub(KEYS[2], 1, -2) .. 'who'\n"                                          \
+  "local qwho_key = string.sub(KEYS[2], 1, -2) .. 'qwho'\n"                                        \
   "local publish_denied = 0\n"                                                                      \
+  LOCKON_LUA_SET_HOLDER                                                                             \
   "local function hand_over()\n"                                                                    \
   "  while true do\n"                                                                               \
   "    local entry = redis.call('LPOP', KEYS[2])\n"                                                 \
   "    if not entry then\n"                                                                         \
   "      redis.call('DEL', KEYS[1])\n"                                                              \
+  "      redis.call('DEL', who_key)\n"                                                                \
   "      return false\n"                                                                            \
   "    end\n"                                                                                       \
   "    local sid, wid, ttl, fenced, token = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n" \
   "    if token then\n"                                                                             \
+  "      set_holder(wid, ttl, nil)\n"                                                                 \
   "      if ttl == '0' then redis.call('SET', KEYS[1], token)\n"                                    \
   "      else redis.call('SET', KEYS[1], token, 'PX', ttl) end\n"                                   \
   "      local fence = 0\n"                                                                         \
@@ -143,11 +163,12 @@ const Script& wait_attempt(bool sharded) {
       "  if record and string.sub(record, 1, #my_id + 1) == my_id .. ' ' then\n"
       // Handed to us before this attempt: restart the lease so that it is
       // counted from this attempt's send time.
-      "    if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) end\n"
+      "    if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) redis.call('PEXPIRE', who_key, my_ttl) end\n"
       "    return acquired(tonumber(string.sub(record, #my_id + 2)))\n"
       "  end\n"
       "  if ARGV[4] ~= '1' then return {-1, 0, publish_denied} end\n"
       "  if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) end\n"
+      "  if ARGV[5] then set_holder(my_id, my_ttl, ARGV[5]) end\n"
       "  return acquired(my_fenced == '1' and next_fence() or 0)\n"
       "end\n"
       "if holder == my_token then return holding_our_token() end\n"
@@ -164,6 +185,7 @@ const Script& wait_attempt(bool sharded) {
       "    if head == ARGV[1] then redis.call('LPOP', KEYS[2]) end\n"
       "    if my_ttl == '0' then redis.call('SET', KEYS[1], my_token)\n"
       "    else redis.call('SET', KEYS[1], my_token, 'PX', my_ttl) end\n"
+      "    if ARGV[5] then set_holder(my_id, my_ttl, ARGV[5]) end\n"
       "    return acquired(my_fenced == '1' and next_fence() or 0)\n"
       "  end\n"
       "end\n"
@@ -176,6 +198,12 @@ const Script& wait_attempt(bool sharded) {
       "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
       "else\n"
       "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+      "end\n"
+      // This waiter's record for `lockon status` (ARGV[5], optional): kept
+      // from its first queueing, so `since` says how long it has waited.
+      "if ARGV[5] then\n"
+      "  redis.call('HSETNX', qwho_key, my_id, ARGV[5])\n"
+      "  redis.call('PEXPIRE', qwho_key, ARGV[3])\n"
       "end\n"
       "return {0, redis.call('PTTL', KEYS[1]), publish_denied}\n");
   return sharded_variant(script, sharded);
@@ -210,6 +238,8 @@ const Script& extend() {
       "local ttl = tonumber(ARGV[2])\n"
       "if ARGV[3] == '0' then ttl = ttl + pttl end\n"
       "redis.call('PEXPIRE', KEYS[1], ttl)\n"
+      // The holder record (KEYS[2] when exactly two keys) expires with the lease.
+      "if #KEYS == 2 then local p = redis.call('PTTL', KEYS[1]) if p > 0 then redis.call('PEXPIRE', KEYS[2], p) end end\n"
       "return 1\n");
   return script;
 }
@@ -220,6 +250,8 @@ const Script& renew() {
       // GT: the watchdog never shortens a lease the owner extended by hand.
       "if ARGV[3] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')\n"
       "else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
+      // The holder record (KEYS[2] when exactly two keys) expires with the lease.
+      "if #KEYS == 2 then local p = redis.call('PTTL', KEYS[1]) if p > 0 then redis.call('PEXPIRE', KEYS[2], p) end end\n"
       "return 1\n");
   return script;
 }
@@ -228,6 +260,7 @@ const Script& cancel_wait(bool sharded) {
   static const Script script(
       LOCKON_LUA_HAND_OVER LOCKON_LUA_MY_ENTRY
       "redis.call('LREM', KEYS[2], 1, ARGV[1])\n"
+      "redis.call('HDEL', qwho_key, my_id)\n"
       // Handed K just as we gave up: pass it on rather than sit on it.
       "if redis.call('GET', KEYS[1]) == my_token then\n"
       "  hand_over()\n"
@@ -240,6 +273,15 @@ const Script& cancel_wait(bool sharded) {
 #undef LOCKON_LUA_MY_ENTRY
 #undef LOCKON_LUA_HAND_OVER
 #undef LOCKON_LUA_NEXT_FENCE
+#undef LOCKON_LUA_SET_HOLDER
 
 }  // namespace scripts
 }  // namespace lockon::detail
+
+namespace lockon {
+
+std::string lock_companion_key(std::string_view key, std::string_view suffix) {
+  return detail::companion_key(key, suffix);
+}
+
+}  // namespace lockon

@@ -49,10 +49,12 @@ void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, 
       losses.push_back({entry.signal, LossReason::taken, "renewal found the key gone or held by another owner"});
       return;
     case RenewResult::unreachable:
+      entry.signal->note_renewal_failure();
       entry.active = false;
       losses.push_back({entry.signal, LossReason::unreachable, "renewal could not reach a majority before the lease ended"});
       return;
     case RenewResult::io_error:
+      entry.signal->note_renewal_failure();
       if (now + kRetryAfterIoError >= entry.lease_expires) {
         entry.active = false;
         losses.push_back({entry.signal, LossReason::unreachable, "renewals failed until the lease could have lapsed"});
@@ -73,10 +75,13 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
     auto connection = node.pool().borrow();
     connection->ensure_connected();
     std::vector<std::string> ttls;
+    std::vector<std::string> whos;  // holder records: expire with the lease
     ttls.reserve(which.size());
+    whos.reserve(which.size());
     for (const std::size_t i : which) {
       ttls.push_back(std::to_string(entries[i]->ttl.count()));
-      const std::array<std::string_view, 1> keys{entries[i]->name};
+      whos.push_back(companion_key(entries[i]->name, "who"));
+      const std::array<std::string_view, 2> keys{entries[i]->name, whos.back()};
       const std::array<std::string_view, 3> args{entries[i]->token, ttls.back(), "1"};
       append_evalsha(*connection, scripts::renew(), keys, args);
     }
@@ -87,7 +92,7 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
     // pipelined replies are consumed.
     for (std::size_t n = 0; n < which.size(); ++n) {
       const std::size_t i = which[n];
-      const std::array<std::string_view, 1> keys{entries[i]->name};
+      const std::array<std::string_view, 2> keys{entries[i]->name, whos[n]};
       const std::array<std::string_view, 3> args{entries[i]->token, ttls[n], "1"};
       ReplyPtr reply = resolve_noscript(*connection, scripts::renew(), keys, args, std::move(replies[n]), "renew lease");
       if (reply->type == REDIS_REPLY_INTEGER) results[i] = reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;

@@ -25,6 +25,7 @@
 #include "lockon/lock.hpp"
 #include "lockon/lock_context.hpp"
 #include "lockon/options.hpp"
+#include "lock/lease.hpp"
 #include "lock_on/acquire_internal.hpp"
 #include "lock_on/metrics_internal.hpp"
 #include "lockon/multi_lock.hpp"
@@ -293,9 +294,17 @@ Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> 
   }
 }
 
+// lock_on's metrics read the acquisition's state, which DistributedLock
+// keeps protected: named through a derived class, as C++ allows.
+struct StateAccess : DistributedLock {
+  static const DistributedLock::State& of(const DistributedLock& lock) { return (lock.*(&StateAccess::state))(); }
+};
+
 void recycle(const CallSite& site, Acquisition&& acquired) noexcept {
   if (acquired.lock) {
-    metrics_detail::record_release(site.function_name, Clock::now() - acquired.acquired_at, acquired.lock->lost());
+    const auto& state = StateAccess::of(*acquired.lock);
+    metrics_detail::record_release(site.function_name, Clock::now() - acquired.acquired_at, acquired.lock->lost(),
+                                   state.handed_over, state.lease ? state.lease->renewal_failures() : 0);
   }
   if (!acquired.lock || !acquired.reusable || acquired.lock->held()) return;  // never file a held lock
   site.core.idle->put(site.policy, site.digest, std::move(acquired.encoded_args), std::move(acquired.lock));

@@ -38,7 +38,8 @@ class Histogram {
 };
 
 struct Counters {
-  std::atomic<std::uint64_t> acquisitions{0}, busy{0}, timeouts{0}, errors{0}, lease_losses{0};
+  std::atomic<std::uint64_t> acquisitions{0}, busy{0}, timeouts{0}, errors{0}, lease_losses{0}, hand_overs{0},
+      renewal_failures{0};
   Histogram wait, hold;
 };
 
@@ -66,6 +67,8 @@ class Registry {
       m.timeouts = c->timeouts.load(std::memory_order_relaxed);
       m.errors = c->errors.load(std::memory_order_relaxed);
       m.lease_losses = c->lease_losses.load(std::memory_order_relaxed);
+      m.hand_overs = c->hand_overs.load(std::memory_order_relaxed);
+      m.renewal_failures = c->renewal_failures.load(std::memory_order_relaxed);
       m.wait = c->wait.snapshot();
       m.hold = c->hold.snapshot();
       out.push_back(std::move(m));
@@ -133,11 +136,14 @@ void record_acquire(std::string_view function, Outcome outcome, std::chrono::ste
   }
 }
 
-void record_release(std::string_view function, std::chrono::steady_clock::duration held, bool lost) noexcept {
+void record_release(std::string_view function, std::chrono::steady_clock::duration held, bool lost,
+                    bool handed_over, std::uint64_t renewal_failures) noexcept {
   try {
     Counters& c = registry().at(function);
     c.hold.observe(to_ms(held));
     if (lost) c.lease_losses.fetch_add(1, std::memory_order_relaxed);
+    if (handed_over) c.hand_overs.fetch_add(1, std::memory_order_relaxed);
+    if (renewal_failures > 0) c.renewal_failures.fetch_add(renewal_failures, std::memory_order_relaxed);
   } catch (...) {
   }
 }
@@ -163,6 +169,10 @@ std::string prometheus_text() {
           &FunctionMetrics::errors);
   counter("lockon_lease_losses_total", "lock_on calls whose lease was lost while the function ran.",
           &FunctionMetrics::lease_losses);
+  counter("lockon_hand_overs_total", "lock_on acquisitions handed over by a release after queueing.",
+          &FunctionMetrics::hand_overs);
+  counter("lockon_renewal_failures_total", "Failed lease renewals during lock_on calls (no answer / no majority).",
+          &FunctionMetrics::renewal_failures);
   const auto histogram = [&](const char* name, const char* help, HistogramSnapshot FunctionMetrics::*field) {
     out += std::string("# HELP ") + name + ' ' + help + "\n# TYPE " + name + " histogram\n";
     for (const auto& m : all) {

@@ -13,6 +13,9 @@ enum class Outcome { acquired, busy, timeout, error };
 void record_acquire(std::string_view function, Outcome outcome, std::chrono::steady_clock::duration waited) noexcept;
 
 /// A call that held the lock: how long, and whether the lease was lost.
-void record_release(std::string_view function, std::chrono::steady_clock::duration held, bool lost) noexcept;
+/// `handed_over`: the acquisition came by hand-over; `renewal_failures`:
+/// failed renewals of its lease.
+void record_release(std::string_view function, std::chrono::steady_clock::duration held, bool lost,
+                    bool handed_over = false, std::uint64_t renewal_failures = 0) noexcept;
 
 }  // namespace lockon::metrics_detail

@@ -317,7 +317,7 @@ TEST_F(LockSafety, TheReadmeAclRulesAreSufficient) {
   const std::string rules =
       "app on >pw resetkeys ~orders:* ~{orders:* resetchannels &{orders:* -@all "
       "+get +set +del +exists +pttl +pexpire +eval +evalsha +lpop +rpush +lindex +lpos +lrem +time +multi +exec +incr "
-      "+publish +subscribe +unsubscribe +ping +hello +auth +select";
+      "+publish +subscribe +unsubscribe +ping +hello +auth +select +hget +hsetnx +hdel";
   RedisServer own({.acl_users = {rules}});
   std::mutex mutex;
   std::vector<std::string> warnings;

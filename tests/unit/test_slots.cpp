@@ -51,7 +51,7 @@ TEST(Slots, CompanionKeysAndChannelsShareTheLockKeysSlot) {
   std::set<std::string> seen;
   for (const std::string& name : kAwkwardNames) {
     const int slot = key_slot(name);
-    for (const char* suffix : {"q", "fence", "hf"}) {
+    for (const char* suffix : {"q", "fence", "hf", "who", "qwho"}) {
       const std::string companion = companion_key(name, suffix);
       EXPECT_EQ(key_slot(companion), slot) << "'" << name << "' + " << suffix << " = '" << companion << "'";
       EXPECT_TRUE(seen.insert(companion).second) << "two names share companion '" << companion << "'";
@@ -61,6 +61,9 @@ TEST(Slots, CompanionKeysAndChannelsShareTheLockKeysSlot) {
     // The scripts derive the channel from the queue key: "...q" -> "...wake:<id>".
     const std::string queue = companion_key(name, "q");
     EXPECT_EQ(queue.substr(0, queue.size() - 1) + "wake:0123abcd", channel);
+    // ... and the holder records (lock/holder.hpp) the same way.
+    EXPECT_EQ(queue.substr(0, queue.size() - 1) + "who", companion_key(name, "who"));
+    EXPECT_EQ(queue.substr(0, queue.size() - 1) + "qwho", companion_key(name, "qwho"));
   }
   // The old rule's mistake, pinned: "{a{}b}:q" would hash "a{".
   EXPECT_NE(companion_key("a{}b", "q"), "{a{}b}:q");
@@ -69,7 +72,7 @@ TEST(Slots, CompanionKeysAndChannelsShareTheLockKeysSlot) {
 }
 
 // Every script names only the keys LockCalls passes (run4: lock, queue,
-// fence, record; run1: lock), all of which share a slot (test above), and
+// fence, record; run1: lock and holder record, the latter optional), all of which share a slot (test above), and
 // publishes only on a channel derived from KEYS[2].
 TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
   namespace s = lockon::detail::scripts;
@@ -80,7 +83,7 @@ TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
   };
   const std::vector<Entry> scripts{{"wait_attempt", s::wait_attempt(), 4}, {"floor_fence", s::floor_fence(), 4},
                                    {"release", s::release(), 4},          {"cancel_wait", s::cancel_wait(), 4},
-                                   {"extend", s::extend(), 1},            {"renew", s::renew(), 1}};
+                                   {"extend", s::extend(), 2},            {"renew", s::renew(), 2}};
   const std::regex key_ref(R"(KEYS\[(\d+)\])");
   for (const Entry& entry : scripts) {
     const std::string& body = entry.script.body();

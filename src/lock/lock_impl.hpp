@@ -1,0 +1,144 @@
+// Lock::Impl, the single-instance lock's state and steps: shared by
+// lock.cpp (acquisition, release, leases) and lock_wait.cpp (the waiting
+// path: queueing, wake-ups, hand-overs). See lock.cpp for the design.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <string>
+
+#include "common/diagnostics.hpp"
+#include "client/error_map.hpp"
+#include "lock/holder.hpp"
+#include "lock/lease.hpp"
+#include "lock/lock_calls.hpp"
+#include "lock/lock_scripts.hpp"
+#include "lockon/errors.hpp"
+#include "lockon/lock.hpp"
+#include "lock/subscriber.hpp"
+#include "common/token.hpp"
+#include "lock/watchdog.hpp"
+
+namespace lockon {
+
+using detail::ReplyPtr;
+using Clock = DistributedLock::Clock;
+
+namespace detail {
+/// Warns once per endpoint that wake-ups cannot be published (ACL).
+void warn_publish_denied(const ClientImpl& client);
+}  // namespace detail
+
+class Lock::Impl {
+  // How long a waiter that gives up waits for its cancel before leaving it to
+  // the background clean-up: a healthy server answers in well under 1 ms.
+  static constexpr std::chrono::milliseconds kCancelGrace{25};
+  // Queue entries outlive any wait; emptied lists vanish by themselves.
+  static constexpr std::string_view kQueueTtl = "600000";
+
+ public:
+  Impl(Client client, State& state)
+      : client_(std::move(client)),
+        calls_(client_.impl(), state.name),
+        state_(state),
+        ttl_text_(state.options.no_expiry ? "0" : std::to_string(state.options.ttl.count())) {}
+
+  struct Attempt {
+    bool acquired = false;
+    bool deadline_passed = false;  // no reply before the caller's deadline
+    std::uint64_t fence = 0;
+    long long pttl = -2;
+    Clock::time_point sent_at;     // precedes the grant: the lease starts here
+    int acks = -1;                 // WAIT's reply in the same pipeline (-1: none)
+    bool handed = false;           // granted by a release's hand-over message
+  };
+  bool acquire_until(Clock::time_point deadline);
+  void release();
+  void extend(std::chrono::milliseconds additional, bool replace_ttl);
+  void reacquire();
+  bool owned();
+  bool locked();
+  std::optional<std::chrono::milliseconds> remaining_ttl();
+  void stop_renewal() noexcept;
+  void abandon_wait() noexcept;
+
+ private:
+  // A queue place: kept across timed attempts with keep_queue_place.
+  struct Wait {
+    // Sent before our entry was queued, so before any hand-over to it: the
+    // only send time known to precede a grant that reached us by message
+    // (a wake-up can arrive after later attempts, e.g. held by a partition).
+    Clock::time_point queued_at;
+    std::string entry;
+    std::string token;
+    // The node whose subscriber holds `watch`: kept alive for the wait even
+    // if a failover or slot move retires it (declared before the watch, so
+    // destroyed after it).
+    std::shared_ptr<detail::Node> node;
+    std::string waiter_id;
+    std::unique_ptr<detail::Subscriber::Watch> watch;
+    Attempt last;
+  };
+
+  bool random_token() const noexcept { return !state_.options.token.has_value(); }
+
+  // How long after an acquisition that had to wait the next one goes
+  // straight to the queue: below the subscriber's linger (1 s), so the
+  // subscription is normally still up and queueing costs no SUBSCRIBE.
+  static constexpr std::chrono::milliseconds kContendedMemory{500};
+
+  bool queue_directly(Clock::time_point deadline) const {
+    // Replica acks: the fast path pipelines WAIT with the SET; the queue's
+    // grant would need an extra round trip (replicate_grant).
+    if (queue_directly_until_ == Clock::time_point{} || acks_required() || deadline == Clock::time_point::min())
+      return false;  // the uncontended path pays no clock read here
+    const auto now = Clock::now();
+    return now < queue_directly_until_ && now < deadline;
+  }
+
+  // After an acquisition through the queue: whether it waited there.
+  void note_contention(bool waited) {
+    queue_directly_until_ = waited ? detail::add_saturating(Clock::now(), kContendedMemory) : Clock::time_point{};
+  }
+  std::string orphan_entry(const std::string& token) const;
+  [[noreturn]] void throw_token_in_use() const;
+  Attempt fast_attempt(Clock::time_point deadline);
+  int fast_request(Attempt& result, Clock::time_point until);
+  int fenced_request(Attempt& result, Clock::time_point until);
+  int previous_holder_is_us(const redisReply& previous) const;
+  int deadline_passed(Attempt& result);
+  Attempt wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline);
+  bool wait_for_turn(Clock::time_point deadline);
+  void follow_slot(Clock::time_point until);
+  Attempt handed_attempt();
+  void reset_slot();
+  bool give_up();
+  bool finish_wait(const Attempt& attempt);
+
+  bool acks_required() const noexcept { return state_.options.replica_acks.replicas > 0; }
+  std::span<const std::string_view> wait_args();
+  std::span<const std::string_view> who_args();
+  void drop_record() noexcept;
+  void replicate_grant();
+  void require_acks(int acks);
+  bool confirm_lease(Attempt& attempt, Clock::time_point until = Clock::time_point::max());
+  bool on_acquired(const Attempt& attempt);
+  void require_extendable(const char* what);
+  void check_owned(const ReplyPtr& reply, const char* what);
+
+  Client client_;
+  detail::LockCalls calls_;
+  State& state_;
+  const std::string ttl_text_;
+  std::string token_;
+  std::string record_;  // holder record of this acquisition (empty: none)
+  std::unique_ptr<Wait> wait_;
+  Clock::time_point queue_directly_until_{};  // see queue_directly()
+  std::string wait_replicas_, wait_timeout_;  // WAIT's arguments (wait_args)
+  std::array<std::string_view, 3> wait_command_{};
+  std::array<std::string_view, 6> who_command_{};
+  std::shared_ptr<detail::RenewalEntry> renewal_;
+};
+
+}  // namespace lockon

@@ -1,0 +1,190 @@
+// The waiting path of lockon::Lock: a waiter subscribes to the lock's wake
+// channel, queues itself, and sleeps until a release hands it the key (see
+// lock.cpp for the safety rules both files keep).
+#include "lock/lock_impl.hpp"
+
+namespace lockon {
+
+// Gives up a queue place kept between timed attempts (keep_queue_place).
+void Lock::Impl::abandon_wait() noexcept {
+  if (!wait_) return;
+  const std::string entry = wait_->entry;
+  wait_.reset();
+  calls_.cancel_now(entry, kCancelGrace);
+}
+
+// One scripted attempt of a queued waiter (see scripts::wait_attempt).
+Lock::Impl::Attempt Lock::Impl::wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline) {
+  // The 5th argument (optional) is this waiter's holder record.
+  const std::array<std::string_view, 5> all{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0", record_};
+  const auto args = std::span<const std::string_view>(all).first(record_.empty() ? 4 : 5);
+  Attempt result;
+  result.sent_at = Clock::now();
+  const ReplyPtr reply = calls_.run4_until(detail::scripts::wait_attempt(calls_.sharded()), args, "acquire lock", deadline);
+  if (!reply) {
+    result.deadline_passed = true;
+    return result;
+  }
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[1]->type != REDIS_REPLY_INTEGER || reply->element[2]->type != REDIS_REPLY_INTEGER)
+    throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
+  if (reply->element[2]->integer == 1) warn_publish_denied(*client_.impl());
+  if (reply->element[0]->integer < 0) throw_token_in_use();
+  result.acquired = reply->element[0]->integer == 1;
+  if (result.acquired) result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
+  else result.pttl = reply->element[1]->integer;
+  return result;
+}
+
+// Queues behind the current holder and sleeps until a release hands us
+// the lock (no round trip then), the holder's lease runs out, or the poll
+// interval passes (safety net if a message was missed).
+bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
+  const bool resumed = wait_ != nullptr;
+  if (!resumed) {
+    auto node = client_.impl()->node_for(state_.name);
+    auto& subscriber = node->subscriber();
+    const std::string waiter_id = detail::random_hex(8);
+    wait_ = std::make_unique<Wait>();
+    wait_->node = std::move(node);
+    wait_->waiter_id = waiter_id;
+    wait_->token = token_;
+    wait_->queued_at = Clock::now();
+    wait_->entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (state_.options.fencing ? "1" : "0") +
+                   "|" + token_;
+    wait_->watch = std::make_unique<detail::Subscriber::Watch>(
+        subscriber.watch(waiter_id, detail::wake_channel(state_.name, subscriber.id())));
+    // Subscribed before queueing: a hand-over can't precede our ability
+    // to hear about it. Bounded, so a dead subscriber only costs polling.
+    wait_->watch->wait_subscribed(
+        std::min(deadline, detail::add_saturating(Clock::now(), state_.options.wait_poll_interval)));
+  } else {
+    token_ = wait_->token;
+  }
+  try {
+    Attempt last = wait_attempt(wait_->entry, !resumed, deadline);
+    bool waited = resumed;
+    while (true) {
+      if (last.acquired && confirm_lease(last)) {
+        note_contention(waited);
+        return finish_wait(last);
+      }
+      waited = true;
+      if (!last.deadline_passed) wait_->last = last;
+      const auto now = Clock::now();
+      if (last.deadline_passed || now >= deadline) return give_up();
+      auto wake_at = std::min(deadline, detail::add_saturating(now, state_.options.wait_poll_interval));
+      // A holder that crashed releases nothing: look again when its lease ends.
+      if (last.pttl >= 0)
+        wake_at = std::min(wake_at, detail::add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
+      follow_slot(wake_at);
+      if (wait_->watch->wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
+        Attempt handed = handed_attempt();
+        if (confirm_lease(handed)) {
+          note_contention(true);
+          return finish_wait(handed);
+        }
+        reset_slot();  // handed, but the lease ran out while we did not run: queue again
+      }
+      last = wait_attempt(wait_->entry, false, deadline);
+    }
+  } catch (...) {
+    const std::string entry = wait_->entry;
+    wait_.reset();
+    calls_.cancel_now(entry, kCancelGrace);
+    throw;
+  }
+}
+
+// Cluster: the key's slot moved to another master (our last attempt
+// followed a MOVED, so the map knows): listen on that master's shard
+// channel instead. Subscriber ids are the same on every node of a
+// cluster, so our queue entry stays valid. A wake-up published on the old
+// node meanwhile is not lost: the key then holds our token and the hand-
+// over record names us, which the next attempt sees.
+void Lock::Impl::follow_slot(Clock::time_point until) {
+  if (!calls_.sharded()) return;
+  auto node = client_.impl()->node_for(state_.name);
+  if (node == wait_->node) return;
+  {
+    auto& slot = wait_->watch->slot();
+    std::lock_guard lock(slot.mutex);
+    if (slot.handed) return;  // the loop takes it first
+  }
+  auto& subscriber = node->subscriber();
+  wait_->watch.reset();
+  wait_->node = std::move(node);
+  wait_->watch = std::make_unique<detail::Subscriber::Watch>(
+      subscriber.watch(wait_->waiter_id, detail::wake_channel(state_.name, subscriber.id())));
+  wait_->watch->wait_subscribed(until);
+}
+
+// The release set the key to our token before publishing; the lease
+// started after our entry was queued (not necessarily after our last
+// attempt: the wake-up may have been delayed past it).
+Lock::Impl::Attempt Lock::Impl::handed_attempt() {
+  Attempt handed;
+  handed.acquired = true;
+  handed.handed = true;
+  handed.fence = wait_->watch->slot().fence;
+  handed.sent_at = wait_->queued_at;
+  return handed;
+}
+
+void Lock::Impl::reset_slot() {
+  auto& slot = wait_->watch->slot();
+  std::lock_guard lock(slot.mutex);
+  slot.handed = false;
+}
+
+// Deadline passed. If a hand-over raced with it, take the lock after all
+// rather than bouncing it: we own it already.
+bool Lock::Impl::give_up() {
+  if (wait_->watch->wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
+    Attempt handed = handed_attempt();
+    if (confirm_lease(handed, Clock::now() + kCancelGrace)) return finish_wait(handed);
+    reset_slot();
+  }
+  if (state_.options.keep_queue_place) return false;  // the next timed attempt continues from our place
+  const std::string entry = wait_->entry;
+  wait_.reset();
+  calls_.cancel_now(entry, kCancelGrace);
+  return false;
+}
+
+bool Lock::Impl::finish_wait(const Attempt& attempt) {
+  // Before wait_ goes: a failure here leaves through wait_for_turn's
+  // clean-up, which removes our queue place.
+  if (acks_required()) replicate_grant();
+  wait_.reset();
+  return on_acquired(attempt);
+}
+
+// A grant that reached us by hand-over (or by a waiter's script) was
+// written by another connection — the releaser's, or a pooled one — and
+// WAIT only covers the writes of the connection it runs on. So we make a
+// write of our own first, on one connection, in one pipeline: the token
+// rewritten in place (SET ... KEEPTTL, only if it is still ours), then
+// WAIT. Once the replicas have our write they have the grant before it
+// (replication is in order).
+void Lock::Impl::replicate_grant() {
+  static const detail::Script touch(
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL') return 1 end "
+      "return 0");
+  const std::array<std::string_view, 5> eval{"EVAL", touch.body(), "1", state_.name, token_};
+  const std::array<std::span<const std::string_view>, 2> commands{eval, wait_args()};
+  std::vector<ReplyPtr> replies;
+  try {
+    replies = calls_.pipeline_until(commands, "WAIT for replicas", Clock::time_point::max());
+    for (const ReplyPtr& reply : replies) detail::check_reply(*reply, client_.endpoint(), "WAIT for replicas");
+  } catch (...) {
+    calls_.abandon(orphan_entry(token_), true);
+    throw;
+  }
+  if (replies[0]->type != REDIS_REPLY_INTEGER || replies[0]->integer != 1)
+    throw LockNotOwned("lock '" + state_.name + "' was handed to us but lost before its replication was confirmed",
+                       state_.name);
+  require_acks(static_cast<int>(replies[1]->integer));
+}
+
+}  // namespace lockon
