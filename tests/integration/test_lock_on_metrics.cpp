@@ -52,7 +52,9 @@ TEST_F(LockOnMetrics, HandOversAreCountedExactly) {
   EXPECT_TRUE(has_line(text, "lockon_renewal_failures_total{function=\"metrics::plain\"} 0")) << text;
   EXPECT_TRUE(has_line(text, "# TYPE lockon_hand_overs_total counter")) << text;
   for (const auto& m : metrics_snapshot()) {
-    if (m.function == "metrics::handed") EXPECT_EQ(m.hand_overs, 1u);
+    if (m.function == "metrics::handed") {
+      EXPECT_EQ(m.hand_overs, 1u);
+    }
   }
 }
 
