@@ -1,7 +1,6 @@
 #include "async/async_sentinel.hpp"
 
 #include <array>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -70,27 +69,17 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any
         tried += "; " + where + ": no answer within " + std::to_string(step.count()) + " ms";
         continue;
       }
-      if (reply->type == REDIS_REPLY_NIL) {
-        tried += "; " + where + ": unknown master";
+      const MasterAddressAnswer named = read_master_address(*reply);
+      if (!named.unknown) unknown_everywhere = false;
+      if (!named.address) {
+        tried += "; " + where + ": " + (named.unknown ? std::string("unknown master") : named.problem);
         continue;
       }
-      unknown_everywhere = false;
-      if (reply->type == REDIS_REPLY_ERROR) {
-        tried += "; " + where + ": " + std::string(text_of(*reply).substr(0, 120));
-        continue;
-      }
-      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
-        tried += "; " + where + ": unexpected reply";
-        continue;
-      }
-      const std::string host(text_of(*reply->element[0]));
-      const int port = std::atoi(std::string(text_of(*reply->element[1])).c_str());
-      const ConnectionOptions master = master_options(options, host, port);
+      const ConnectionOptions master = master_options(options, named.address->host, named.address->port);
       probe = std::make_shared<AsyncConnection>(executor, master);
       const std::array<std::string_view, 1> role{"ROLE"};
       const ReplyPtr answer = co_await ask(*probe, role, "ROLE", Clock::now() + step);
-      if (!answer || answer->type != REDIS_REPLY_ARRAY || answer->elements < 1 ||
-          text_of(*answer->element[0]) != "master") {
+      if (!role_is_master(answer.get())) {
         probe->close();
         tried += "; " + where + " named " + master.endpoint() + ", which is not a master (ROLE)";
         continue;

@@ -50,6 +50,26 @@ std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options) {
   return {NodeAddress{options.host, options.port}};
 }
 
+MasterAddressAnswer read_master_address(const redisReply& reply) {
+  MasterAddressAnswer answer;
+  if (reply.type == REDIS_REPLY_NIL) {
+    answer.unknown = true;
+  } else if (reply.type == REDIS_REPLY_ERROR) {
+    answer.problem = std::string(text_of(reply).substr(0, 120));
+  } else if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2) {
+    answer.problem = "unexpected reply";
+  } else {
+    answer.address = NodeAddress{std::string(text_of(*reply.element[0])),
+                                 std::atoi(std::string(text_of(*reply.element[1])).c_str())};
+  }
+  return answer;
+}
+
+bool role_is_master(const redisReply* reply) {
+  return reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+         text_of(*reply->element[0]) == "master";
+}
+
 SentinelTopology::SentinelTopology(ConnectionOptions options, PoolOptions limits)
     : options_(std::move(options)), limits_(limits) {
   listener_ = std::thread([this] { listen(); });
@@ -129,26 +149,17 @@ ConnectionOptions SentinelTopology::resolve() {
       Connection connection(sentinel);
       const std::array<std::string_view, 3> ask{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name};
       const ReplyPtr reply = connection.command(ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
-      if (reply->type == REDIS_REPLY_NIL) {
-        tried += "; " + where + ": unknown master";
+      const MasterAddressAnswer named = read_master_address(*reply);
+      if (!named.unknown) unknown_everywhere = false;
+      if (!named.address) {
+        tried += "; " + where + ": " + (named.unknown ? std::string("unknown master") : named.problem);
         continue;
       }
-      unknown_everywhere = false;
-      if (reply->type == REDIS_REPLY_ERROR) {
-        tried += "; " + where + ": " + std::string(text_of(*reply).substr(0, 120));
-        continue;
-      }
-      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
-        tried += "; " + where + ": unexpected reply";
-        continue;
-      }
-      const std::string host(text_of(*reply->element[0]));
-      const int port = std::atoi(std::string(text_of(*reply->element[1])).c_str());
-      ConnectionOptions master = master_options(options_, host, port);
+      ConnectionOptions master = master_options(options_, named.address->host, named.address->port);
       Connection probe(master);
       const std::array<std::string_view, 1> role{"ROLE"};
       const ReplyPtr answer = probe.command(role, "ROLE");
-      if (answer->type != REDIS_REPLY_ARRAY || answer->elements < 1 || text_of(*answer->element[0]) != "master") {
+      if (!role_is_master(answer.get())) {
         tried += "; " + where + " named " + master.endpoint() + ", which is not a master (ROLE)";
         continue;
       }

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,20 @@ ConnectionOptions sentinel_options(const ConnectionOptions& base, const NodeAddr
 ConnectionOptions master_options(const ConnectionOptions& base, std::string host, int port);
 /// The sentinels of a Sentinel URL, in its order.
 std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options);
+
+/// What one sentinel's reply to SENTINEL GET-MASTER-ADDR-BY-NAME says (both
+/// fronts read it alike): the master's address, or `unknown` (nil: this
+/// sentinel does not know the name), or `problem` (why the reply is unusable,
+/// for the error listing every sentinel tried).
+struct MasterAddressAnswer {
+  std::optional<NodeAddress> address;
+  bool unknown = false;
+  std::string problem;
+};
+MasterAddressAnswer read_master_address(const redisReply& reply);
+
+/// Whether a ROLE reply says "master".
+bool role_is_master(const redisReply* reply);
 
 class SentinelTopology final : public Topology {
  public:
