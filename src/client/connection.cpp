@@ -151,7 +151,9 @@ void Connection::open(bool keep_queued) {
 
 bool Connection::pump_input() noexcept {
   if (!transport_ || !reader_) return false;
-  std::array<char, 16384> buffer{};
+  // Not zeroed: only the bytes read are fed to the reader (zeroing 16 KiB
+  // per read was the largest user-space cost of a lock cycle in callgrind).
+  std::array<char, 16384> buffer;
   while (true) {
     const IoStatus status = transport_->read_some(buffer.data(), buffer.size());
     if (status.bytes > 0) {
@@ -181,7 +183,7 @@ bool Connection::take_buffered_reply(ReplyPtr& reply) noexcept {
 
 ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation) {
   const Clock::time_point until = deadline != nullptr ? *deadline : timeout_deadline();
-  std::array<char, 16384> buffer{};
+  std::array<char, 16384> buffer;  // not zeroed: see pump_input
   while (true) {
     void* raw = nullptr;
     if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK)

@@ -1,8 +1,12 @@
 #include "lock/holder.hpp"
 
+#include "common/fork.hpp"
+
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -62,10 +66,22 @@ long long process_start_ms() {
   return start;
 }
 
+// getpid() is a system call on every glibc since 2.25; the pid only
+// changes across fork(), which fork_generation() counts.
+static long long current_pid() noexcept {
+  static std::atomic<std::uint64_t> cached{0};  // generation << 32 | pid, 0 = unset
+  const std::uint64_t generation = fork_generation() & 0xffffffffu;
+  const std::uint64_t seen = cached.load(std::memory_order_relaxed);
+  if (seen != 0 && (seen >> 32) == generation) return static_cast<long long>(seen & 0xffffffffu);
+  const auto pid = static_cast<std::uint64_t>(::getpid());
+  cached.store((generation << 32) | pid, std::memory_order_relaxed);
+  return static_cast<long long>(pid);
+}
+
 std::string holder_record(std::string_view token, std::string_view label) {
   static const std::string host = host_name();
   std::string out(token.substr(0, 8));
-  out.append("|").append(host).append("|").append(std::to_string(getpid())).append("|");
+  out.append("|").append(host).append("|").append(std::to_string(current_pid())).append("|");
   out.append(std::to_string(process_start_ms())).append("|").append(sanitize(label, 64)).append("|");
   out.append(std::to_string(wall_ms()));
   return out;
