@@ -156,52 +156,19 @@ class RecycleOnExit {
 /// Runs `body(context)` under the acquisition (or, reentered, under the
 /// enclosing call's lock), releases, reports a lost lease. See the top of
 /// this file for the contract.
-template <class R, OnBusy Mode, class Body>
-CallResult<R, Mode> run_acquired(const CallSite& site, Acquisition acquired, Body&& body) {
-  if (acquired.reentered != nullptr) {
-    // Nested reentrant call: the enclosing call acquired and will release.
-    LockContext context = ContextAccess::make(*acquired.reentered, site.function_name, 0);
-    if constexpr (std::is_void_v<R>) {
-      std::forward<Body>(body)(context);
-      context.throw_if_lost();
-      if constexpr (Mode == OnBusy::return_empty) {
-        return true;
-      } else {
-        return;
-      }
-    } else {
-      decltype(auto) result = std::forward<Body>(body)(context);
-      context.throw_if_lost();
-      if constexpr (Mode == OnBusy::throw_error) {
-        if constexpr (std::is_reference_v<R>) {
-          return static_cast<R>(result);
-        } else {
-          return result;  // implicitly moved
-        }
-      } else if constexpr (std::is_lvalue_reference_v<R>) {
-        return CallResult<R, Mode>(std::ref(result));
-      } else {
-        return CallResult<R, Mode>(std::move(result));
-      }
-    }
-  }
-  if constexpr (Mode == OnBusy::return_empty) {
-    if (!acquired.lock) return CallResult<R, Mode>{};
-  }
-  // Destroyed in reverse order: unlock, then the context, the thread's
-  // record, then recycling.
-  const RecycleOnExit recycle_lock(site, acquired);
-  const HeldByThread held_here(site.core, acquired.lock.get());
-  LockContext context = ContextAccess::make(*acquired.lock, site.function_name, acquired.attempts);
-  UnlockOnExit unlock(*acquired.lock);
+// Runs `body(context)`, then `release()` (after a normal return only: an
+// exception leaves the release to its scope guard), then reports a lost
+// lease; returns what the call returns in `Mode`.
+template <class R, OnBusy Mode, class Body, class Release>
+CallResult<R, Mode> run_body(LockContext& context, Body&& body, Release&& release) {
   if constexpr (std::is_void_v<R>) {
     std::forward<Body>(body)(context);
-    unlock.now();
+    release();
     context.throw_if_lost();
     if constexpr (Mode == OnBusy::return_empty) return true;
   } else {
     decltype(auto) result = std::forward<Body>(body)(context);
-    unlock.now();
+    release();
     context.throw_if_lost();
     if constexpr (Mode == OnBusy::throw_error) {
       if constexpr (std::is_reference_v<R>) {
@@ -215,6 +182,25 @@ CallResult<R, Mode> run_acquired(const CallSite& site, Acquisition acquired, Bod
       return CallResult<R, Mode>(std::move(result));
     }
   }
+}
+
+template <class R, OnBusy Mode, class Body>
+CallResult<R, Mode> run_acquired(const CallSite& site, Acquisition acquired, Body&& body) {
+  if (acquired.reentered != nullptr) {
+    // Nested reentrant call: the enclosing call acquired and will release.
+    LockContext context = ContextAccess::make(*acquired.reentered, site.function_name, 0);
+    return run_body<R, Mode>(context, std::forward<Body>(body), [] {});
+  }
+  if constexpr (Mode == OnBusy::return_empty) {
+    if (!acquired.lock) return CallResult<R, Mode>{};
+  }
+  // Destroyed in reverse order: unlock, then the context, the thread's
+  // record, then recycling.
+  const RecycleOnExit recycle_lock(site, acquired);
+  const HeldByThread held_here(site.core, acquired.lock.get());
+  LockContext context = ContextAccess::make(*acquired.lock, site.function_name, acquired.attempts);
+  UnlockOnExit unlock(*acquired.lock);
+  return run_body<R, Mode>(context, std::forward<Body>(body), [&unlock] { unlock.now(); });
 }
 
 /// Acquire, run `body(context)`, release, report a lost lease. See the top of
