@@ -32,12 +32,7 @@ inline constexpr auto decorated_noop = lockon::decorate<"bench::alt_decorated_no
 
 void BM_AlternatingCycles(benchmark::State& state) {
   const std::string url = lockon::bench::server_url();
-  const auto options = lockon::ConnectionOptions::from_url(url);
-  std::unique_ptr<redisContext, decltype(&redisFree)> raw(redisConnect(options.host.c_str(), options.port), &redisFree);
-  if (!raw || raw->err) throw std::runtime_error("cannot connect to " + url);
-  auto* loaded = static_cast<redisReply*>(redisCommand(raw.get(), "SCRIPT LOAD %s", kCompareAndDelete));
-  const std::string sha(loaded->str, loaded->len);
-  freeReplyObject(loaded);
+  lockon::bench::RawFloor floor(url, "bench:alt:floor");
   const std::string token = "0123456789abcdef0123456789abcdef";
 
   const lockon::Client client(url);
@@ -50,17 +45,8 @@ void BM_AlternatingCycles(benchmark::State& state) {
   const std::string account = "account-42";
   const std::string currency = "EUR";
 
-  struct Variant {
-    const char* name;
-    std::function<void()> cycle;
-    double seconds = 0;
-  };
-  std::vector<Variant> variants{
-      {"floor",
-       [&] {
-         freeReplyObject(redisCommand(raw.get(), "SET bench:alt:floor %s NX PX 30000", token.c_str()));
-         freeReplyObject(redisCommand(raw.get(), "EVALSHA %s 1 bench:alt:floor %s", sha.c_str(), token.c_str()));
-       }},
+  std::vector<lockon::bench::CycleVariant> variants{
+      {"floor", [&] { floor.cycle(); }},
       {"client_layer",
        [&] {
          const std::array<std::string_view, 6> set{"SET", "bench:alt:client", token, "NX", "PX", "30000"};
@@ -89,22 +75,8 @@ void BM_AlternatingCycles(benchmark::State& state) {
       {"decorated", [&] { benchmark::DoNotOptimize(decorated_noop(7, account, currency)); }},
   };
   lockon::set_default_locker(lockon::RedisLocker(client, {.key_prefix = "bench"}));
-  for (auto _ : state) {
-    for (auto& v : variants) v.seconds = 0;
-    for (int round = 0; round < kRounds; ++round) {
-      for (auto& v : variants) {
-        const auto start = Clock::now();
-        for (int i = 0; i < kBlock; ++i) v.cycle();
-        v.seconds += std::chrono::duration<double>(Clock::now() - start).count();
-      }
-    }
-  }
+  lockon::bench::run_alternating_blocks(state, variants, kRounds, kBlock);
   lockon::reset_default_locker();
-  const double floor_seconds = variants.front().seconds;
-  for (const auto& v : variants) {
-    state.counters[std::string("us_per_cycle_") + v.name] = 1e6 * v.seconds / (kRounds * kBlock);
-    state.counters[std::string("ratio_") + v.name] = floor_seconds / v.seconds;  // cycles/s relative to the floor
-  }
 }
 
 BENCHMARK(BM_AlternatingCycles)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);

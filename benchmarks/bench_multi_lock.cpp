@@ -19,21 +19,12 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr int kBlock = 200;
 constexpr int kRounds = 30;
-constexpr const char* kCompareAndDelete =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
 void BM_MultiLockAlternating(benchmark::State& state) {
   const std::string url = lockon::bench::server_url();
-  const auto options = lockon::ConnectionOptions::from_url(url);
-  std::unique_ptr<redisContext, decltype(&redisFree)> raw(redisConnect(options.host.c_str(), options.port), &redisFree);
-  if (!raw || raw->err) throw std::runtime_error("cannot connect to " + url);
-  auto* loaded = static_cast<redisReply*>(redisCommand(raw.get(), "SCRIPT LOAD %s", kCompareAndDelete));
-  const std::string sha(loaded->str, loaded->len);
-  freeReplyObject(loaded);
-  const std::string token = "0123456789abcdef0123456789abcdef";
+  lockon::bench::RawFloor floor(url, "bench:multi:floor");
 
   const lockon::Client client(url);
   lockon::Lock lock(client, "bench:multi:lock");
@@ -44,17 +35,8 @@ void BM_MultiLockAlternating(benchmark::State& state) {
   const std::string from = "account-1";
   const std::string to = "account-2";
 
-  struct Variant {
-    const char* name;
-    std::function<void()> cycle;
-    double seconds = 0;
-  };
-  std::vector<Variant> variants{
-      {"floor",
-       [&] {
-         freeReplyObject(redisCommand(raw.get(), "SET bench:multi:floor %s NX PX 30000", token.c_str()));
-         freeReplyObject(redisCommand(raw.get(), "EVALSHA %s 1 bench:multi:floor %s", sha.c_str(), token.c_str()));
-       }},
+  std::vector<lockon::bench::CycleVariant> variants{
+      {"floor", [&] { floor.cycle(); }},
       {"lock",
        [&] {
          if (!lock.try_lock()) throw std::runtime_error("lock busy");
@@ -72,21 +54,7 @@ void BM_MultiLockAlternating(benchmark::State& state) {
        }},
       {"lock_on_each2", [&] { transfer(from, to); }},
   };
-  for (auto _ : state) {
-    for (auto& v : variants) v.seconds = 0;
-    for (int round = 0; round < kRounds; ++round) {
-      for (auto& v : variants) {
-        const auto start = Clock::now();
-        for (int i = 0; i < kBlock; ++i) v.cycle();
-        v.seconds += std::chrono::duration<double>(Clock::now() - start).count();
-      }
-    }
-  }
-  const double floor_seconds = variants.front().seconds;
-  for (const auto& v : variants) {
-    state.counters[std::string("us_per_cycle_") + v.name] = 1e6 * v.seconds / (kRounds * kBlock);
-    state.counters[std::string("ratio_") + v.name] = floor_seconds / v.seconds;  // cycles/s relative to the floor
-  }
+  lockon::bench::run_alternating_blocks(state, variants, kRounds, kBlock);
 }
 
 BENCHMARK(BM_MultiLockAlternating)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);

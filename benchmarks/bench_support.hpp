@@ -2,8 +2,13 @@
 // which case is the baseline of which ratio.
 #pragma once
 
+#include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
+
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +45,35 @@ struct RatioSpec {
   /// Printed for context, without a target (e.g. the same check under a
   /// condition that measures the machine rather than the library).
   bool informational = false;
+};
+
+/// One variant of an alternating-blocks measurement: `name` suffixes its
+/// counters, `cycle` runs one lock/unlock cycle (throws if it cannot).
+struct CycleVariant {
+  std::string name;
+  std::function<void()> cycle;
+  double seconds = 0;  // accumulated over the rounds
+};
+
+/// The drift-proof measurement: `rounds` rounds, each running `block` cycles
+/// of every variant in turn, so a machine that speeds up or slows down
+/// (shared virtual cores here, by 2-3x over an hour) affects all alike.
+/// Sets counters us_per_cycle_<name> and ratio_<name> = the first variant's
+/// time / this variant's (cycles/s relative to the first, the baseline).
+void run_alternating_blocks(benchmark::State& state, std::vector<CycleVariant>& variants, int rounds, int block);
+
+/// The raw two-round-trip floor of every uncontended comparison: one hiredis
+/// connection doing SET key token NX PX 30000, then the compare-and-delete
+/// script by EVALSHA, exactly the commands a lock cycle needs.
+class RawFloor {
+ public:
+  RawFloor(const std::string& url, std::string key);
+  void cycle();
+
+ private:
+  std::unique_ptr<redisContext, decltype(&redisFree)> context_;
+  std::string key_;
+  std::string sha_;
 };
 
 /// Registers a ratio to report (call at static-initialization time).

@@ -87,4 +87,44 @@ bool register_ratio(RatioSpec spec) {
 
 const std::vector<RatioSpec>& ratios() { return ratio_registry(); }
 
+void run_alternating_blocks(benchmark::State& state, std::vector<CycleVariant>& variants, int rounds, int block) {
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    for (auto& v : variants) v.seconds = 0;
+    for (int round = 0; round < rounds; ++round) {
+      for (auto& v : variants) {
+        const auto start = Clock::now();
+        for (int i = 0; i < block; ++i) v.cycle();
+        v.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      }
+    }
+  }
+  const double baseline_seconds = variants.front().seconds;
+  for (const auto& v : variants) {
+    state.counters["us_per_cycle_" + v.name] = 1e6 * v.seconds / (static_cast<double>(rounds) * block);
+    state.counters["ratio_" + v.name] = baseline_seconds / v.seconds;
+  }
+}
+
+namespace {
+constexpr const char* kCompareAndDelete =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+constexpr const char* kFloorToken = "0123456789abcdef0123456789abcdef";
+}  // namespace
+
+RawFloor::RawFloor(const std::string& url, std::string key) : context_(nullptr, &redisFree), key_(std::move(key)) {
+  const auto options = ConnectionOptions::from_url(url);
+  context_.reset(redisConnect(options.host.c_str(), options.port));
+  if (!context_ || context_->err) throw std::runtime_error("cannot connect to " + url);
+  auto* loaded = static_cast<redisReply*>(redisCommand(context_.get(), "SCRIPT LOAD %s", kCompareAndDelete));
+  if (loaded == nullptr || loaded->type != REDIS_REPLY_STRING) throw std::runtime_error("SCRIPT LOAD failed");
+  sha_.assign(loaded->str, loaded->len);
+  freeReplyObject(loaded);
+}
+
+void RawFloor::cycle() {
+  freeReplyObject(redisCommand(context_.get(), "SET %s %s NX PX 30000", key_.c_str(), kFloorToken));
+  freeReplyObject(redisCommand(context_.get(), "EVALSHA %s 1 %s %s", sha_.c_str(), key_.c_str(), kFloorToken));
+}
+
 }  // namespace lockon::bench
