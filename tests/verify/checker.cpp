@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "nemesis.hpp"
+#include "fault_kinds.hpp"
 
 namespace lockon::verify {
 
@@ -194,6 +194,19 @@ class Checker {
     }
   }
 
+  // The faults that started inside [from, to), named so that a gap that
+  // spans the next fault (they follow each other 0.15-0.75 TTL apart) can
+  // be told from one the first fault caused alone.
+  std::string faults_during(std::int64_t from, std::int64_t to) const {
+    std::string named;
+    for (const auto& other : h_.faults)
+      if (other.start_ns >= from && other.start_ns < to)
+        named += (named.empty() ? "; faults started meanwhile: " : ", ") + other.type + ' ' + other.target + " at +" +
+                 std::to_string((other.start_ns - from) / kMs) + " ms for " +
+                 std::to_string((other.end_ns - other.start_ns) / kMs) + " ms";
+    return named.empty() ? "; no other fault started meanwhile" : named;
+  }
+
   // Per key: from the end of each fault to the key's next acquisition.
   void check_progress(const std::string& key, const std::vector<const CsRecord*>& records) {
     for (const auto& fault : h_.faults) {
@@ -207,7 +220,8 @@ class Checker {
       }
       if (gap > ttl_ + kProgressSlack)
         add("progress_gap", fault.end_ns,
-            "key " + key + ": no section for " + std::to_string(gap / kMs) + " ms after the fault ended");
+            "key " + key + ": no section for " + std::to_string(gap / kMs) + " ms after the fault ended" +
+                faults_during(fault.end_ns, (*next)->acquired_ns));
     }
   }
 

@@ -8,12 +8,6 @@
 
 namespace lockon::verify {
 
-const FaultKind* find_fault_kind(std::string_view name) {
-  for (const auto& kind : kFaults)
-    if (kind.name == name) return &kind;
-  return nullptr;
-}
-
 Nemesis::Nemesis(Cluster& cluster, std::uint64_t seed, std::chrono::milliseconds ttl, LineLog& log)
     : cluster_(cluster), ttl_(ttl), log_(log), random_(seed) {}
 

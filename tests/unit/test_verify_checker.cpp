@@ -1,0 +1,200 @@
+// unit/test_verify_checker.cpp — the fault-verification checker
+// (tests/verify/checker.cpp) against histories written by hand. The checker
+// is what turns a fault run into PASS or FAIL, so it gets the same treatment
+// as the library: every kind of violation it claims to find is planted in an
+// otherwise clean history and must be found, attributed to the right fault,
+// and a clean history (including the overlaps the fault table allows) must
+// give no violation at all.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checker.hpp"
+
+namespace lockon::verify {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+constexpr std::int64_t kT0 = 1'000'000 * kMs;  // an arbitrary monotonic origin
+
+// One acquired section on `key`: acquired at `at_ms`, released at `until_ms`.
+CsRecord section(const std::string& worker, int thread, const std::string& key, std::uint64_t fence,
+                 std::int64_t at_ms, std::int64_t until_ms) {
+  static long long seq = 0;
+  return CsRecord{.worker = worker,
+                  .thread = thread,
+                  .seq = ++seq,
+                  .mechanism = "lock",
+                  .key = key,
+                  .fence = fence,
+                  .start_ns = kT0 + at_ms * kMs - kMs,
+                  .acquired_ns = kT0 + at_ms * kMs,
+                  .release_ns = kT0 + until_ms * kMs,
+                  .end_ns = kT0 + until_ms * kMs + kMs / 10,
+                  .deadline_ms = 3000,
+                  .write = 'A'};
+}
+
+// One failed attempt: asked at `at_ms`, failed with `error` 2 ms later.
+CsRecord failed(const std::string& worker, const std::string& key, std::int64_t at_ms, const std::string& error) {
+  CsRecord r = section(worker, 0, key, 0, at_ms, 0);
+  r.acquired_ns = r.end_ns = kT0 + (at_ms + 2) * kMs;
+  r.start_ns = kT0 + at_ms * kMs;
+  r.release_ns = 0;
+  r.write = '-';
+  r.acquire_error = error;
+  return r;
+}
+
+FaultRecord fault(const std::string& type, const std::string& target, std::int64_t from_ms, std::int64_t to_ms) {
+  return FaultRecord{.type = type, .target = target, .start_ns = kT0 + from_ms * kMs, .end_ns = kT0 + to_ms * kMs};
+}
+
+// A history with a 2 s TTL and, on key "k", a clean serial run of sections
+// 10 ms apart from 0 to 5 s by alternating workers, fences 1, 2, 3, ...
+History clean_history() {
+  History h;
+  h.meta["ttl_ms"] = "2000";
+  std::uint64_t fence = 0;
+  for (std::int64_t at = 0; at < 5000; at += 10) {
+    const char* worker = fence % 2 == 0 ? "w0.0" : "w1.0";
+    h.sections.push_back(section(worker, 0, "k", ++fence, at, at + 5));
+    h.accepted_writes["k"].emplace_back(fence, h.sections.back().worker);
+  }
+  h.resource_state["k"] = {{"value", static_cast<long long>(fence)}, {"accepted", static_cast<long long>(fence)}};
+  return h;
+}
+
+std::vector<std::string> kinds(const Findings& findings) {
+  std::vector<std::string> out;
+  for (const auto& v : findings.violations) out.push_back(v.kind);
+  return out;
+}
+
+TEST(VerifyChecker, CleanHistoryHasNoViolation) {
+  const Findings findings = check(clean_history());
+  EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+  EXPECT_EQ(findings.sections, 500);
+  EXPECT_EQ(findings.allowed_overlaps, 0);
+}
+
+TEST(VerifyChecker, OverlapWithoutAnExcusingFaultIsFound) {
+  History h = clean_history();
+  // w2.0 acquires k while w0.0 still holds it (fence order kept: the
+  // overlap alone must be reported).
+  h.sections.push_back(section("w2.0", 0, "k", 1000, 6000, 6020));
+  h.sections.push_back(section("w3.0", 0, "k", 1001, 6010, 6030));
+  const Findings findings = check(h);
+  ASSERT_EQ(findings.count("overlap").size(), 1u) << ::testing::PrintToString(kinds(findings));
+  EXPECT_EQ(findings.count("overlap").at("overlap"), 1);
+  EXPECT_EQ(findings.violations.front().cause_type, "none");
+}
+
+TEST(VerifyChecker, OverlapAfterALongPauseIsAllowedOnlyIfTheStaleHolderSawTheLoss) {
+  for (const bool saw_loss : {true, false}) {
+    History h = clean_history();
+    // w5.0 held k from 6 s, was SIGSTOPped for 2.5 s (> TTL); w6.0 took k.
+    CsRecord stale = section("w5.0", 0, "k", 1000, 6000, 9000);
+    stale.lost = saw_loss;
+    stale.write = 'R';
+    h.sections.push_back(stale);
+    h.sections.push_back(section("w6.0", 0, "k", 1001, 8200, 8300));
+    h.faults.push_back(fault("pause_long", "w5.0", 6100, 8600));
+    const Findings findings = check(h);
+    EXPECT_EQ(findings.allowed_overlaps, 1) << "saw_loss " << saw_loss;
+    if (saw_loss) {
+      EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+    } else {
+      EXPECT_EQ(kinds(findings), std::vector<std::string>{"silent_loss"});
+    }
+  }
+}
+
+TEST(VerifyChecker, APauseOfAnotherWorkerExcusesNothing) {
+  History h = clean_history();
+  h.sections.push_back(section("w5.0", 0, "k", 1000, 6000, 9000));
+  h.sections.push_back(section("w6.0", 0, "k", 1001, 8200, 8300));
+  h.faults.push_back(fault("pause_long", "w7.0", 6100, 8600));
+  EXPECT_EQ(check(h).count("overlap").size(), 1u);
+}
+
+TEST(VerifyChecker, FencesThatDoNotIncreaseAreFoundAndBlamedOnTheRestartBetween) {
+  History h = clean_history();
+  h.faults.push_back(fault("latency", "lock", 5010, 5020));
+  h.faults.push_back(fault("restart_empty", "lock", 5030, 5040));
+  h.sections.push_back(section("w2.0", 0, "k", 3, 5100, 5110));  // after fence 500
+  const Findings findings = check(h);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"fence_order"});
+  EXPECT_EQ(findings.violations.front().cause_type, "restart_empty");
+}
+
+TEST(VerifyChecker, AStaleWriteAcceptedByTheResourceAndALostUpdateAreFound) {
+  History h = clean_history();
+  h.accepted_writes["k"].emplace_back(7, "w9.0");  // fence 7 accepted after 500
+  h.resource_state["k"]["value"] = 499;            // one accepted write lost
+  const auto counts = check(h).count();
+  EXPECT_EQ(counts.count("stale_write"), 1u);
+  EXPECT_EQ(counts.count("lost_update"), 1u);
+}
+
+TEST(VerifyChecker, AGapBeyondTtlPlusSlackAfterAFaultIsFoundAndNamesTheFaultsMeanwhile) {
+  History h = clean_history();
+  // Last section at 4,990 ms; a worker killed at 5,000-5,010 ms; the next
+  // section only at 9,000 ms: 3,990 ms > 2 s TTL + 1.5 s slack.
+  h.faults.push_back(fault("kill_worker", "w0.0", 5000, 5010));
+  h.faults.push_back(fault("stall_node", "node1", 5500, 6500));
+  h.sections.push_back(section("w1.0", 0, "k", 1000, 9000, 9010));
+  const Findings findings = check(h);
+  ASSERT_EQ(findings.count("progress_gap").size(), 1u) << ::testing::PrintToString(kinds(findings));
+  const auto& gap = findings.violations.front();
+  EXPECT_NE(gap.what.find("3990 ms"), std::string::npos) << gap.what;
+  EXPECT_NE(gap.what.find("stall_node node1 at +490 ms for 1000 ms"), std::string::npos) << gap.what;
+  EXPECT_EQ(gap.cause_type, "kill_worker");
+  EXPECT_EQ(findings.longest_gap_ns, 3990 * kMs);
+}
+
+TEST(VerifyChecker, AGapWithinTtlPlusSlackIsOnlyMeasured) {
+  History h = clean_history();
+  h.faults.push_back(fault("kill_worker", "w0.0", 5000, 5010));
+  h.sections.push_back(section("w1.0", 0, "k", 1000, 7000, 7010));  // 1,990 ms after the fault
+  const Findings findings = check(h);
+  EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+  EXPECT_EQ(findings.longest_gap_ns, 1990 * kMs);
+}
+
+TEST(VerifyChecker, AnAcquisitionPastItsDeadlineIsFoundUnlessItsWorkerWasPaused) {
+  for (const bool paused : {false, true}) {
+    History h = clean_history();
+    CsRecord slow = section("w2.0", 0, "k", 1000, 10'000, 10'010);
+    slow.start_ns = kT0 + 5000 * kMs;  // asked 5 s before, deadline 3 s (+1.5 s tolerance)
+    h.sections.push_back(slow);
+    if (paused) h.faults.push_back(fault("pause_short", "w2.0", 5100, 5600));
+    EXPECT_EQ(check(h).count("deadline_overrun").size(), paused ? 0u : 1u) << "paused " << paused;
+  }
+}
+
+TEST(VerifyChecker, AnErrorInACallStartedAfterEveryFaultEndedIsLate) {
+  History h = clean_history();
+  h.faults.push_back(fault("drop", "lock", 5000, 5010));
+  h.sections.push_back(failed("w2.0", "k", 5005, "ClosedError"));  // during the fault: its effect
+  h.sections.push_back(failed("w2.0", "k", 6000, "ClosedError"));  // 990 ms after it ended: late
+  const Findings findings = check(h);
+  ASSERT_EQ(kinds(findings), std::vector<std::string>{"late_error"});
+  // Attributed to the fault before the episode's first failure.
+  EXPECT_EQ(findings.violations.front().cause_type, "drop/ClosedError");
+  EXPECT_EQ(findings.errors.at("lock acquire ClosedError"), 2);
+}
+
+TEST(VerifyChecker, KeysLeftWithoutTtlAndHungWorkersAreViolations) {
+  History h = clean_history();
+  h.keys_without_ttl.push_back("lock vfy:k");
+  h.hung_workers.push_back("w3.0");
+  const auto counts = check(h).count();
+  EXPECT_EQ(counts.count("key_without_ttl"), 1u);
+  EXPECT_EQ(counts.count("hung_worker"), 1u);
+}
+
+}  // namespace
+}  // namespace lockon::verify
