@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -56,34 +58,47 @@ std::string host_name() {
 }  // namespace
 
 long long process_start_ms() {
-  static const long long start = [] {
-    try {
-      return compute_process_start_ms();
-    } catch (...) {
-      return wall_ms();
-    }
-  }();
+  // Per process image: a forked child started later than its parent.
+  static std::atomic<std::uint64_t> cached_generation{~std::uint64_t{0}};
+  static std::atomic<long long> cached_start{0};
+  const std::uint64_t generation = fork_generation();
+  if (cached_generation.load(std::memory_order_acquire) == generation)
+    return cached_start.load(std::memory_order_relaxed);
+  long long start = 0;
+  try {
+    start = compute_process_start_ms();
+  } catch (...) {
+    start = wall_ms();
+  }
+  cached_start.store(start, std::memory_order_relaxed);
+  cached_generation.store(generation, std::memory_order_release);
   return start;
 }
 
-// getpid() is a system call on every glibc since 2.25; the pid only
-// changes across fork(), which fork_generation() counts.
-static long long current_pid() noexcept {
-  static std::atomic<std::uint64_t> cached{0};  // generation << 32 | pid, 0 = unset
-  const std::uint64_t generation = fork_generation() & 0xffffffffu;
-  const std::uint64_t seen = cached.load(std::memory_order_relaxed);
-  if (seen != 0 && (seen >> 32) == generation) return static_cast<long long>(seen & 0xffffffffu);
-  const auto pid = static_cast<std::uint64_t>(::getpid());
-  cached.store((generation << 32) | pid, std::memory_order_relaxed);
-  return static_cast<long long>(pid);
-}
-
 std::string holder_record(std::string_view token, std::string_view label) {
-  static const std::string host = host_name();
-  std::string out(token.substr(0, 8));
-  out.append("|").append(host).append("|").append(std::to_string(current_pid())).append("|");
-  out.append(std::to_string(process_start_ms())).append("|").append(sanitize(label, 64)).append("|");
-  out.append(std::to_string(wall_ms()));
+  // "|host|pid|start|" is the same for every record of a process image:
+  // built once per thread and fork generation (getpid is a system call, the
+  // start time a read of /proc; the record is written on every acquisition).
+  struct Fixed {
+    std::uint64_t generation = ~std::uint64_t{0};
+    std::string middle;
+  };
+  thread_local Fixed fixed;
+  if (const std::uint64_t generation = fork_generation(); fixed.generation != generation) {
+    static const std::string host = host_name();
+    fixed.middle = "|" + host + "|" + std::to_string(::getpid()) + "|" + std::to_string(process_start_ms()) + "|";
+    fixed.generation = generation;
+  }
+  const std::string_view short_token = token.substr(0, 8);
+  std::string out;
+  out.reserve(short_token.size() + fixed.middle.size() + std::min<std::size_t>(label.size(), 64) + 24);
+  out.append(short_token).append(fixed.middle);
+  if (!label.empty()) out.append(sanitize(label, 64));
+  out.push_back('|');
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), wall_ms());
+  static_cast<void>(ec);
+  out.append(digits, end);
   return out;
 }
 

@@ -34,6 +34,7 @@ enum ChildFailure : int {
   kChildLockNotReleased,
   kLockedCallFailed,
   kException,
+  kHolderRecordNotTheChilds,
 };
 
 // Runs in the child: only _exit, never returns into GoogleTest.
@@ -44,6 +45,11 @@ enum ChildFailure : int {
     parent_lock.unlock();  // must neither release nor wait on the parent's renewal
     Lock child_lock(client, child_key, {.ttl = 300ms});
     if (!child_lock.try_lock()) std::_Exit(kChildLockNotAcquired);
+    // The holder record names the child, not the parent whose record the
+    // same thread built before fork() (it is cached per fork generation).
+    const Reply who = client.command({"GET", lock_companion_key(child_key, "who")});
+    if (who.is_nil() || who.as_string().find('|' + std::to_string(::getpid()) + '|') == std::string::npos)
+      std::_Exit(kHolderRecordNotTheChilds);
     const auto start = Clock::now();
     for (int i = 0; Clock::now() - start < 1000ms; ++i) {  // over three TTLs, ~9 renewals
       const std::string tag = "child-" + std::to_string(i);
