@@ -233,7 +233,7 @@ TEST_F(MultiLockScript, ThreadsTransferingInBothOrdersConserveMoney) {
 TEST_F(MultiLockScript, ProcessesTransferingInBothOrdersConserveMoney) {
   const std::string base = key("pbank");
   const std::string a = base + ":a", b = base + ":b";
-  constexpr int kRounds = 60;
+  constexpr int kRounds = 150;
   std::vector<Child> children;
   for (int p = 0; p < 4; ++p)
     children.push_back(spawn(worker_argv("multi_bank", {server().url(), a, b, std::to_string(kRounds),
@@ -244,6 +244,39 @@ TEST_F(MultiLockScript, ProcessesTransferingInBothOrdersConserveMoney) {
   }
   EXPECT_EQ(number(a + ":balance") + number(b + ":balance"), 0) << "money was created or destroyed";
   EXPECT_EQ(number(a + ":ops"), 4 * kRounds);
+}
+
+// The server stalls while the script is in flight and the caller's deadline
+// passes: the outcome is unknown (the script may run when the server
+// resumes). The MultiLock reports false and the clean-up frees whatever
+// the script took, long before the 10 s TTL.
+TEST_F(MultiLockScript, DeadlinePassingDuringTheScriptLeavesNoKeyHeld) {
+  const std::string base = key("stall");
+  const std::string a = base + ":a", b = base + ":b", c = base + ":c";
+  MultiLock all(client(), {a, b, c}, {.ttl = 10s});
+  ASSERT_TRUE(all.try_lock());  // loads the script: the stalled attempt below is one EVALSHA
+  all.release();
+  server().pause();
+  const auto start = Clock::now();
+  bool got = true;
+  try {
+    got = all.try_lock_for(200ms);
+  } catch (const Error& e) {
+    server().resume();
+    FAIL() << "a deadline passing must not throw: " << e.what();
+  }
+  const long long took = ms_since(start);
+  std::this_thread::sleep_for(300ms);
+  server().resume();
+  EXPECT_FALSE(got);
+  EXPECT_FALSE(all.held());
+  EXPECT_LT(took, 1000) << "the deadline was not kept";
+  const auto resumed = Clock::now();
+  for (const std::string& name : {a, b, c})
+    EXPECT_TRUE(eventually(3s, [&] { return !exists(name); })) << name << " stayed held after the stalled attempt";
+  std::cout << "keys free " << ms_since(resumed) << " ms after the server resumed (ttl 10000 ms)\n";
+  ASSERT_TRUE(all.try_lock_for(3s));
+  all.release();
 }
 
 TEST_F(MultiLockScript, SigkilledScriptHolderFreesEveryKeyWithinTtl) {
