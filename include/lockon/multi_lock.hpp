@@ -27,6 +27,8 @@
 // the key itself). When a key is busy the acquisition continues with the
 // ordered path below (try_lock() simply fails when a key is held); a
 // queued waiter is never jumped. One key alone keeps the Lock's own path.
+// A contended acquisition thus pays the failed script (one round trip)
+// before it queues. With a custom LockOptions::token every key holds it.
 //
 // DEADLOCK FREEDOM: every MultiLock takes its keys in the same global order
 // (byte-wise string order) and waits for a key only while holding keys that
@@ -60,7 +62,8 @@
 // TTL sees lost() on resuming; tested with SIGSTOP).
 //
 // Backends: the Client constructor makes single-instance Locks (any
-// topology; in a Cluster the keys may sit in different slots). The factory
+// topology; in a Cluster the keys may sit in different slots, which then
+// take the ordered path). The factory
 // constructor accepts any DistributedLock backend (Redlock included): the
 // ordering argument above holds for any mutual-exclusion lock per key.
 //
