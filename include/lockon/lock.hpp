@@ -230,6 +230,10 @@ class DistributedLock {
   std::shared_ptr<State> state_;
 };
 
+namespace detail {
+class OneScriptAcquisition;  // internal: MultiLock's single-script path (src/multi/one_script.hpp)
+}  // namespace detail
+
 /// A lock on one Redis server.
 class Lock final : public DistributedLock {
  public:
@@ -251,6 +255,9 @@ class Lock final : public DistributedLock {
   bool acquire_until(Clock::time_point deadline) override;
 
  private:
+  // Internal: lets a MultiLock hand this Lock an acquisition it made for
+  // several keys in one script (the Lock then renews and releases it).
+  friend class detail::OneScriptAcquisition;
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -5,11 +5,30 @@
 //   std::scoped_lock guard(both);          // holds acct:a AND acct:b, or waits
 //   ledger.move(both.fence(0), both.fence(1), ...);
 //
-// HOW: the keys are sorted and deduplicated, then taken one by one in that
-// order with one ordinary lock object per key (lockon::Lock, or whatever the
+// HOW: the keys are sorted and deduplicated, then (unless one script takes
+// them all at once, see ONE SCRIPT FIRST) taken one by one in that order with one ordinary lock object per key (lockon::Lock, or whatever the
 // factory makes). Each key is an ordinary lock key: a plain Lock on "acct:a"
 // and a MultiLock over {"acct:a", "acct:b"} exclude each other, and each key
 // keeps its FIFO queue, notifications and renewal.
+//
+// ONE SCRIPT FIRST: when every key can be reached by one script — the
+// Client constructor (or a factory making plain lockon::Locks on one
+// Client with the same options), no replica_acks, and on a Redis Cluster
+// every key in ONE hash slot (give them a common hash tag: "{acct}:a",
+// "{acct}:b") — an acquisition first tries a single script (one round
+// trip for all N keys): only if every key is free AND has nobody queued in
+// its FIFO queue does it set every key to one token with the ttl, raise
+// each key's fence and write each key's holder record; otherwise it
+// changes nothing. On one server or behind Sentinel every key lives on the
+// one master, so the keys' slots do not matter there; on a Cluster keys in
+// different slots (possibly on different nodes) always take the ordered
+// path. Each key's Lock adopts its part of the acquisition (lease counted
+// from the script's send time, renewal, release: exactly as if it had won
+// the key itself). When a key is busy the acquisition continues with the
+// ordered path below (try_lock() simply fails when a key is held); a
+// queued waiter is never jumped. One key alone keeps the Lock's own path.
+// A contended acquisition thus pays the failed script (one round trip)
+// before it queues. With a custom LockOptions::token every key holds it.
 //
 // DEADLOCK FREEDOM: every MultiLock takes its keys in the same global order
 // (byte-wise string order) and waits for a key only while holding keys that
@@ -43,7 +62,8 @@
 // TTL sees lost() on resuming; tested with SIGSTOP).
 //
 // Backends: the Client constructor makes single-instance Locks (any
-// topology; in a Cluster the keys may sit in different slots). The factory
+// topology; in a Cluster the keys may sit in different slots, which then
+// take the ordered path). The factory
 // constructor accepts any DistributedLock backend (Redlock included): the
 // ordering argument above holds for any mutual-exclusion lock per key.
 //
@@ -117,11 +137,13 @@ class MultiLock final : public DistributedLock {
   struct Relay;
   void build(std::vector<std::string> names, const LockFactory& make_lock);
   void release_taken(std::size_t count) noexcept;
+  bool on_taken();
   std::vector<const DistributedLock*> key_locks() const;
 
   std::vector<std::unique_ptr<DistributedLock>> locks_;  // sorted by key, distinct
   std::vector<std::size_t> positions_;                   // constructor index -> locks_ index
   std::shared_ptr<Relay> relay_;                         // forwards per-key losses
+  bool one_script_ = false;                              // all keys in one script first (see above)
 };
 
 }  // namespace lockon

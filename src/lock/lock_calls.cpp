@@ -39,8 +39,6 @@ ReplyPtr LockCalls::command(std::span<const std::string_view> args, std::string_
   return command_until(args, operation, Clock::time_point::max());
 }
 
-namespace {
-
 // Reads the pending reply, waiting at most the socket timeout or `until`,
 // whichever comes first. Null when `until` came first and passed (the
 // connection is then marked broken: the reply is still owed).
@@ -58,8 +56,6 @@ ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::c
     return nullptr;  // the caller's deadline passed first
   }
 }
-
-}  // namespace
 
 ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string_view> args,
                                std::string_view operation, Clock::time_point until) {

@@ -15,6 +15,11 @@
 
 namespace lockon::detail {
 
+/// Reads the pending reply on `connection`, waiting at most the socket
+/// timeout or `until`, whichever comes first; null when `until` passed
+/// first (the outcome of the request is then unknown).
+ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::chrono::steady_clock::time_point until);
+
 class LockCalls {
  public:
   using Clock = std::chrono::steady_clock;

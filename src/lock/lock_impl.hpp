@@ -63,6 +63,22 @@ class Lock::Impl {
   void stop_renewal() noexcept;
   void abandon_wait() noexcept;
 
+  // Internal entry points of MultiLock's single-script path
+  // (src/multi/one_script.cpp, lock_adopt.cpp). Not used by Lock itself.
+  const detail::LockCalls& calls() const noexcept { return calls_; }
+  const LockOptions& options() const noexcept { return state_.options; }
+  const std::shared_ptr<detail::ClientImpl>& client_impl() const noexcept { return client_.impl(); }
+  /// Not held, no queue place kept: an acquisition may be adopted.
+  bool can_adopt() noexcept { return !state_.held_here() && !wait_; }
+  /// Takes over an acquisition of this key made by someone else's request
+  /// (sent at `sent_at`, the key set to `token` with this lock's ttl,
+  /// `record` written as holder record): from here on it is exactly this
+  /// Lock's (lease end, watchdog, release). False when the lease can no
+  /// longer be proven (confirm_lease) — the key is then not held.
+  bool adopt(const std::string& token, const std::string& record, std::uint64_t fence, Clock::time_point sent_at);
+  /// Hands an attempt with `token` whose outcome is unknown to the clean-up.
+  void abandon_token(const std::string& token) const noexcept { calls_.abandon(orphan_entry(token), true); }
+
  private:
   // A queue place: kept across timed attempts with keep_queue_place.
   struct Wait {

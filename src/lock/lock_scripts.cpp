@@ -51,15 +51,17 @@ namespace {
 // forever: one key per lock_on argument tuple). Lua numbers are doubles:
 // microseconds since 1970 (~2^51) are exact, and are formatted with %.0f
 // because tostring() would print 1.7e+15.
-#define LOCKON_LUA_NEXT_FENCE                                                                       \
-  "local function next_fence()\n"                                                                   \
+#define LOCKON_LUA_NEXT_FENCE_AT                                                                    \
+  "local function next_fence_at(counter)\n"                                                         \
   "  local now = redis.call('TIME')\n"                                                              \
   "  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])\n"                                 \
-  "  local last = tonumber(redis.call('GET', KEYS[3]) or '0') or 0\n"                               \
+  "  local last = tonumber(redis.call('GET', counter) or '0') or 0\n"                               \
   "  if last >= fence then fence = last + 1 end\n"                                                  \
-  "  redis.call('SET', KEYS[3], string.format('%.0f', fence), 'PX', 3600000)\n"                     \
+  "  redis.call('SET', counter, string.format('%.0f', fence), 'PX', 3600000)\n"                     \
   "  return fence\n"                                                                                \
   "end\n"
+#define LOCKON_LUA_NEXT_FENCE \
+  LOCKON_LUA_NEXT_FENCE_AT "local function next_fence() return next_fence_at(KEYS[3]) end\n"
 
 // Gives K to the first queued waiter whose process still listens, or
 // deletes K when there is none. KEYS[1..4] = lock, queue, fence, hand-over
@@ -270,6 +272,35 @@ const Script& cancel_wait(bool sharded) {
   return sharded_variant(script, sharded);
 }
 
+const Script& acquire_all() {
+  static const Script script(
+      LOCKON_LUA_NEXT_FENCE_AT
+      // Check everything before writing anything: GET also fails a key of
+      // another type with WRONGTYPE here, before any write.
+      "local n = #KEYS / 4\n"
+      "for i = 0, n - 1 do\n"
+      "  if redis.call('GET', KEYS[4 * i + 1]) then return {0, i + 1, 1} end\n"
+      // Free but with waiters queued (a holder expired without a release):
+      // their turn first; the caller falls back to the Lock's own path,
+      // which hands the key down the line and queues behind it.
+      "  if redis.call('LLEN', KEYS[4 * i + 2]) > 0 then return {0, i + 1, 2} end\n"
+      "  redis.call('GET', KEYS[4 * i + 3])\n"
+      "end\n"
+      "local out = {1}\n"
+      "for i = 0, n - 1 do\n"
+      "  if ARGV[2] == '0' then redis.call('SET', KEYS[4 * i + 1], ARGV[1])\n"
+      "  else redis.call('SET', KEYS[4 * i + 1], ARGV[1], 'PX', ARGV[2]) end\n"
+      "  out[i + 2] = ARGV[3] == '1' and next_fence_at(KEYS[4 * i + 3]) or 0\n"
+      "  if ARGV[4] ~= '' then\n"
+      "    if ARGV[2] == '0' then redis.call('SET', KEYS[4 * i + 4], ARGV[4])\n"
+      "    else redis.call('SET', KEYS[4 * i + 4], ARGV[4], 'PX', ARGV[2]) end\n"
+      "  end\n"
+      "end\n"
+      "return out\n");
+  return script;
+}
+
+#undef LOCKON_LUA_NEXT_FENCE_AT
 #undef LOCKON_LUA_MY_ENTRY
 #undef LOCKON_LUA_HAND_OVER
 #undef LOCKON_LUA_NEXT_FENCE

@@ -102,5 +102,18 @@ const Script& renew();
 /// not be published), else 0.
 const Script& cancel_wait(bool sharded = false);
 
+/// MultiLock's single script (src/multi/one_script.cpp), all keys in one
+/// hash slot (or on one non-cluster server). KEYS: per lock key, in order:
+/// lock, queue, fence counter, holder record ("who") — 4 per key.
+/// ARGV: token, ttl ms ("0": no expiry), fenced ("1"/"0"), holder record
+/// ("": none). Takes every key or none: only if every key is free and has
+/// nobody queued (a queued waiter is never jumped) does it set every key to
+/// the token with the ttl, raise each key's fence (as a hand-over does:
+/// max(last + 1, server TIME in µs)) and write the holder record. Returns
+/// {1, fence_1, ..., fence_n} (0 without fencing), or {0, i, why} with i
+/// the first unavailable key (1-based) and why 1 = held, 2 = free but
+/// waiters queued; then nothing was written.
+const Script& acquire_all();
+
 }  // namespace scripts
 }  // namespace lockon::detail

@@ -10,6 +10,7 @@
 
 #include "lock/lease.hpp"
 #include "lockon/errors.hpp"
+#include "multi/one_script.hpp"
 
 namespace lockon {
 
@@ -84,6 +85,7 @@ void MultiLock::build(std::vector<std::string> names, const LockFactory& make_lo
     const auto at = std::lower_bound(sorted.begin(), sorted.end(), name);
     positions_.push_back(static_cast<std::size_t>(at - sorted.begin()));
   }
+  one_script_ = detail::OneScriptAcquisition::eligible(locks_);
 }
 
 MultiLock::~MultiLock() { unlock(); }
@@ -102,6 +104,16 @@ void MultiLock::release_taken(std::size_t count) noexcept {
 bool MultiLock::acquire_until(Clock::time_point deadline) {
   State& s = state();
   if (s.held_here()) throw LockError("lock '" + s.name + "' is already held by this object (not reentrant)", s.name);
+  if (one_script_) {
+    // Every key free and nobody queued: all of them in one round trip.
+    using Outcome = detail::OneScriptAcquisition::Outcome;
+    const Outcome outcome = detail::OneScriptAcquisition::take(locks_, deadline);
+    if (outcome == Outcome::taken) return on_taken();
+    if (outcome == Outcome::deadline_passed) return false;
+    // A key is held: a single attempt fails as the ordered one would.
+    if (outcome == Outcome::held && deadline == Clock::time_point::min()) return false;
+    // Otherwise wait key by key in order, with each Lock's queueing.
+  }
   std::size_t taken = 0;
   try {
     for (; taken < locks_.size(); ++taken) {
@@ -117,6 +129,11 @@ bool MultiLock::acquire_until(Clock::time_point deadline) {
     release_taken(taken);
     return false;
   }
+  return on_taken();
+}
+
+bool MultiLock::on_taken() {
+  State& s = state();
   s.held = true;
   s.begin_lease();
   // The keys' leases also end by the clock (a holder resumed after a pause

@@ -130,3 +130,35 @@ LOCKON_WORKER_COMMAND(multi_transfer)(const std::vector<std::string>& args) -> i
   }
   return 0;
 }
+
+// multi_bank URL A B ROUNDS ORDER
+//   ROUNDS times: a MultiLock over {A, B} (listed A,B when ORDER is "ab",
+//   B,A otherwise), then moves an amount between "<A>:balance" and
+//   "<B>:balance" and bumps the "<A>:ops" counter, all as non-atomic GET + SET (only the lock
+//   makes them exact). Prints "done N" (test_multi_lock_script.cpp).
+LOCKON_WORKER_COMMAND(multi_bank)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 5) return multi_usage("multi_bank URL A B ROUNDS ORDER");
+  const lockon::Client client(args[0]);
+  const std::string& a = args[1];
+  const std::string& b = args[2];
+  const std::string ops = a + ":ops";
+  const long long rounds = std::stoll(args[3]);
+  lockon::MultiLock both(client, args[4] == "ab" ? std::vector<std::string>{a, b} : std::vector<std::string>{b, a},
+                         {.ttl = std::chrono::seconds(5)});
+  long long done = 0;
+  for (long long i = 0; i < rounds; ++i) {
+    if (!both.try_lock_for(std::chrono::seconds(20))) break;
+    const long long amount = 1 + i % 7;
+    const std::string from = (i % 2 == 0 ? a : b) + ":balance";
+    const std::string to = (i % 2 == 0 ? b : a) + ":balance";
+    const long long from_balance = balance_of(client, from);
+    const long long to_balance = balance_of(client, to);
+    client.command({"SET", from, std::to_string(from_balance - amount)});
+    client.command({"SET", to, std::to_string(to_balance + amount)});
+    client.command({"SET", ops, std::to_string(balance_of(client, ops) + 1)});
+    both.release();
+    ++done;
+  }
+  std::cout << "done " << done << std::endl;
+  return done == rounds ? 0 : 1;
+}
