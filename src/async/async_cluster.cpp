@@ -236,8 +236,14 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
   bool asking = false;
   NodeAddress ask_target;
   Routed routed;
+  // MOVED/ASK count against kMaxRoutedAttempts (a redirection loop);
+  // waits for a migration or failover (TRYAGAIN, CLUSTERDOWN, no owner,
+  // connection refused) only against the time bound (and kMaxWaits): a
+  // slot's migration outlasts 16 short back-offs.
+  constexpr int kMaxWaits = 1000;
+  int redirects = 0;
   for (int attempt = 1;; ++attempt) {
-    const bool may_retry = attempt < kMaxRoutedAttempts && Clock::now() + backoff < bound;
+    const bool may_retry = attempt < kMaxWaits && Clock::now() + backoff < bound;
     std::shared_ptr<Node> node;
     bool pause = false;  // (no co_await inside a handler)
     try {
@@ -287,12 +293,13 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
     const Redirect what = redirect_of(text);
     if (what.kind == RedirectKind::moved) on_moved(*node, text);
     else stale_ = stale_ || text.starts_with("CLUSTERDOWN");
-    if (attempt >= kMaxRoutedAttempts || Clock::now() >= bound) co_return routed;
+    if (what.kind != RedirectKind::retry) ++redirects;
+    if (redirects >= kMaxRoutedAttempts || attempt >= kMaxWaits || Clock::now() >= bound) co_return routed;
     asking = what.kind == RedirectKind::ask;
     if (asking) {
       ask_target = what.target;
       if (ask_target.host.empty()) ask_target.host = node->options.host;
-    } else if (what.kind == RedirectKind::retry || attempt > 2) {
+    } else if (what.kind == RedirectKind::retry || redirects > 2) {
       // A MOVED right after a MOVED: the map is in flux (failover); wait.
       if (Clock::now() + backoff >= bound) co_return routed;
       co_await sleep_for(executor_, backoff);

@@ -14,9 +14,11 @@
 //   write); TRYAGAIN/CLUSTERDOWN are resent after a back-off doubling from
 //   1 ms to 100 ms; a ConnectError (nothing sent) is retried likewise. Those
 //   replies mean the request did not run, so resending is safe. Bounded by
-//   the caller's deadline (without one: max(socket timeout, 1 s)) and
-//   kMaxRoutedAttempts; then the last reply is returned (mapped by the
-//   caller). Any other I/O failure leaves the outcome unknown: thrown.
+//   the caller's deadline (without one: max(socket timeout, 1 s)); MOVED and
+//   ASK also by kMaxRoutedAttempts (the waits for a migration only by time,
+//   unlike routed_call: a half-moved slot answers multi-key requests ASK
+//   then TRYAGAIN until it ends); then the last reply is returned (mapped by
+//   the caller). Any other I/O failure leaves the outcome unknown: thrown.
 //
 // Everything runs on the client's executor: no locks, no blocking call.
 #pragma once
