@@ -202,7 +202,11 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::command(std::span<cons
   append_resp(resp, args);
   if (cluster_) {
     auto cluster = cluster_;
-    auto routed = co_await cluster->exchange(args.size() > 1 ? args[1] : std::string_view(), resp, 1, until, operation);
+    // (Not a conditional expression in the co_await statement: GCC 12
+    // miscompiles those.)
+    std::string_view key;
+    if (args.size() > 1) key = args[1];
+    auto routed = co_await cluster->exchange(key, resp, 1, until, operation);
     if (routed.outcome.ended != Ended::replied) co_return Answer{routed.outcome.ended, nullptr};
     check_reply(*routed.outcome.replies[0], routed.connection->endpoint(), operation);
     co_return Answer{Ended::replied, std::move(routed.outcome.replies[0])};
@@ -228,10 +232,12 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::script(const Script& s
                                                                  Clock::time_point until) {
   if (cluster_) {
     auto cluster = cluster_;
+    std::string_view key;
+    if (!keys.empty()) key = keys[0];
     for (const bool by_sha : {true, false}) {
       std::string resp;
       append_script(resp, script, by_sha, keys, args);
-      auto routed = co_await cluster->exchange(keys.empty() ? std::string_view() : keys[0], resp, 1, until, operation);
+      auto routed = co_await cluster->exchange(key, resp, 1, until, operation);
       if (routed.outcome.ended != Ended::replied) co_return Answer{routed.outcome.ended, nullptr};
       ReplyPtr reply = std::move(routed.outcome.replies[0]);
       // NOSCRIPT (first use on this master, restart): nothing ran; send the body.
