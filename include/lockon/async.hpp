@@ -39,9 +39,9 @@
 // the caller's.
 // fence(), held(), lost() are meant to be read from the client's executor.
 //
-// Limitations (this version): standalone servers only (Sentinel/Cluster URLs
-// throw ConfigError), no TLS (ConfigError), LockOptions::keep_queue_place is
-// not supported (ConfigError).
+// URLs: standalone, Unix, TLS, Sentinel and Cluster (docs/async.md).
+// Limitation (this version): LockOptions::keep_queue_place is not supported
+// (ConfigError).
 #pragma once
 
 #include <asio/any_io_executor.hpp>
@@ -95,7 +95,7 @@ class AsyncClient {
  public:
   using executor_type = asio::any_io_executor;
 
-  /// Throws ConfigError for invalid options, a Sentinel/Cluster URL or TLS.
+  /// Throws ConfigError for invalid options.
   AsyncClient(executor_type executor, std::string_view url, AsyncClientOptions options = {});
   AsyncClient(executor_type executor, ConnectionOptions connection, AsyncClientOptions options = {});
 

@@ -27,12 +27,12 @@ AsyncClientImpl::AsyncClientImpl(asio::any_io_executor executor, ConnectionOptio
       limits_(limits),
       endpoint_(options_.endpoint()) {
   validate(options_);
-  if (options_.deployment == Deployment::cluster)
-    throw ConfigError("lockon's async client supports standalone and Sentinel deployments, not Cluster yet (" +
-                      endpoint_ + ")");
   if (limits_.reconnect_delay.count() <= 0) throw ConfigError("AsyncClientOptions::reconnect_delay must be > 0");
   sentinel_ = options_.deployment == Deployment::sentinel;
-  if (!sentinel_) {
+  if (options_.deployment == Deployment::cluster) {
+    cluster_ = std::make_shared<AsyncCluster>(executor_, options_, limits_.reconnect_delay);
+    stale_ = false;
+  } else if (!sentinel_) {
     connection_ = std::make_shared<AsyncConnection>(executor_, options_);
     stale_ = false;
   }
@@ -41,6 +41,7 @@ AsyncClientImpl::AsyncClientImpl(asio::any_io_executor executor, ConnectionOptio
 AsyncClientImpl::~AsyncClientImpl() { close(); }
 
 void AsyncClientImpl::close() noexcept {
+  if (cluster_) cluster_->close();
   if (connection_) connection_->close();
   if (subscriber_) {
     // Waiting locks keep the old one (they poll now); a later wait makes a new one.
@@ -61,6 +62,13 @@ std::shared_ptr<AsyncSubscriber> AsyncClientImpl::subscriber() {
     subscriber_ = std::make_shared<AsyncSubscriber>(executor_, connection_->options(), limits_.reconnect_delay);
   }
   return subscriber_;
+}
+
+asio::awaitable<std::shared_ptr<AsyncSubscriber>> AsyncClientImpl::subscriber_for(std::string key,
+                                                                                  Clock::time_point until) {
+  if (!cluster_) co_return subscriber();
+  auto cluster = cluster_;
+  co_return co_await cluster->subscriber_for(key, until);
 }
 
 asio::awaitable<std::shared_ptr<AsyncConnection>> AsyncClientImpl::route(Clock::time_point until) {
@@ -181,28 +189,10 @@ void AsyncClientImpl::mark_stale(const AsyncConnection& used) noexcept {
   if (sentinel_ && connection_.get() == &used) stale_ = true;
 }
 
-namespace {
-
-// Closes a retired connection once no reply is owed on it (bounded wait):
-// closing at once would turn requests that ran into ClosedErrors.
-asio::awaitable<void> close_when_idle(std::shared_ptr<AsyncConnection> old, std::chrono::milliseconds bound) {
-  asio::steady_timer timer(old->executor());
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (old->owed() > 0 && std::chrono::steady_clock::now() < until) {
-    timer.expires_after(std::chrono::milliseconds(20));
-    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-  }
-  old->close();
-}
-
-}  // namespace
 
 void AsyncClientImpl::retire(std::shared_ptr<AsyncConnection> old) noexcept {
-  try {
-    const auto bound = options_.socket_timeout.count() > 0 ? options_.socket_timeout : std::chrono::milliseconds(5000);
-    asio::co_spawn(executor_, close_when_idle(std::move(old), bound), asio::detached);
-  } catch (...) {
-  }
+  const auto bound = options_.socket_timeout.count() > 0 ? options_.socket_timeout : std::chrono::milliseconds(5000);
+  retire_when_idle(std::move(old), bound);
 }
 
 asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::command(std::span<const std::string_view> args,
@@ -210,6 +200,17 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::command(std::span<cons
                                                                   Clock::time_point until) {
   std::string resp;
   append_resp(resp, args);
+  if (cluster_) {
+    auto cluster = cluster_;
+    // (Not a conditional expression in the co_await statement: GCC 12
+    // miscompiles those.)
+    std::string_view key;
+    if (args.size() > 1) key = args[1];
+    auto routed = co_await cluster->exchange(key, resp, 1, until, operation);
+    if (routed.outcome.ended != Ended::replied) co_return Answer{routed.outcome.ended, nullptr};
+    check_reply(*routed.outcome.replies[0], routed.connection->endpoint(), operation);
+    co_return Answer{Ended::replied, std::move(routed.outcome.replies[0])};
+  }
   auto connection = co_await route(until);
   AsyncConnection::Outcome outcome;
   try {
@@ -229,6 +230,23 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::script(const Script& s
                                                                  std::span<const std::string_view> args,
                                                                  std::string_view operation,
                                                                  Clock::time_point until) {
+  if (cluster_) {
+    auto cluster = cluster_;
+    std::string_view key;
+    if (!keys.empty()) key = keys[0];
+    for (const bool by_sha : {true, false}) {
+      std::string resp;
+      append_script(resp, script, by_sha, keys, args);
+      auto routed = co_await cluster->exchange(key, resp, 1, until, operation);
+      if (routed.outcome.ended != Ended::replied) co_return Answer{routed.outcome.ended, nullptr};
+      ReplyPtr reply = std::move(routed.outcome.replies[0]);
+      // NOSCRIPT (first use on this master, restart): nothing ran; send the body.
+      if (by_sha && is_noscript(*reply)) continue;
+      check_reply(*reply, routed.connection->endpoint(), operation);
+      co_return Answer{Ended::replied, std::move(reply)};
+    }
+    throw ProtocolError(std::string(operation) + " on " + endpoint_ + ": NOSCRIPT after EVAL");
+  }
   auto connection = co_await route(until);
   for (const bool by_sha : {true, false}) {
     std::string resp;
@@ -256,6 +274,18 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
     Clock::time_point until) {
   std::string resp;
   for (const auto& command : commands) append_resp(resp, command);
+  if (cluster_) {
+    // The first command naming a key (MULTI names none).
+    std::string_view key;
+    for (const auto& command : commands)
+      if (command.size() > 1) {
+        key = command[1];
+        break;
+      }
+    auto cluster = cluster_;
+    auto routed = co_await cluster->exchange(key, resp, commands.size(), until, operation);
+    co_return std::move(routed.outcome);
+  }
   auto connection = co_await route(until);
   AsyncConnection::Outcome outcome;
   try {
@@ -282,7 +312,7 @@ asio::awaitable<void> clean_up(std::shared_ptr<AsyncClientImpl> client, std::arr
       const auto socket_timeout = client->options().socket_timeout.count() > 0
                                       ? client->options().socket_timeout
                                       : std::chrono::milliseconds(5000);
-      auto answer = co_await client->script(scripts::cancel_wait(), key_views, args, "cancel wait",
+      auto answer = co_await client->script(scripts::cancel_wait(client->sharded()), key_views, args, "cancel wait",
                                             std::chrono::steady_clock::now() + socket_timeout);
       if (answer.ended == AsyncConnection::Ended::replied) co_return;
     } catch (...) {

@@ -11,6 +11,11 @@
 // listener thread: a demoted master can take seconds to say READONLY, and
 // writes accepted meanwhile would be lost). A switch retires the old connection once its owed replies
 // came (bounded) and closes the old subscriber (its waiters poll).
+//
+// Cluster (async_cluster.hpp): no single connection; every request goes to
+// the master serving its key's slot (command: args[1]; script: KEYS[1];
+// pipeline: the first command with a key), following MOVED/ASK; waiters use
+// that master's sharded subscriber (subscriber_for).
 #pragma once
 
 #include <asio/any_io_executor.hpp>
@@ -26,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "async/async_cluster.hpp"
 #include "async/async_connection.hpp"
 #include "async/async_subscriber.hpp"
 #include "client/script.hpp"
@@ -53,8 +59,12 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   const asio::any_io_executor& executor() const noexcept { return executor_; }
   const ConnectionOptions& options() const noexcept { return options_; }
   const std::string& endpoint() const noexcept { return endpoint_; }
-  /// The current command connection (standalone: the only one).
+  /// The current command connection (standalone: the only one; not Cluster).
   AsyncConnection& connection() noexcept { return *connection_; }
+  /// Cluster: wake-ups go over sharded pub/sub (scripts::*(sharded())).
+  bool sharded() const noexcept { return cluster_ != nullptr; }
+  /// Cluster state (null otherwise; tests).
+  AsyncCluster* cluster() const noexcept { return cluster_.get(); }
   /// Master switches seen (Sentinel; tests).
   std::uint64_t switches() const noexcept { return switches_; }
 
@@ -72,6 +82,9 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   /// The pub/sub connection of the current node (made on first use). Hold
   /// the pointer for the whole wait: a Sentinel switch replaces it.
   std::shared_ptr<AsyncSubscriber> subscriber();
+  /// The subscriber that hears of hand-overs of `key`: subscriber(), or on
+  /// a Cluster the sharded one of the master serving key's slot now.
+  asio::awaitable<std::shared_ptr<AsyncSubscriber>> subscriber_for(std::string key, Clock::time_point until);
 
   /// Runs the cancel-wait script for queue entry `entry` of lock `keys`
   /// (lock, queue, fence, record) in the background, retried with back-off
@@ -101,6 +114,7 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   std::string endpoint_;
   std::shared_ptr<AsyncConnection> connection_;
   std::shared_ptr<AsyncSubscriber> subscriber_;
+  std::shared_ptr<AsyncCluster> cluster_;  // Cluster only
   // Sentinel only.
   bool sentinel_ = false;
   bool stale_ = true;

@@ -118,7 +118,7 @@ asio::awaitable<void> AsyncLockImpl::release() noexcept {
   try {
     co_await uncancellable();
     const std::array<std::string_view, 1> args{token};
-    auto answer = co_await client_->script(scripts::release(), keys(), args, "release lock",
+    auto answer = co_await client_->script(scripts::release(client_->sharded()), keys(), args, "release lock",
                                            Clock::time_point::max());
     const redisReply& reply = *answer.reply;
     if (reply.type != REDIS_REPLY_INTEGER || reply.integer < 1) {

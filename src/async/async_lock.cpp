@@ -7,6 +7,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <optional>
 
 #include "async/async_lock_impl.hpp"
 #include "client/error_map.hpp"
@@ -200,7 +201,7 @@ asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::wait_attempt(const std::s
   const std::array<std::string_view, 4> args{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0"};
   Attempt result;
   result.sent_at = Clock::now();
-  auto answer = co_await client_->script(scripts::wait_attempt(), keys(), args, "acquire lock", deadline);
+  auto answer = co_await client_->script(scripts::wait_attempt(client_->sharded()), keys(), args, "acquire lock", deadline);
   if (answer.ended != Ended::replied) {
     result.cancelled = answer.ended == Ended::cancelled;
     result.deadline_passed = !result.cancelled;
@@ -219,21 +220,36 @@ asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::wait_attempt(const std::s
 }
 
 asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
-  // Held for the whole wait: a Sentinel switch replaces the client's.
-  const std::shared_ptr<AsyncSubscriber> subscriber_ref = client_->subscriber();
-  auto& subscriber = *subscriber_ref;
+  // Held for the whole wait: a Sentinel switch replaces the client's; on a
+  // Cluster it is the sharded subscriber of the master serving the key
+  // (every master's has the same id, so our queue entry stays valid when
+  // the slot moves: follow_slot below).
+  std::shared_ptr<AsyncSubscriber> subscriber = co_await client_->subscriber_for(name(), deadline);
   const std::string waiter_id = random_hex(8);
-  const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
+  const std::string entry = subscriber->id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
                             (options_.fencing ? "1" : "0") + "|" + token_;
-  AsyncSubscriber::Watch watch = subscriber.watch(waiter_id, wake_channel(name(), subscriber.id()));
-  auto& slot = watch.slot();
+  std::optional<AsyncSubscriber::Watch> watch;
+  watch.emplace(subscriber->watch(waiter_id, wake_channel(name(), subscriber->id())));
   const auto poll = options_.wait_poll_interval;
   std::exception_ptr failure;
   bool was_cancelled = false;
+  // Cluster: the key's slot moved to another master (our last attempt
+  // followed a MOVED, so the map knows): listen on that master's shard
+  // channel instead. A wake-up published on the old one meanwhile is not
+  // lost: the key then holds our token, which the next attempt sees.
+  const auto follow_slot = [&]() -> asio::awaitable<void> {
+    if (!client_->sharded() || watch->slot().handed) co_return;
+    auto now_serving = co_await client_->subscriber_for(name(), deadline);
+    if (now_serving == subscriber) co_return;
+    watch.reset();
+    subscriber = std::move(now_serving);
+    watch.emplace(subscriber->watch(waiter_id, wake_channel(name(), subscriber->id())));
+    co_await subscriber->wait_subscribed(*watch, std::min(deadline, add_saturating(Clock::now(), poll)));
+  };
   try {
     // Subscribed before queueing: a hand-over cannot precede our ability to
     // hear of it. Bounded: a dead subscription only costs polling.
-    co_await subscriber.wait_subscribed(watch, std::min(deadline, add_saturating(Clock::now(), poll)));
+    co_await subscriber->wait_subscribed(*watch, std::min(deadline, add_saturating(Clock::now(), poll)));
     if ((co_await asio::this_coro::cancellation_state).cancelled() != asio::cancellation_type::none)
       throw_cancelled();
     // Precedes any hand-over to our entry: the lease of a grant by message
@@ -251,8 +267,8 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
       const auto now = Clock::now();
       if (last.deadline_passed || now >= deadline) {
         // A hand-over that raced with the deadline: take it rather than bounce it.
-        if (slot.handed) {
-          Attempt handed{true, false, false, slot.fence, -2, queued_at};
+        if (watch->slot().handed) {
+          Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
           const bool taken = co_await confirm_lease(handed, bounded_by_socket_timeout(client_->options()));
           if (taken) {
             on_acquired(handed);
@@ -264,17 +280,18 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
       auto wake_at = std::min(deadline, add_saturating(now, poll));
       // A holder that crashed releases nothing: look again when its lease ends.
       if (last.pttl >= 0) wake_at = std::min(wake_at, add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
-      const auto wake = co_await subscriber.wait_until(watch, wake_at);
+      co_await follow_slot();
+      const auto wake = co_await subscriber->wait_until(*watch, wake_at);
       if (wake == AsyncSubscriber::Wake::cancelled) throw_cancelled();
       if (wake == AsyncSubscriber::Wake::handed) {
         // The release set the key to our token before publishing.
-        Attempt handed{true, false, false, slot.fence, -2, queued_at};
+        Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
         const bool taken = co_await confirm_lease(handed, Clock::time_point::max());
         if (taken) {
           on_acquired(handed);
           co_return true;
         }
-        slot.handed = false;  // the lease ran out while we did not run: queue again
+        watch->slot().handed = false;  // the lease ran out while we did not run: queue again
       }
       last = co_await wait_attempt(entry, false, deadline);
     }
@@ -322,7 +339,7 @@ asio::awaitable<void> AsyncLockImpl::leave(const std::string& entry) noexcept {
   try {
     co_await uncancellable();  // the caller did so too (see uncancellable())
     const std::array<std::string_view, 1> args{entry};
-    auto answer = co_await client_->script(scripts::cancel_wait(), keys(), args, "cancel wait",
+    auto answer = co_await client_->script(scripts::cancel_wait(client_->sharded()), keys(), args, "cancel wait",
                                            bounded_by_socket_timeout(client_->options()));
     if (answer.ended == Ended::replied) {
       if (answer.reply->type == REDIS_REPLY_INTEGER && answer.reply->integer == 3) warn_publish_denied(*client_);

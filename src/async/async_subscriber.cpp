@@ -14,12 +14,13 @@
 namespace lockon::detail {
 
 AsyncSubscriber::AsyncSubscriber(asio::any_io_executor executor, ConnectionOptions options,
-                                 std::chrono::milliseconds reconnect_delay)
+                                 std::chrono::milliseconds reconnect_delay, bool sharded, std::string id)
     : executor_(std::move(executor)),
-      id_(random_hex(8)),
+      id_(id.empty() ? random_hex(8) : std::move(id)),
       reconnect_delay_(reconnect_delay),
       connection_(std::make_shared<AsyncConnection>(executor_, std::move(options))),
-      reconnect_timer_(executor_) {}
+      reconnect_timer_(executor_),
+      sharded_(sharded) {}
 
 AsyncSubscriber::~AsyncSubscriber() { close(); }
 
@@ -56,7 +57,7 @@ AsyncSubscriber::Watch AsyncSubscriber::watch(const std::string& waiter_id, cons
   if (++entry.waiters == 1 && !closed_) {
     // Subscribe now if up; a connection being opened subscribes every
     // channel with waiters once its handshake is through (on_state).
-    if (connection_->connected()) send("SUBSCRIBE", channel);
+    if (connection_->connected()) send(verb(true), channel);
     else connection_->ensure_connected();
   }
   return Watch(shared_from_this(), waiter_id, std::move(slot));
@@ -72,7 +73,7 @@ void AsyncSubscriber::unwatch(const std::string& waiter_id) noexcept {
     if (entry == channels_.end()) return;
     if (--entry->second.waiters > 0) return;
     if (connection_->connected() && (entry->second.subscribed || entry->second.outstanding > 0)) {
-      send("UNSUBSCRIBE", channel);
+      send(verb(false), channel);
     } else if (entry->second.outstanding == 0) {
       channels_.erase(entry);
     }
@@ -89,9 +90,12 @@ void AsyncSubscriber::send(std::string_view verb, const std::string& channel) {
   connection_->send_unowed(resp);
 }
 
-void AsyncSubscriber::wake_channel_waiters(const std::string& channel) noexcept {
+void AsyncSubscriber::wake_channel_waiters(const std::string& channel, bool nudge) noexcept {
   for (auto& [id, slot] : waiters_)
-    if (slot->channel == channel) slot->wake();
+    if (slot->channel == channel) {
+      if (nudge) slot->nudged = true;
+      slot->wake();
+    }
 }
 
 void AsyncSubscriber::on_push(ReplyPtr reply) {
@@ -104,6 +108,14 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
     if (entry == channels_.end()) return;
     entry->second.outstanding -= 1;
     entry->second.denied = true;
+    const std::string_view text(reply->str, reply->len);
+    const std::string_view code = text.substr(0, text.find(' '));
+    if (sharded_ && (code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN" || code == "TRYAGAIN")) {
+      // The channel's slot is not (or no longer) this master's: its
+      // waiters retry now and follow the slot.
+      wake_channel_waiters(channel, true);
+      return;
+    }
     warn_once("acl:subscribe:" + connection_->endpoint(),
               "lockon's async client may not SUBSCRIBE to its wake-up channels on " + connection_->endpoint() +
                   ": waiting locks fall back to polling every wait_poll_interval");
@@ -113,8 +125,20 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || reply->element[0]->type != REDIS_REPLY_STRING ||
       reply->element[1]->type != REDIS_REPLY_STRING)
     return;
-  const std::string_view kind(reply->element[0]->str, reply->element[0]->len);
+  std::string_view kind(reply->element[0]->str, reply->element[0]->len);
   const std::string channel(reply->element[1]->str, reply->element[1]->len);
+  // Shard channels answer with the same shapes, prefixed "s".
+  if (sharded_ && (kind == "smessage" || kind == "ssubscribe" || kind == "sunsubscribe")) kind.remove_prefix(1);
+  if (sharded_ && kind == "unsubscribe" && (pending_.empty() || pending_.front() != channel)) {
+    // Not asked for: the channel's slot left this node (resharding,
+    // failover). Its waiters retry now and follow the slot.
+    auto entry = channels_.find(channel);
+    if (entry == channels_.end()) return;
+    entry->second.subscribed = false;
+    if (entry->second.waiters == 0 && entry->second.outstanding == 0) channels_.erase(entry);
+    else wake_channel_waiters(channel, true);
+    return;
+  }
   if (kind == "message" && reply->element[2]->type == REDIS_REPLY_STRING) {
     // "<waiter id> <fence>"
     const std::string_view payload(reply->element[2]->str, reply->element[2]->len);
@@ -139,12 +163,12 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
   if (state.outstanding > 0) return;  // a later (UN)SUBSCRIBE decides
   state.subscribed = kind == "subscribe";
   if (state.waiters == 0) {
-    if (state.subscribed && connection_->connected()) send("UNSUBSCRIBE", channel);
+    if (state.subscribed && connection_->connected()) send(verb(false), channel);
     else channels_.erase(entry);
     return;
   }
   if (!state.subscribed) {
-    send("SUBSCRIBE", channel);  // waiters came back while it was being dropped
+    send(verb(true), channel);  // waiters came back while it was being dropped
     return;
   }
   wake_channel_waiters(channel);
@@ -153,7 +177,7 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
 void AsyncSubscriber::on_state(bool up) {
   if (up) {
     for (auto& [name, channel] : channels_)
-      if (channel.waiters > 0) send("SUBSCRIBE", name);
+      if (channel.waiters > 0) send(verb(true), name);
     return;
   }
   pending_.clear();

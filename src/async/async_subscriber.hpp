@@ -14,6 +14,13 @@
 // anyone waits, and their channels are subscribed again. A channel the
 // server refuses (-NOPERM) is marked denied: its waiters rely on polling.
 //
+// Redis Cluster (sharded): one subscriber per master, all with the same id
+// (queue entries stay valid when a slot moves), on sharded pub/sub
+// (SSUBSCRIBE; the scripts SPUBLISH). A channel whose slot leaves the node
+// (a server-sent sunsubscribe, or MOVED/ASK/CLUSTERDOWN/TRYAGAIN to an
+// SSUBSCRIBE) nudges its waiters: they retry, and follow the slot to its
+// new master's subscriber (AsyncLockImpl::wait_for_turn).
+//
 // Runs on the client's executor only (see async_connection.hpp).
 #pragma once
 
@@ -73,7 +80,7 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
   };
 
   AsyncSubscriber(asio::any_io_executor executor, ConnectionOptions options,
-                  std::chrono::milliseconds reconnect_delay);
+                  std::chrono::milliseconds reconnect_delay, bool sharded = false, std::string id = {});
   ~AsyncSubscriber();
   AsyncSubscriber(const AsyncSubscriber&) = delete;
   AsyncSubscriber& operator=(const AsyncSubscriber&) = delete;
@@ -110,7 +117,11 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
   void send(std::string_view verb, const std::string& channel);
   void on_push(ReplyPtr reply);
   void on_state(bool up);
-  void wake_channel_waiters(const std::string& channel) noexcept;
+  void wake_channel_waiters(const std::string& channel, bool nudge = false) noexcept;
+  std::string_view verb(bool subscribe) const noexcept {
+    if (sharded_) return subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE";
+    return subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
+  }
   void schedule_reconnect();
 
   asio::any_io_executor executor_;
@@ -124,6 +135,7 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
   bool reconnect_scheduled_ = false;
   bool handlers_set_ = false;
   bool closed_ = false;
+  bool sharded_ = false;
 };
 
 }  // namespace lockon::detail

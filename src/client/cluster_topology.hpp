@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "client/cluster_map.hpp"
 #include "client/slots.hpp"
 #include "client/topology.hpp"
 
@@ -52,11 +53,7 @@ class ClusterTopology final : public Topology {
   std::uint64_t refreshes() const noexcept { return refreshes_.load(); }
 
  private:
-  struct Owner {
-    int start = 0;
-    int end = 0;
-    NodeAddress master;
-  };
+  using Owner = SlotOwner;  // client/cluster_map.hpp
   std::vector<Owner> read_map(const NodeAddress& from) const;
   std::shared_ptr<Node> node_locked(const NodeAddress& address);  // caller holds map_mutex_ exclusively
   void maybe_refresh() noexcept;
