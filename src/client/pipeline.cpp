@@ -1,6 +1,7 @@
 #include "client/pipeline.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,10 +11,11 @@
 namespace lockon::detail {
 
 struct Pipeline::Request {
-  std::span<const std::string_view> args;  // the caller's, alive while it waits
+  // The caller's commands, alive while it waits; written adjacently.
+  std::span<const std::span<const std::string_view>> commands;
   Clock::time_point deadline;
   std::string_view operation;
-  ReplyPtr reply;
+  std::vector<ReplyPtr> replies;
   std::exception_ptr error;
   bool done = false;
   std::condition_variable wake;
@@ -33,7 +35,15 @@ std::uint64_t Pipeline::requests() const {
 
 ReplyPtr Pipeline::call(std::span<const std::string_view> args, Clock::time_point deadline,
                         std::string_view operation) {
-  Request request{args, deadline, operation, nullptr, nullptr, false, {}};
+  const std::array<std::span<const std::string_view>, 1> one{args};
+  return std::move(call_many(one, deadline, operation).front());
+}
+
+std::vector<ReplyPtr> Pipeline::call_many(std::span<const std::span<const std::string_view>> commands,
+                                          Clock::time_point deadline, std::string_view operation) {
+  if (commands.empty()) return {};
+  Request request{commands, deadline, operation, {}, nullptr, false, {}};
+  request.replies.reserve(commands.size());
   std::unique_lock lock(mutex_);
   queued_.push_back(&request);
   ++requests_;
@@ -59,7 +69,7 @@ ReplyPtr Pipeline::call(std::span<const std::string_view> args, Clock::time_poin
     }
   }
   if (request.error) std::rethrow_exception(request.error);
-  return std::move(request.reply);
+  return std::move(request.replies);
 }
 
 Pipeline::Clock::time_point Pipeline::earliest_in_flight_deadline() const {
@@ -99,7 +109,8 @@ void Pipeline::send_queued(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   try {
     connection_.ensure_connected();
-    for (const Request* request : batch) connection_.append(request->args);
+    for (const Request* request : batch)
+      for (const auto& command : request->commands) connection_.append(command);
     connection_.flush(batch.front()->operation);
   } catch (const ConnectError&) {
     // Not a byte of this batch left (see Connection::flush); requests in
@@ -126,9 +137,12 @@ void Pipeline::send_queued(std::unique_lock<std::mutex>& lock) {
 }
 
 void Pipeline::lead(std::unique_lock<std::mutex>& lock, Request& own) {
-  while (!own.done) {
-    if (!queued_.empty()) send_queued(lock);
-    if (own.done || in_flight_.empty()) continue;
+  // After its own reply the leader still reads the rest of what is in flight
+  // (a hand-off mid-batch would stall the reading for a wake-up), but sends
+  // nothing more: its caller waits at most one batch longer.
+  while (!own.done || !in_flight_.empty()) {
+    if (!own.done && !queued_.empty()) send_queued(lock);
+    if (in_flight_.empty()) continue;
     Request* front = in_flight_.front();
     const auto deadline = earliest_in_flight_deadline();
     const std::string_view operation = front->operation;
@@ -148,8 +162,9 @@ void Pipeline::lead(std::unique_lock<std::mutex>& lock, Request& own) {
       fail_in_flight(error);
       continue;
     }
+    front->replies.push_back(std::move(reply));
+    if (front->replies.size() < front->commands.size()) continue;
     in_flight_.pop_front();
-    front->reply = std::move(reply);
     front->done = true;
     if (front != &own) front->wake.notify_one();
   }

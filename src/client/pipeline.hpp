@@ -18,9 +18,9 @@
 //   unknown): no later reply can reach the wrong request. Requests still
 //   queued (never written) whose deadline passes fail with TimeoutError and
 //   are certainly not run;
-// - only single self-contained commands go through here (an EVALSHA's
-//   NOSCRIPT fallback is a second, independent call). Exchanges that must be
-//   contiguous (MULTI/EXEC, pub/sub, WATCH) keep using pooled connections.
+// - a caller's commands are written adjacently in one batch (call_many), so
+//   MULTI/EXEC and SET+WAIT stay contiguous; an EVALSHA's NOSCRIPT fallback
+//   is a second, independent call. Pub/sub and WATCH never come here.
 // - fork: a Pipeline lives in a Node, which the ClientImpl re-creates in a
 //   forked child (common/fork.hpp), so a child never touches the parent's.
 #pragma once
@@ -33,6 +33,7 @@
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "client/connection.hpp"
 #include "client/hiredis_handles.hpp"
@@ -53,6 +54,12 @@ class Pipeline {
   /// each read). Error replies are returned. Throws ConnectError (not sent),
   /// TimeoutError / other IoError (outcome unknown unless ConnectError).
   ReplyPtr call(std::span<const std::string_view> args, Clock::time_point deadline, std::string_view operation);
+
+  /// Several commands written adjacently in one batch (never interleaved
+  /// with other callers': a MULTI/EXEC stays contiguous), their replies in
+  /// order. Same errors as call().
+  std::vector<ReplyPtr> call_many(std::span<const std::span<const std::string_view>> commands,
+                                  Clock::time_point deadline, std::string_view operation);
 
   /// Counters for tests and benchmarks.
   std::uint64_t batches() const;

@@ -160,6 +160,15 @@ ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::s
 
 std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const std::string_view>> commands,
                                                std::string_view operation, Clock::time_point until) {
+  std::shared_ptr<Node> shared_node;
+  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+    try {
+      return pipeline->call_many(commands, until, operation);  // adjacent in one write
+    } catch (const TimeoutError&) {
+      if (until != Clock::time_point::max() && Clock::now() >= until) return {};
+      throw;
+    }
+  }
   return routed_call(*client_, name_, until, [&](Connection& connection, Node&) {
     connection.ensure_connected();
     for (const auto& command : commands) connection.append(command);

@@ -3,6 +3,9 @@
 // their own replies, in order, through stalls (SIGSTOP), kills and a proxy
 // that delays bytes; locks through it stay exclusive (exact non-atomic
 // counters).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <array>
 #include <stdexcept>
 #include <atomic>
@@ -240,6 +243,66 @@ TEST(AutoPipeline, DelayingProxyDoesNotMisorderReplies) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_LT(pipeline.batches(), pipeline.requests());
+}
+
+TEST(AutoPipeline, MultiExecFromManyThreadsStaysContiguous) {
+  RedisServer server;
+  Client client(pipelined_options(server.port()));
+  Pipeline& pipeline = pipeline_of(client);
+  constexpr int kThreads = 32;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const std::string key = "ap:multi:" + std::to_string(t);
+      const std::array<std::string_view, 1> multi{"MULTI"};
+      const std::array<std::string_view, 2> incr{"INCR", key};
+      const std::array<std::string_view, 1> exec{"EXEC"};
+      const std::array<std::span<const std::string_view>, 4> commands{multi, incr, incr, exec};
+      for (int i = 1; i <= 50; ++i) {
+        const auto replies = pipeline.call_many(commands, Clock::now() + 5s, "MULTI/EXEC");
+        // Another thread's command inside this MULTI would be QUEUED into
+        // it (and EXEC would answer more than 2), or a nested MULTI error.
+        const redisReply& result = *replies[3];
+        if (replies.size() != 4 || text_of(replies[0]) != "OK" || text_of(replies[1]) != "QUEUED" ||
+            result.type != REDIS_REPLY_ARRAY || result.elements != 2 || result.element[1]->integer != 2LL * i) {
+          ++failures;
+          return;
+        }
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LT(pipeline.batches(), pipeline.requests());
+}
+
+TEST(AutoPipeline, ForkedChildGetsItsOwnSharedConnection) {
+  RedisServer server;
+  Client client(pipelined_options(server.port()));
+  Pipeline& parent = pipeline_of(client);
+  set_get(parent, "ap:fork:parent", "p1", Clock::now() + 2s);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The parent's socket is the parent's: the child must get a new Pipeline
+    // (and connection) and still receive its own replies.
+    int code = 0;
+    try {
+      Pipeline& mine = pipeline_of(client);
+      if (&mine == &parent) code = 2;
+      else set_get(mine, "ap:fork:child", "c1", Clock::now() + 2s);
+      if (code == 0 && mine.requests() != 2) code = 3;
+    } catch (...) {
+      code = 1;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  set_get(parent, "ap:fork:parent", "p2", Clock::now() + 2s);  // the parent's connection is intact
+  EXPECT_EQ(server.command({"GET", "ap:fork:child"}).str, "c1");
 }
 
 }  // namespace
