@@ -6,8 +6,9 @@
 // Leader/follower, no I/O thread: the thread that finds no leader becomes
 // it, writes everything queued in one write and reads replies for everyone
 // (writing what was queued meanwhile between reads), until its own reply
-// came; then it hands leadership to the oldest waiting request. On two
-// cores an I/O thread would add a wake-up per batch on top of the callers'.
+// came and the batch in flight is read; then it hands leadership to the
+// oldest waiting request. On two cores an I/O thread would add a wake-up per
+// batch on top of the callers' (not measured against it yet).
 //
 // Correctness:
 // - replies are matched to requests strictly in order (one connection, a
