@@ -210,17 +210,23 @@ void BM_Aggregate64Threads(benchmark::State& state) {
   // The same with a connection per thread: what the pool's size costs.
   const lockon::RedisLocker wide(url, {.key_prefix = "bench:agg"}, {.size = kThreads});
   const auto locked_wide = wide.lock_on<0>("bench::agg", &noop);
+  // The same with automatic pipelining (ConnectionOptions::auto_pipeline).
+  const lockon::RedisLocker shared(url + (url.find('?') == std::string::npos ? "?" : "&") + "auto_pipeline=1",
+                                   {.key_prefix = "bench:agg"});
+  const auto locked_shared = shared.lock_on<0>("bench::agg", &noop);
   Context pipelined = connect(url);
   const std::string sha = load_script(pipelined.get());
   std::vector<Context> own;  // one connection per thread, no pipelining
   for (int t = 0; t < kThreads; ++t) own.push_back(connect(url));
   Multiplexer multiplexer(url);
+  double shared_sum = 0;
   double lockon_sum = 0, raw_sum = 0, blocking_sum = 0, wide_sum = 0, multiplexed_sum = 0;
   for (auto _ : state) {
     for (int block = 0; block < kBlocks; ++block) {
       raw_sum += raw_pipelined(pipelined.get(), sha, kBlock);
       lockon_sum += run_threads(kBlock, [&](int t) { locked(t); });
       wide_sum += run_threads(kBlock, [&](int t) { locked_wide(t); });
+      shared_sum += run_threads(kBlock, [&](int t) { locked_shared(t); });
       blocking_sum += run_threads(kBlock, [&](int t) {
         redisContext* c = own[static_cast<std::size_t>(t)].get();
         const std::string key = "bench:agg:own:" + std::to_string(t);
@@ -238,6 +244,7 @@ void BM_Aggregate64Threads(benchmark::State& state) {
   }
   state.counters["lockon_cycles_per_s"] = lockon_sum / kBlocks;
   state.counters["lockon_pool64_cycles_per_s"] = wide_sum / kBlocks;
+  state.counters["lockon_auto_pipeline_cycles_per_s"] = shared_sum / kBlocks;
   state.counters["raw_multiplexed_cycles_per_s"] = multiplexed_sum / kBlocks;
   state.counters["raw_pipelined_cycles_per_s"] = raw_sum / kBlocks;
   state.counters["raw_64_connections_cycles_per_s"] = blocking_sum / kBlocks;
@@ -250,6 +257,10 @@ const bool registered = [] {
   register_ratio({.label = "64 threads, distinct keys, one RedisLocker / raw pipelined capacity",
                   .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
                   .metric = "lockon_cycles_per_s", .target = 0.7, .baseline_metric = "raw_pipelined_cycles_per_s"});
+  register_ratio({.label = "64 threads, distinct keys, one RedisLocker with auto_pipeline=1 / raw pipelined capacity",
+                  .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
+                  .metric = "lockon_auto_pipeline_cycles_per_s", .target = 0.7,
+                  .baseline_metric = "raw_pipelined_cycles_per_s"});
   register_ratio({.label = "  the same with a 64-connection pool / raw pipelined capacity",
                   .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
                   .metric = "lockon_pool64_cycles_per_s", .baseline_metric = "raw_pipelined_cycles_per_s",

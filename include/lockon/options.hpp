@@ -73,6 +73,13 @@ struct ConnectionOptions {
   bool keepalive = true;
   /// TLS; off unless a `rediss` scheme or `tls.enabled`.
   TlsOptions tls{};
+  /// Automatic pipelining (opt-in; URL `auto_pipeline=1`): the lock layer's
+  /// single-command exchanges from all threads share one connection per
+  /// node, and requests that arrive while others are in flight are written
+  /// together (see docs/client-layer.md). Helps many threads on few cores;
+  /// a deadline passing on the shared connection fails every request in
+  /// flight on it with TimeoutError (outcome unknown). Not for Cluster.
+  bool auto_pipeline = false;
 
   /// Standalone (default), Sentinel or Cluster. For sentinel and cluster,
   /// `seeds` lists the sentinels / seed nodes; host and port are the first
@@ -101,7 +108,7 @@ struct ConnectionOptions {
   ///   rediss-cluster://...              (TLS)
   /// Host may be a name, an IPv4 address or a bracketed IPv6 address
   /// ("[::1]"). Query parameters: `connect_timeout`, `socket_timeout`
-  /// (durations, see parse_duration), `db`, `keepalive` (0/1/true/false);
+  /// (durations, see parse_duration), `db`, `keepalive`, `auto_pipeline` (0/1/true/false);
   /// with a `rediss` scheme also `cacert`, `cacertdir`, `cert`, `key`, `sni`
   /// (percent-decoded) and `insecure` (true/false). A cluster URL takes no
   /// database index (Cluster has only db 0); a sentinel URL needs `#master`.

@@ -84,6 +84,8 @@ void apply_query(std::string_view query, ConnectionOptions& options) {
         options.socket_timeout = parse_duration(value);
       } else if (key == "db") {
         options.db = parse_db(value);
+      } else if (key == "auto_pipeline") {
+        options.auto_pipeline = parse_bool(key, value);
       } else if (key == "keepalive") {
         options.keepalive = parse_bool(key, value);
       } else if (key == "cacert" || key == "cacertdir" || key == "cert" || key == "key" || key == "sni" ||

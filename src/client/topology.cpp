@@ -1,5 +1,7 @@
 #include "client/topology.hpp"
 
+#include "client/pipeline.hpp"
+
 #include "client/cluster_topology.hpp"
 #include "client/sentinel_topology.hpp"
 #include "lock/subscriber.hpp"
@@ -8,7 +10,10 @@
 namespace lockon::detail {
 
 Node::Node(ConnectionOptions options, PoolOptions limits, PubSubSettings pubsub)
-    : pool_(std::move(options), limits), endpoint_(pool_.options().endpoint()), pubsub_(std::move(pubsub)) {}
+    : pool_(std::move(options), limits),
+      pipeline_(pool_.options().auto_pipeline ? std::make_unique<Pipeline>(pool_.options()) : nullptr),
+      endpoint_(pool_.options().endpoint()),
+      pubsub_(std::move(pubsub)) {}
 
 Node::~Node() = default;
 

@@ -43,6 +43,8 @@ struct PubSubSettings {
   std::string subscriber_id{};
 };
 
+class Pipeline;
+
 class Node {
  public:
   /// `options` must describe one server (Deployment::standalone).
@@ -52,6 +54,9 @@ class Node {
   Node& operator=(const Node&) = delete;
 
   Pool& pool() noexcept { return pool_; }
+  /// The shared auto-pipelined connection (pipeline.hpp); null unless
+  /// options().auto_pipeline.
+  Pipeline* pipeline() noexcept { return pipeline_.get(); }
   /// The process's pub/sub connection to this node, started on first use.
   Subscriber& subscriber();
   const ConnectionOptions& options() const noexcept { return pool_.options(); }
@@ -60,6 +65,7 @@ class Node {
 
  private:
   Pool pool_;
+  std::unique_ptr<Pipeline> pipeline_;
   std::string endpoint_;
   PubSubSettings pubsub_;
   std::mutex subscriber_mutex_;

@@ -1,8 +1,11 @@
 #include "lock/lock_calls.hpp"
 
 #include <array>
+#include <string>
+#include <vector>
 
 #include "client/error_map.hpp"
+#include "client/pipeline.hpp"
 #include "client/routed.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/errors.hpp"
@@ -20,12 +23,64 @@ LockCalls::LockCalls(std::shared_ptr<ClientImpl> client, std::string name)
       sharded_(sharded_wake(*client_)) {}
 
 
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Auto-pipelining (ConnectionOptions::auto_pipeline): one server only (the
+// redirections and failover reports of routed_call stay with the pool).
+// Null when off.
+Pipeline* shared_pipeline(ClientImpl& client, std::string_view key, std::shared_ptr<Node>& node) {
+  if (!client.options().auto_pipeline || client.options().deployment != Deployment::standalone) return nullptr;
+  node = client.node_for(key);
+  return node->pipeline();
+}
+
+// One command through the shared connection; null when `until` passed (as
+// read_bounded below). A TimeoutError caused by another request's deadline
+// on the shared connection is thrown (outcome unknown).
+ReplyPtr pipelined(Pipeline& pipeline, std::span<const std::string_view> args, std::string_view operation,
+                   SteadyClock::time_point until) {
+  try {
+    return pipeline.call(args, until, operation);
+  } catch (const TimeoutError&) {
+    if (until != SteadyClock::time_point::max() && SteadyClock::now() >= until) return nullptr;
+    throw;
+  }
+}
+
+// EVALSHA, and EVAL if the server answers NOSCRIPT: two independent calls
+// (EVAL is self-contained), so they need not be contiguous.
+template <std::size_t N>
+ReplyPtr pipelined_eval(Pipeline& pipeline, const Script& script, const std::array<std::string_view, N>& keys,
+                        std::span<const std::string_view> args, std::string_view operation, SteadyClock::time_point until) {
+  const std::string count = std::to_string(N);
+  std::vector<std::string_view> command;
+  command.reserve(3 + N + args.size());
+  command.insert(command.end(), {std::string_view("EVALSHA"), std::string_view(script.sha()), std::string_view(count)});
+  command.insert(command.end(), keys.begin(), keys.end());
+  command.insert(command.end(), args.begin(), args.end());
+  ReplyPtr reply = pipelined(pipeline, command, operation, until);
+  if (!reply || !is_noscript(*reply)) return reply;
+  command[0] = "EVAL";
+  command[1] = script.body();
+  return pipelined(pipeline, command, operation, until);
+}
+
+}  // namespace
+
 ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   return run4_until(script, args, operation, Clock::time_point::max());
 }
 
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   const std::array<std::string_view, 2> keys{name_, who_key_};
+  std::shared_ptr<Node> shared_node;
+  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args, operation, Clock::time_point::max());
+    check_reply(*reply, shared_node->endpoint(), operation);
+    return reply;
+  }
   std::string endpoint;
   ReplyPtr reply = routed_call(*client_, name_, Clock::time_point::max(), [&](Connection& connection, Node& node) {
     endpoint = node.endpoint();
@@ -60,6 +115,12 @@ ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::c
 ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string_view> args,
                                std::string_view operation, Clock::time_point until) {
   const std::array<std::string_view, 4> keys{name_, queue_key_, fence_key_, record_key_};
+  std::shared_ptr<Node> shared_node;
+  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args, operation, until);
+    if (reply) check_reply(*reply, shared_node->endpoint(), operation);
+    return reply;
+  }
   std::string endpoint;
   ReplyPtr reply = routed_call(*client_, name_, until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
@@ -76,6 +137,12 @@ ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string
 
 ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::string_view operation,
                                   Clock::time_point until) {
+  std::shared_ptr<Node> shared_node;
+  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+    ReplyPtr reply = pipelined(*pipeline, args, operation, until);
+    if (reply) check_reply(*reply, shared_node->endpoint(), operation);
+    return reply;
+  }
   std::string endpoint;
   ReplyPtr reply = routed_call(*client_, name_, until, [&](Connection& connection, Node& node) {
     endpoint = node.endpoint();
@@ -89,6 +156,15 @@ ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::s
 
 std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const std::string_view>> commands,
                                                std::string_view operation, Clock::time_point until) {
+  std::shared_ptr<Node> shared_node;
+  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+    try {
+      return pipeline->call_many(commands, until, operation);  // adjacent in one write
+    } catch (const TimeoutError&) {
+      if (until != Clock::time_point::max() && Clock::now() >= until) return {};
+      throw;
+    }
+  }
   return routed_call(*client_, name_, until, [&](Connection& connection, Node&) {
     connection.ensure_connected();
     for (const auto& command : commands) connection.append(command);
