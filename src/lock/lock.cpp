@@ -198,7 +198,7 @@ int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
     const auto who = who_args();
     if (!record_.empty()) commands.push_back(who);
     if (acks_required()) commands.push_back(wait_args());
-    std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until);
+    std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
     if (replies.empty()) return deadline_passed(result);
     if (acks_required()) {
       detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
@@ -240,7 +240,7 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
   const auto who = who_args();
   if (!record_.empty()) commands.push_back(who);
   if (acks_required()) commands.push_back(all[5]);
-  std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until);
+  std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
   if (replies.empty()) return deadline_passed(result);
   if (acks_required()) {
     detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");

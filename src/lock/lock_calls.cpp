@@ -97,9 +97,24 @@ ReplyPtr LockCalls::command(std::span<const std::string_view> args, std::string_
 // Reads the pending reply, waiting at most the socket timeout or `until`,
 // whichever comes first. Null when `until` came first and passed (the
 // connection is then marked broken: the reply is still owed).
-ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::chrono::steady_clock::time_point until) {
+ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::chrono::steady_clock::time_point until,
+                      std::chrono::milliseconds server_wait) {
   using Clock = std::chrono::steady_clock;
   const auto socket_timeout = connection.options().socket_timeout;
+  if (server_wait.count() > 0 && socket_timeout.count() > 0) {
+    // WAIT answers only when enough replicas acknowledged or its own timeout
+    // ended: with that timeout >= the socket timeout, a slow replica would
+    // otherwise turn into a TimeoutError (outcome unknown) instead of the
+    // ReplicationError WAIT's answer leads to.
+    const auto bound = Clock::now() + socket_timeout + server_wait;
+    const auto limit = std::min(until, bound);
+    try {
+      return connection.read_reply_until(limit, operation);
+    } catch (const TimeoutError&) {
+      if (limit == until) return nullptr;  // the caller's deadline passed first
+      throw;
+    }
+  }
   const auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
   // The socket timeout comes first (lock() without a deadline, or a far
   // one): the connection's own timed read is one blocking recv(); the
@@ -155,7 +170,8 @@ ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::s
 }
 
 std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const std::string_view>> commands,
-                                               std::string_view operation, Clock::time_point until) {
+                                               std::string_view operation, Clock::time_point until,
+                                               std::chrono::milliseconds last_waits) {
   std::shared_ptr<Node> shared_node;
   if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
     try {
@@ -171,7 +187,8 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
     std::vector<ReplyPtr> replies;
     replies.reserve(commands.size());
     for (std::size_t i = 0; i < commands.size(); ++i) {
-      ReplyPtr reply = read_bounded(connection, operation, until);
+      const bool last = i + 1 == commands.size();
+      ReplyPtr reply = read_bounded(connection, operation, until, last ? last_waits : std::chrono::milliseconds(0));
       if (!reply) return std::vector<ReplyPtr>{};
       replies.push_back(std::move(reply));
     }

@@ -18,7 +18,10 @@ namespace lockon::detail {
 /// Reads the pending reply on `connection`, waiting at most the socket
 /// timeout or `until`, whichever comes first; null when `until` passed
 /// first (the outcome of the request is then unknown).
-ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::chrono::steady_clock::time_point until);
+/// `server_wait`: how long the server itself may hold the reply back (WAIT's
+/// timeout); the socket timeout then counts from when that may have ended.
+ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::chrono::steady_clock::time_point until,
+                      std::chrono::milliseconds server_wait = std::chrono::milliseconds(0));
 
 class LockCalls {
  public:
@@ -57,9 +60,12 @@ class LockCalls {
   /// Sends `commands` in one write and reads every reply, each wait bounded
   /// like run4_until. Error replies are returned, not thrown: all replies
   /// are read before the caller looks at any. Empty when `until` passed
-  /// before all replies arrived (outcome unknown).
+  /// before all replies arrived (outcome unknown). `last_waits`: the last
+  /// command is held back by the server for up to this long (WAIT n ms), so
+  /// its reply may take the socket timeout plus that.
   std::vector<ReplyPtr> pipeline_until(std::span<const std::span<const std::string_view>> commands,
-                                       std::string_view operation, Clock::time_point until);
+                                       std::string_view operation, Clock::time_point until,
+                                       std::chrono::milliseconds last_waits = std::chrono::milliseconds(0));
 
   /// Hands `entry` (see lock_scripts.hpp) to the background clean-up: its
   /// queue place is removed and, if the key holds its token, the lock is

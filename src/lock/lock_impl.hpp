@@ -133,6 +133,10 @@ class Lock::Impl {
   bool finish_wait(const Attempt& attempt);
 
   bool acks_required() const noexcept { return state_.options.replica_acks.replicas > 0; }
+  /// How long the server may hold back a pipeline's last reply (its WAIT).
+  std::chrono::milliseconds replica_wait() const noexcept {
+    return acks_required() ? state_.options.replica_acks.timeout : std::chrono::milliseconds(0);
+  }
   std::span<const std::string_view> wait_args();
   std::span<const std::string_view> who_args();
   void drop_record() noexcept;

@@ -175,7 +175,7 @@ void Lock::Impl::replicate_grant() {
   const std::array<std::span<const std::string_view>, 2> commands{eval, wait_args()};
   std::vector<ReplyPtr> replies;
   try {
-    replies = calls_.pipeline_until(commands, "WAIT for replicas", Clock::time_point::max());
+    replies = calls_.pipeline_until(commands, "WAIT for replicas", Clock::time_point::max(), replica_wait());
     for (const ReplyPtr& reply : replies) detail::check_reply(*reply, client_.endpoint(), "WAIT for replicas");
   } catch (...) {
     calls_.abandon(orphan_entry(token_), true);

@@ -84,6 +84,38 @@ TEST(ReplicaAcks, PausedReplicaGivesReplicationErrorAndFreesTheLock) {
   pair.replica.resume();
 }
 
+// WAIT's timeout longer than the socket timeout (1 s by default): the reply
+// legitimately comes after the socket timeout, and must still be read (a
+// ReplicationError and a freed lock, not a TimeoutError with the outcome
+// unknown). Found by CI: a 1,000 ms WAIT on a loaded machine answered just
+// after the 1,000 ms socket timeout.
+TEST(ReplicaAcks, WaitLongerThanTheSocketTimeoutIsStillAnswered) {
+  Pair pair;
+  lockon::Client client(pair.master.url() + "?socket_timeout=300ms");
+  pair.replica.pause();
+  for (bool fencing : {false, true}) {
+    auto options = with_acks(1, 700ms);
+    options.fencing = fencing;
+    lockon::Lock lock(client, "acks:long-wait", options);
+    const auto start = Clock::now();
+    try {
+      lock.try_lock();
+      FAIL() << "expected ReplicationError";
+    } catch (const lockon::ReplicationError& e) {
+      EXPECT_EQ(e.acknowledged(), 0);
+    }
+    const auto took = Clock::now() - start;
+    EXPECT_GE(took, 700ms) << "WAIT's own timeout";
+    EXPECT_LT(took, 700ms + 500ms);
+    EXPECT_FALSE(lock.held());
+    lockon::Client other(pair.master.url());
+    lockon::Lock taker(other, "acks:long-wait");
+    EXPECT_TRUE(taker.try_lock()) << "the lock was given back";
+    taker.unlock();
+  }
+  pair.replica.resume();
+}
+
 // A hand-over is written by the releaser's connection: the waiter rewrites
 // its token itself (SET KEEPTTL) and WAITs on that connection.
 TEST(ReplicaAcks, HandOverIsAcknowledged) {
