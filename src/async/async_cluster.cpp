@@ -76,12 +76,7 @@ std::shared_ptr<AsyncCluster::Node> AsyncCluster::node_at(const NodeAddress& giv
   auto& node = nodes_[address_text(address)];
   if (!node) {
     node = std::make_shared<Node>();
-    node->options = options_;
-    node->options.deployment = Deployment::standalone;
-    node->options.seeds.clear();
-    node->options.unix_path.clear();
-    node->options.host = address.host;
-    node->options.port = address.port;
+    node->options = node_options(options_, address);
     node->connection = std::make_shared<AsyncConnection>(executor_, node->options);
   }
   return node;
@@ -165,15 +160,9 @@ asio::awaitable<void> AsyncCluster::refresh(Clock::time_point until) {
 }
 
 asio::awaitable<std::vector<SlotOwner>> AsyncCluster::read_map(const NodeAddress& from, Clock::time_point until) {
-  ConnectionOptions options = options_;
-  options.deployment = Deployment::standalone;
-  options.seeds.clear();
-  options.unix_path.clear();
-  options.host = from.host;
-  options.port = from.port;
   // Its own short-lived connection: a master's command connection may be
   // stuck behind a deep pipeline.
-  auto connection = std::make_shared<AsyncConnection>(executor_, std::move(options));
+  auto connection = std::make_shared<AsyncConnection>(executor_, node_options(options_, from));
   const auto bound = std::min(until, Clock::now() + options_.connect_timeout + socket_bound(options_));
   std::vector<SlotOwner> owners;
   std::exception_ptr failure;

@@ -23,6 +23,18 @@ struct SlotOwner {
 /// Empty when the reply is not an array (an old server: ask CLUSTER SLOTS).
 std::vector<SlotOwner> parse_cluster_shards(const redisReply& reply, const NodeAddress& asked, bool tls);
 
+/// The options of one cluster node's own connection: the seed URL's
+/// credentials, TLS and timeouts, that node's address, no further routing.
+inline ConnectionOptions node_options(const ConnectionOptions& cluster, const NodeAddress& address) {
+  ConnectionOptions options = cluster;
+  options.deployment = Deployment::standalone;
+  options.seeds.clear();
+  options.unix_path.clear();
+  options.host = address.host;
+  options.port = address.port;
+  return options;
+}
+
 /// CLUSTER SLOTS' reply: [[start, end, [host, port, id...], replicas...]...].
 std::vector<SlotOwner> parse_cluster_slots(const redisReply& reply, const NodeAddress& asked);
 

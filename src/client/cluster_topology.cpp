@@ -69,13 +69,7 @@ std::shared_ptr<Node> ClusterTopology::node_at(const NodeAddress& address) {
 std::shared_ptr<Node> ClusterTopology::node_locked(const NodeAddress& address) {
   auto& node = nodes_[address_text(address)];
   if (!node) {
-    ConnectionOptions options = options_;
-    options.deployment = Deployment::standalone;
-    options.seeds.clear();
-    options.unix_path.clear();
-    options.host = address.host;
-    options.port = address.port;
-    node = std::make_shared<Node>(std::move(options), limits_, pubsub_);
+    node = std::make_shared<Node>(node_options(options_, address), limits_, pubsub_);
   }
   return node;
 }
@@ -173,11 +167,7 @@ void ClusterTopology::refresh_locked() {
 }
 
 std::vector<ClusterTopology::Owner> ClusterTopology::read_map(const NodeAddress& from) const {
-  ConnectionOptions options = options_;
-  options.deployment = Deployment::standalone;
-  options.host = from.host;
-  options.port = from.port;
-  Connection connection(std::move(options));
+  Connection connection(node_options(options_, from));
   const std::array<std::string_view, 2> shards{"CLUSTER", "SHARDS"};
   ReplyPtr reply = connection.command(shards, "CLUSTER SHARDS");
   if (reply->type == REDIS_REPLY_ARRAY) return parse_cluster_shards(*reply, from, options_.tls.enabled);

@@ -127,6 +127,16 @@ ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::c
   }
 }
 
+ReplyPtr eval_bounded(Connection& connection, const Script& script, std::span<const std::string_view> keys,
+                      std::span<const std::string_view> args, std::string_view operation,
+                      std::chrono::steady_clock::time_point until) {
+  append_evalsha(connection, script, keys, args);
+  ReplyPtr first = read_bounded(connection, operation, until);
+  if (!first) return nullptr;
+  // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
+  return resolve_noscript(connection, script, keys, args, std::move(first), operation);
+}
+
 ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string_view> args,
                                std::string_view operation, Clock::time_point until) {
   const std::array<std::string_view, 4> keys{name_, queue_key_, fence_key_, record_key_};
@@ -140,11 +150,7 @@ ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string
   ReplyPtr reply = routed_call(*client_, name_, until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
     connection.ensure_connected();
-    append_evalsha(connection, script, keys, args);
-    ReplyPtr first = read_bounded(connection, operation, until);
-    if (!first) return nullptr;
-    // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
-    return resolve_noscript(connection, script, keys, args, std::move(first), operation);
+    return eval_bounded(connection, script, keys, args, operation, until);
   });
   if (reply) check_reply(*reply, endpoint, operation);
   return reply;

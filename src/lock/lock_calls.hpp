@@ -18,6 +18,13 @@ namespace lockon::detail {
 /// Reads the pending reply on `connection`, waiting at most the socket
 /// timeout or `until`, whichever comes first; null when `until` passed
 /// first (the outcome of the request is then unknown).
+/// EVALSHA on `connection` (sent, then its reply read with read_bounded),
+/// redone with EVAL when the server answers NOSCRIPT (first use, restart).
+/// Null when `until` passed first.
+ReplyPtr eval_bounded(Connection& connection, const Script& script, std::span<const std::string_view> keys,
+                      std::span<const std::string_view> args, std::string_view operation,
+                      std::chrono::steady_clock::time_point until);
+
 /// `server_wait`: how long the server itself may hold the reply back (WAIT's
 /// timeout); the socket timeout then counts from when that may have ended.
 ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::chrono::steady_clock::time_point until,

@@ -80,10 +80,7 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
     reply = routed_call(*lead.client(), lead.name(), until, [&](Connection& connection, Node& node) -> ReplyPtr {
       endpoint = node.endpoint();
       connection.ensure_connected();
-      append_evalsha(connection, script, keys, args);
-      ReplyPtr first = read_bounded(connection, kOperation, until);
-      if (!first) return nullptr;
-      return resolve_noscript(connection, script, keys, args, std::move(first), kOperation);
+      return eval_bounded(connection, script, keys, args, kOperation, until);
     });
   } catch (const ClosedError&) {
     // The connection dropped after sending: whatever the script did is
