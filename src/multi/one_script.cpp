@@ -85,7 +85,11 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
   } catch (const ClosedError&) {
     // The connection dropped after sending: whatever the script did is
     // undone by the clean-up; the ordered path retries with fresh tokens.
+    // Not with a caller's own token: the ordered path would take the keys
+    // with that same token, and the queued clean-up could then release
+    // them under the new holder. Fail as a single Lock does in that case.
     abandon_all(impls, token);
+    if (options.token) throw;
     return Outcome::unavailable;
   } catch (const IoError&) {
     abandon_all(impls, token);

@@ -118,5 +118,36 @@ TEST_F(MultiLockScriptFaults, DroppedScriptReplyIsCleanedUpAndACompetitorGetsEve
   for (const auto& name : names) EXPECT_FALSE(exists(name));
 }
 
+// With the caller's own token, a lost script reply must not fall back to
+// the ordered path: that path would take the keys with the same token while
+// the clean-up of the lost attempt (release where the key holds that token)
+// is queued, and could free them under the new holder. It fails instead, as
+// a single Lock with a custom token does (found by reading one_script.cpp).
+TEST_F(MultiLockScriptFaults, CustomTokenWithADroppedScriptReplyFailsAndHoldsNothing) {
+  const Client client(proxy().url());
+  const std::string base = key("own-token");
+  const std::vector<std::string> names{base + ":a", base + ":b"};
+  const int rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = names[0], .action = FaultAction::close_after_forward, .times = 1});
+  proxy().add_rule(
+      {.command = "EVAL", .argument_contains = names[0], .action = FaultAction::close_after_forward, .times = 1});
+  MultiLock mine(client, names, {.ttl = 2s, .token = std::string("caller-chosen-token-0123456789ab")});
+  EXPECT_THROW(static_cast<void>(mine.try_lock_for(3s)), IoError);
+  EXPECT_EQ(proxy().matched(rule), 1u) << "the script's reply was not dropped";
+  proxy().clear_rules();
+  EXPECT_FALSE(mine.owned());
+  // The clean-up (or the TTL) frees both keys; nobody believes it holds them.
+  MultiLock competitor(client, names, {.ttl = 5s});
+  bool got = false;
+  const auto until = Clock::now() + 6s;
+  for (int round = 0; round < 120 && Clock::now() < until && !got; ++round) {
+    got = competitor.try_lock();
+    if (!got) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(got) << "the keys the lost script set were never freed";
+  EXPECT_FALSE(mine.owned());
+  competitor.unlock();
+}
+
 }  // namespace
 }  // namespace lockon::test
