@@ -35,15 +35,7 @@ class LockRequeue : public RedisTest {
 
   // Scripts run so far (EVALSHA and EVAL): the queue's attempt is a script,
   // the fast path is a plain SET.
-  long long scripts_run() {
-    const std::string text = raw({"INFO", "commandstats"}).str;
-    long long total = 0;
-    for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
-      const auto at = text.find(name);
-      if (at != std::string::npos) total += std::stoll(text.substr(at + std::string(name).size()));
-    }
-    return total;
-  }
+  long long scripts_run() { return lockon::test::scripts_run(*raw_); }
 
   // `waiter` waits for `name` behind `holder`, which releases after 100 ms.
   void wait_behind(Lock& holder, Lock& waiter) {

@@ -26,17 +26,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Calls of one command so far, from INFO commandstats.
-long long calls_of(RawConnection& raw, const std::string& command) {
-  const std::string text = raw.command({"INFO", "commandstats"}).str;
-  const std::string field = "cmdstat_" + command + ":calls=";
-  const auto at = text.find(field);
-  return at == std::string::npos ? 0 : std::stoll(text.substr(at + field.size()));
-}
-
-// Scripts run so far (EVALSHA and EVAL).
-long long scripts_run(RawConnection& raw) { return calls_of(raw, "evalsha") + calls_of(raw, "eval"); }
-
 class MultiLockScript : public ClientTest {
  protected:
   // The tests count script calls: the script's first use on a server costs
@@ -51,7 +40,7 @@ class MultiLockScript : public ClientTest {
   }
 
   long long scripts() { return scripts_run(*raw_); }
-  long long calls(const std::string& command) { return calls_of(*raw_, command); }
+  long long calls(const std::string& command) { return commandstats_calls(*raw_, command); }
   long long number(const std::string& name) {
     const RawReply reply = raw({"GET", name});
     return reply.is_nil() ? 0 : std::stoll(reply.str);
