@@ -227,12 +227,11 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
   Routed routed;
   // MOVED/ASK count against kMaxRoutedAttempts (a redirection loop);
   // waits for a migration or failover (TRYAGAIN, CLUSTERDOWN, no owner,
-  // connection refused) only against the time bound (and kMaxWaits): a
+  // connection refused) only against the time bound (and kMaxRoutedWaits): a
   // slot's migration outlasts 16 short back-offs.
-  constexpr int kMaxWaits = 1000;
   int redirects = 0;
   for (int attempt = 1;; ++attempt) {
-    const bool may_retry = attempt < kMaxWaits && Clock::now() + backoff < bound;
+    const bool may_retry = attempt < kMaxRoutedWaits && Clock::now() + backoff < bound;
     std::shared_ptr<Node> node;
     bool pause = false;  // (no co_await inside a handler)
     try {
@@ -283,9 +282,13 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
     if (what.kind == RedirectKind::moved) on_moved(*node, text);
     else stale_ = stale_ || text.starts_with("CLUSTERDOWN");
     if (what.kind != RedirectKind::retry) ++redirects;
-    if (redirects >= kMaxRoutedAttempts || attempt >= kMaxWaits || Clock::now() >= bound) co_return routed;
-    asking = what.kind == RedirectKind::ask;
-    if (asking) {
+    if (redirects >= kMaxRoutedAttempts || attempt >= kMaxRoutedWaits || Clock::now() >= bound) co_return routed;
+    // A TRYAGAIN from the ASK target is retried there (with ASKING again):
+    // going back to the source would only be sent to the target again, and
+    // count an ASK per back-off.
+    const bool ask_again = asking && what.kind == RedirectKind::retry;
+    asking = what.kind == RedirectKind::ask || ask_again;
+    if (what.kind == RedirectKind::ask) {
       ask_target = what.target;
       if (ask_target.host.empty()) ask_target.host = node->options.host;
     } else if (what.kind == RedirectKind::retry || redirects > 2) {

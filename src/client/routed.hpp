@@ -10,8 +10,12 @@
 //   CLUSTERDOWN  (a failover under way) are retried after a back-off that
 //                doubles from 1 ms to 100 ms.
 // Everything is bounded by the caller's deadline (or, without one, by the
-// larger of the socket timeout and one second) and by kMaxAttempts; when
-// they run out the last reply is returned and the caller maps it like any
+// larger of the socket timeout and one second). MOVED and ASK also count
+// against kMaxRoutedAttempts (a redirection loop); waits for a migration or
+// a failover (TRYAGAIN, CLUSTERDOWN, no owner, connection refused) count
+// only against the time bound (and kMaxRoutedWaits), because a slot's
+// migration outlasts 16 short back-offs — the async front does the same.
+// When they run out the last reply is returned and the caller maps it like any
 // error reply (ServerBusyError). A connection failure (ConnectError: nothing
 // was sent) makes the topology re-read the map and is retried the same way;
 // any other I/O failure leaves the outcome unknown and is thrown as is.
@@ -68,6 +72,7 @@ inline const redisReply* first_readonly(const std::vector<ReplyPtr>& replies) no
 }
 
 inline constexpr int kMaxRoutedAttempts = 16;
+inline constexpr int kMaxRoutedWaits = 1000;
 
 /// Runs `exchange(Connection&, Node&)` (returning ReplyPtr or
 /// std::vector<ReplyPtr>; null/empty = the caller's deadline passed) on the
@@ -111,6 +116,7 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
   // optional<struct with string> here).
   bool asking = false;
   NodeAddress ask_target;
+  int redirects = 0;
   for (int attempt = 1;; ++attempt) {
     std::shared_ptr<Node> node;
     try {
@@ -118,7 +124,7 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
       if (!node) node = client.node_for(key);
     } catch (const ServerBusyError&) {
       // No master serves the slot right now (a failover under way).
-      if (attempt < kMaxRoutedAttempts && pause()) continue;
+      if (attempt < kMaxRoutedWaits && pause()) continue;
       throw;
     }
     decltype(exchange(std::declval<Connection&>(), std::declval<Node&>())) result;
@@ -133,7 +139,7 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
     } catch (const ConnectError&) {
       topology.report_io_failure(*node);
       asking = false;
-      if (attempt < kMaxRoutedAttempts && pause()) continue;
+      if (attempt < kMaxRoutedWaits && pause()) continue;
       throw;
     } catch (const IoError&) {
       topology.report_io_failure(*node);
@@ -143,12 +149,17 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
     if (redirect == nullptr) return result;
     const std::string_view text(redirect->str, redirect->len);
     topology.report_error_reply(*node, text);
-    if (attempt >= kMaxRoutedAttempts || Clock::now() >= bound) return result;
     const Redirect what = redirect_of(text);
-    asking = what.kind == RedirectKind::ask;
-    if (asking) {
+    if (what.kind != RedirectKind::retry) ++redirects;
+    if (redirects >= kMaxRoutedAttempts || attempt >= kMaxRoutedWaits || Clock::now() >= bound) return result;
+    // A TRYAGAIN from the ASK target is retried there (with ASKING again):
+    // going back to the source would only be sent to the target again, and
+    // count an ASK per back-off.
+    const bool ask_again = asking && what.kind == RedirectKind::retry;
+    asking = what.kind == RedirectKind::ask || ask_again;
+    if (what.kind == RedirectKind::ask) {
       ask_target = what.target;
-    } else if (what.kind == RedirectKind::retry || attempt > 2) {
+    } else if (what.kind == RedirectKind::retry || redirects > 2) {
       // A MOVED right after a MOVED: the map is in flux (failover); wait.
       if (!pause()) return result;
     }

@@ -243,7 +243,9 @@ TEST_F(AsyncCluster, AskTryagainAndMovedDuringASlotMigration) {
   const auto masters = cluster().masters();
   const std::string name = name_on(*masters[0], "ask");
   const int slot = key_slot(name);
-  AsyncClient client(io.get_executor(), cluster().url());
+  // The release below waits out a 1.5 s migration: bounded by the 3 s socket
+  // timeout (a count of back-offs used to end it after 16 ASKs, ~0.9 s).
+  AsyncClient client(io.get_executor(), cluster().url() + "?socket_timeout=3s");
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     AsyncLock warm(client, name, LockOptions{.ttl = 10s});
     EXPECT_TRUE(co_await warm.async_try_lock());  // the map is read, the slot on masters[0]
@@ -278,7 +280,8 @@ TEST_F(AsyncCluster, AskTryagainAndMovedDuringASlotMigration) {
       failed = error != nullptr;
       done = true;
     });
-    std::this_thread::sleep_for(200ms);
+    std::this_thread::sleep_for(1500ms);
+    EXPECT_FALSE(done.load()) << "the release ended while the slot was still half-moved";
     cluster().finish_migration(migration);
     for (int i = 0; i < 1000 && !done; ++i) std::this_thread::sleep_for(10ms);
   }

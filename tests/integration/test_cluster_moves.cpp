@@ -96,6 +96,61 @@ TEST_F(ClusterMoves, SlotMigrationUnderAHeldLockWithWaitersQueued) {
   cluster().finish_migration(back);
 }
 
+// A release while its slot is half-moved gets TRYAGAIN from the importing
+// node (the lock key is there, its companions are not) until the migration
+// ends. The blocking front waits for it by time — up to the socket timeout,
+// 3 s here — as the async front does; it used to give up after 16 back-offs
+// (~0.9 s) and the release failed with the slot still migrating.
+TEST_F(ClusterMoves, ReleaseWaitsOutALongMigrationByTime) {
+  const auto masters = cluster().masters();
+  const std::string name = name_on(*masters[0], "long-migration");
+  const int slot = key_slot(name);
+  const Client client(cluster().url() + "?socket_timeout=3s");
+  {
+    Lock warm(client, name, {.ttl = 10s});  // the map is read, the slot on masters[0]
+    ASSERT_TRUE(warm.try_lock());
+    warm.unlock();
+  }
+  const auto migration = cluster().begin_migration(slot, *masters[1]);
+  cluster().migrate_keys(migration);
+  Lock held(client, name, {.ttl = 10s});
+  ASSERT_TRUE(held.try_lock());
+  {
+    RawConnection target = masters[1]->connect();
+    ASSERT_TRUE(target.command({"ASKING"}).is("OK"));
+    ASSERT_EQ(target.command({"EXISTS", name}).integer, 1) << "written to the importing node via ASK";
+  }
+  std::atomic<bool> released{false};
+  std::atomic<long long> took_ms{-1};
+  std::string error;
+  std::thread releaser([&] {
+    const auto start = Clock::now();
+    try {
+      held.release();
+      released = true;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    took_ms = ms_since(start);
+  });
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_FALSE(released.load()) << "released while the slot was still half-moved";
+  EXPECT_EQ(took_ms.load(), -1) << "the release gave up during the migration: " << error;
+  cluster().finish_migration(migration);
+  releaser.join();
+  EXPECT_EQ(error, "");
+  EXPECT_TRUE(released.load());
+  EXPECT_GE(took_ms.load(), 1400);
+  EXPECT_LT(took_ms.load(), 3500) << "bounded by the socket timeout";
+  EXPECT_EQ(masters[1]->command({"EXISTS", name}).integer, 0) << "released on the new owner";
+  Lock again(client, name, {.ttl = 10s});
+  EXPECT_TRUE(again.try_lock());
+  again.unlock();
+  const auto back = cluster().begin_migration(slot, *masters[0]);
+  cluster().migrate_keys(back);
+  cluster().finish_migration(back);
+}
+
 // The watchdog renews each lease on its own slot's master: short leases on
 // every shard outlive five times their TTL, and one whose slot moves
 // mid-hold keeps being renewed on the new master.
