@@ -3,7 +3,8 @@
 // RedisServer (free loopback port, own temp dir, stopped by PID) started with
 // --cluster-enabled, joined by `redis-cli --cluster create --cluster-yes`,
 // and waited for (bounded) until every node reports cluster_state:ok and
-// agrees on the slot owners. Creation takes a few seconds: start one per
+// agrees on the slot owners. Creation takes ~2 s (a master waits 2 s after
+// start before it says cluster_state:ok): start one per
 // test suite (SetUpTestSuite). Throws std::runtime_error with details if the
 // cluster cannot be formed: tests fail loudly, they never skip.
 //
