@@ -283,7 +283,7 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
         break;
       }
     auto cluster = cluster_;
-    auto routed = co_await cluster->exchange(key, resp, commands.size(), until, operation);
+    auto routed = co_await cluster->exchange(key, resp, commands.size(), until, operation, commands);
     co_return std::move(routed.outcome);
   }
   auto connection = co_await route(until);

@@ -10,6 +10,7 @@
 #include <array>
 #include <charconv>
 
+#include "client/asking.hpp"
 #include "client/connection.hpp"
 #include "client/error_map.hpp"
 #include "client/routed.hpp"
@@ -215,7 +216,8 @@ void AsyncCluster::on_moved(const Node& node, std::string_view text) noexcept {
 
 asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view key, const std::string& resp,
                                                              std::size_t replies, Clock::time_point until,
-                                                             std::string_view operation) {
+                                                             std::string_view operation,
+                                                             std::span<const std::span<const std::string_view>> commands) {
   auto self = shared_from_this();
   const int slot = key.empty() ? 0 : key_slot(key);
   const auto bound = until != Clock::time_point::max()
@@ -249,14 +251,31 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
       continue;
     }
     std::string request;
+    std::vector<bool> asked;  // per reply: an ASKING's (dropped below)
     if (asking) {
       const std::array<std::string_view, 1> asking_command{"ASKING"};
-      append_resp(request, asking_command);
+      if (commands.empty()) {
+        append_resp(request, asking_command);
+        request += resp;
+        asked = {true};
+        asked.resize(replies + 1, false);
+      } else {
+        AskingPrefixer prefixer;
+        for (const auto& command : commands) {
+          if (prefixer.needs_asking(command)) {
+            append_resp(request, asking_command);
+            asked.push_back(true);
+          }
+          append_resp(request, command);
+          asked.push_back(false);
+        }
+      }
+    } else {
+      request = resp;
     }
-    request += resp;
     routed.connection = node->connection;
     try {
-      routed.outcome = co_await node->connection->exchange(std::move(request), replies + (asking ? 1 : 0), until,
+      routed.outcome = co_await node->connection->exchange(std::move(request), asking ? asked.size() : replies, until,
                                                            operation);
     } catch (const ConnectError&) {
       // Nothing was sent: re-read the map and retry.
@@ -274,7 +293,14 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
       continue;
     }
     if (routed.outcome.ended != AsyncConnection::Ended::replied) co_return routed;
-    if (asking) routed.outcome.replies.erase(routed.outcome.replies.begin());  // ASKING's +OK
+    if (asking) {
+      // Drop the ASKINGs' replies (+OK; an error there shows in the next one).
+      std::vector<ReplyPtr> kept;
+      kept.reserve(replies);
+      for (std::size_t i = 0; i < routed.outcome.replies.size() && i < asked.size(); ++i)
+        if (!asked[i]) kept.push_back(std::move(routed.outcome.replies[i]));
+      routed.outcome.replies = std::move(kept);
+    }
     const redisReply* redirect = first_redirect(routed.outcome.replies);
     if (redirect == nullptr) co_return routed;
     const std::string_view text(redirect->str, redirect->len);

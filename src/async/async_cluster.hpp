@@ -67,8 +67,12 @@ class AsyncCluster : public std::enable_shared_from_this<AsyncCluster> {
 
   /// Sends `resp` (owing `replies`) to the master serving `key`'s slot
   /// (empty key: any master), following redirections as described above.
+  /// A pipeline of several commands passes them as `commands` too (`resp`
+  /// is their encoding): after an ASK they are re-encoded with ASKING before
+  /// each command outside a transaction (client/asking.hpp).
   asio::awaitable<Routed> exchange(std::string_view key, const std::string& resp, std::size_t replies,
-                                   Clock::time_point until, std::string_view operation);
+                                   Clock::time_point until, std::string_view operation,
+                                   std::span<const std::span<const std::string_view>> commands = {});
 
   /// The sharded subscriber of the master serving `key` now.
   asio::awaitable<std::shared_ptr<AsyncSubscriber>> subscriber_for(std::string_view key, Clock::time_point until);

@@ -20,6 +20,7 @@ struct AsyncLockImpl::Renewal {
   asio::steady_timer timer;
   bool stopped = false;
   std::string token;
+  bool with_record = false;  // the acquisition wrote a holder record: renew it too
   std::shared_ptr<LeaseSignal> lease;
   Clock::time_point hold_deadline = Clock::time_point::max();
 };
@@ -33,6 +34,7 @@ void AsyncLockImpl::on_acquired(const Attempt& attempt) {
   if (!options_.auto_renew) return;
   auto renewal = std::make_shared<Renewal>(client_->executor());
   renewal->token = token_;
+  renewal->with_record = !record_.empty();
   renewal->lease = lease_;
   if (options_.max_hold.count() > 0) renewal->hold_deadline = add_saturating(Clock::now(), options_.max_hold);
   renewal_ = renewal;
@@ -55,7 +57,8 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
   const auto period = std::max(ttl / 3, std::chrono::milliseconds(1));
   const auto retry = std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(250));
   auto next = add_saturating(Clock::now(), period);
-  const std::array<std::string_view, 1> lock_key{self->keys_[0]};
+  std::array<std::string_view, 2> storage;
+  const auto lock_key = self->lease_keys(storage, renewal->with_record);
   const std::string ttl_text = self->ttl_text_;
   while (true) {
     if (next >= renewal->hold_deadline) next = std::max(renewal->lease->lease_end(), renewal->hold_deadline);
@@ -155,7 +158,8 @@ asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional
   if (additional.count() <= 0) throw ConfigError("extend lock '" + name() + "': additional time must be positive");
   const std::string ms = std::to_string(additional.count());
   const std::array<std::string_view, 3> args{token_, ms, replace_ttl ? "1" : "0"};
-  const std::array<std::string_view, 1> lock_key{keys_[0]};
+  std::array<std::string_view, 2> storage;
+  const auto lock_key = lease_keys(storage, !record_.empty());
   const auto sent_at = Clock::now();
   auto lease = lease_;
   auto answer = co_await client_->script(scripts::extend(), lock_key, args, "extend lock", Clock::time_point::max());

@@ -13,6 +13,7 @@
 #include "client/error_map.hpp"
 #include "common/diagnostics.hpp"
 #include "common/token.hpp"
+#include "lock/holder.hpp"
 #include "lock/lock_scripts.hpp"
 
 namespace lockon::detail {
@@ -49,6 +50,7 @@ AsyncLockImpl::AsyncLockImpl(std::shared_ptr<AsyncClientImpl> client, std::strin
     throw ConfigError("lock '" + name + "': keep_queue_place is not supported by AsyncLock");
   keys_ = {name, companion_key(name, "q"), companion_key(name, "fence"), companion_key(name, "hf")};
   ttl_text_ = options_.no_expiry ? "0" : std::to_string(options_.ttl.count());
+  who_key_ = companion_key(name, "who");
 }
 
 std::string AsyncLockImpl::orphan_entry() const {
@@ -81,6 +83,7 @@ asio::awaitable<bool> AsyncLockImpl::acquire(Clock::time_point deadline) {
 
 asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
   token_ = options_.token ? *options_.token : random_hex();
+  record_ = options_.holder_record ? holder_record(token_, options_.holder_label) : std::string();
   Attempt first = co_await fast_attempt(deadline);
   if (first.cancelled) {
     co_await uncancellable();
@@ -129,12 +132,28 @@ asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_po
     co_return outcome;
   }
   AsyncClientImpl::Answer answer;
-  if (options_.no_expiry) {
-    const std::array<std::string_view, 5> args{"SET", keys_[0], token_, "NX", "GET"};
-    answer = co_await client_->command(args, "acquire lock", until);
+  const std::array<std::string_view, 5> set_forever{"SET", keys_[0], token_, "NX", "GET"};
+  const std::array<std::string_view, 7> set_lease{"SET", keys_[0], token_, "NX", "PX", ttl_text_, "GET"};
+  const auto set = options_.no_expiry ? std::span<const std::string_view>(set_forever)
+                                      : std::span<const std::string_view>(set_lease);
+  if (record_.empty()) {
+    answer = co_await client_->command(set, "acquire lock", until);
   } else {
-    const std::array<std::string_view, 7> args{"SET", keys_[0], token_, "NX", "PX", ttl_text_, "GET"};
-    answer = co_await client_->command(args, "acquire lock", until);
+    // The holder record rides in the same write, NX: an attempt that loses
+    // never overwrites the holder's (as the blocking Lock's fast path).
+    const std::array<std::string_view, 6> who{"SET", who_key_, record_, "NX", "PX", ttl_text_};
+    const std::array<std::span<const std::string_view>, 2> commands{
+        set, std::span<const std::string_view>(who).first(options_.no_expiry ? 4 : 6)};
+    auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
+    answer.ended = outcome.ended;
+    if (outcome.ended == Ended::replied) {
+      if (outcome.replies[0]->type == REDIS_REPLY_ERROR) {
+        co_await drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
+        check_reply(*outcome.replies[0], client_->endpoint(), "acquire lock");
+      }
+      check_reply(*outcome.replies[1], client_->endpoint(), "record the lock's holder");
+      answer.reply = std::move(outcome.replies[0]);
+    }
   }
   if (answer.ended != Ended::replied) {
     // No answer: the request may still win; the caller passes it on.
@@ -154,16 +173,23 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
   const std::array<std::string_view, 2> incr{"INCR", keys_[2]};
   const std::array<std::string_view, 4> expire{"PEXPIRE", keys_[2], "3600000", "NX"};
   const std::array<std::string_view, 1> exec{"EXEC"};
-  const std::array<std::span<const std::string_view>, 5> commands{
+  // The holder record (NX: never the holder's) follows EXEC.
+  const std::array<std::string_view, 6> who{"SET", who_key_, record_, "NX", "PX", ttl_text_};
+  const std::array<std::span<const std::string_view>, 6> all{
       multi, options_.no_expiry ? std::span<const std::string_view>(set_forever)
                                 : std::span<const std::string_view>(set_lease),
-      incr, expire, exec};
+      incr, expire, exec, std::span<const std::string_view>(who).first(options_.no_expiry ? 4 : 6)};
+  const auto commands = std::span<const std::span<const std::string_view>>(all).first(record_.empty() ? 5 : 6);
   auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
   if (outcome.ended != Ended::replied) {
     result.cancelled = outcome.ended == Ended::cancelled;
     result.deadline_passed = !result.cancelled;
     if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
     co_return 0;
+  }
+  if (!record_.empty()) {
+    check_reply(*outcome.replies.back(), client_->endpoint(), "record the lock's holder");
+    outcome.replies.pop_back();
   }
   for (const ReplyPtr& reply : outcome.replies) check_reply(*reply, client_->endpoint(), "acquire lock");
   const redisReply& exec_reply = *outcome.replies.back();
@@ -191,6 +217,19 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
   co_return 1;
 }
 
+asio::awaitable<void> AsyncLockImpl::drop_record() noexcept {
+  static const Script compare_and_delete(
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
+  try {
+    const std::array<std::string_view, 1> key{who_key_};
+    const std::array<std::string_view, 1> args{record_};
+    co_await client_->script(compare_and_delete, key, args, "delete a holder record",
+                             bounded_by_socket_timeout(client_->options()));
+  } catch (...) {
+    // A record left behind expires with the lease it was written for.
+  }
+}
+
 int AsyncLockImpl::previous_holder_is_us(const redisReply& previous) const {
   if (previous.type != REDIS_REPLY_STRING || std::string_view(previous.str, previous.len) != token_) return 0;
   return random_token() ? 1 : -1;
@@ -198,7 +237,9 @@ int AsyncLockImpl::previous_holder_is_us(const redisReply& previous) const {
 
 asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::wait_attempt(const std::string& entry, bool enqueue,
                                                                      Clock::time_point deadline) {
-  const std::array<std::string_view, 4> args{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0"};
+  // The 5th argument (optional) is this waiter's holder record.
+  const std::array<std::string_view, 5> all{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0", record_};
+  const auto args = std::span<const std::string_view>(all).first(record_.empty() ? 4 : 5);
   Attempt result;
   result.sent_at = Clock::now();
   auto answer = co_await client_->script(scripts::wait_attempt(client_->sharded()), keys(), args, "acquire lock", deadline);
@@ -314,7 +355,8 @@ asio::awaitable<bool> AsyncLockImpl::confirm_lease(Attempt& attempt, Clock::time
   if (options_.no_expiry) co_return true;
   if (Clock::now() < add_saturating(attempt.sent_at, options_.ttl / 2)) co_return true;
   const std::array<std::string_view, 3> args{token_, ttl_text_, "0"};
-  const std::array<std::string_view, 1> lock_key{keys_[0]};
+  std::array<std::string_view, 2> storage;
+  const auto lock_key = lease_keys(storage, !record_.empty());
   const auto sent_at = Clock::now();
   AsyncClientImpl::Answer answer;
   try {

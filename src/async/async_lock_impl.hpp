@@ -23,6 +23,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "async/async_client_impl.hpp"
@@ -88,6 +89,15 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   struct Renewal;
 
   std::array<std::string_view, 4> keys() const noexcept { return {keys_[0], keys_[1], keys_[2], keys_[3]}; }
+  /// The keys a renewal or extension keeps alive: the lock, and its holder
+  /// record (lock/holder.hpp) when this acquisition wrote one.
+  std::span<const std::string_view> lease_keys(std::array<std::string_view, 2>& storage, bool with_record) const noexcept {
+    storage = {keys_[0], who_key_};
+    return std::span<const std::string_view>(storage).first(with_record ? 2 : 1);
+  }
+  /// Deletes the holder record if it is still this attempt's (a SET that
+  /// failed with an error reply). Best effort, bounded by the socket timeout.
+  asio::awaitable<void> drop_record() noexcept;
   std::string orphan_entry() const;
   bool random_token() const noexcept { return !options_.token.has_value(); }
   [[noreturn]] void throw_token_in_use() const;
@@ -109,12 +119,14 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
 
   std::shared_ptr<AsyncClientImpl> client_;
   std::array<std::string, 4> keys_;  // lock, queue, fence, hand-over record
+  std::string who_key_;              // holder record (`lockon status`)
   LockOptions options_;
   std::string ttl_text_;
   bool busy_ = false;  // an acquisition/extension is running
   bool orphaned_ = false;
   bool held_ = false;
-  std::string token_;  // current acquisition's (never logged)
+  std::string token_;   // current acquisition's (never logged)
+  std::string record_;  // its holder record; empty: none (holder_record = false)
   std::uint64_t fence_ = 0;
   std::shared_ptr<LeaseSignal> lease_;
   std::shared_ptr<Renewal> renewal_;

@@ -129,6 +129,8 @@ void Connection::open(bool keep_queued) {
   discard_ = 0;
   used_ = false;
   handshake_replies_ = 0;
+  asked_.clear();  // no reply of the old socket is owed any more
+  asked_read_ = 0;
   std::string queued;
   if (keep_queued) {
     queued = std::move(out_);
@@ -273,8 +275,33 @@ void Connection::complete_handshake() {
 }
 
 void Connection::append(std::span<const std::string_view> args) {
+  if (asking_) {
+    const bool prefix = prefixer_.needs_asking(args);
+    if (prefix) {
+      static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
+      append_resp(out_, kAsking);
+      ++queued_;
+    }
+    asked_.push_back(prefix);
+  }
   append_resp(out_, args);
   ++queued_;
+}
+
+void Connection::set_asking(bool on) noexcept {
+  asking_ = on;
+  prefixer_ = AskingPrefixer{};
+  asked_.clear();
+  asked_read_ = 0;
+}
+
+void Connection::skip_asking(const Clock::time_point* deadline, std::string_view operation) {
+  if (asked_read_ >= asked_.size()) return;
+  if (asked_[asked_read_++]) {
+    // +OK, or an error the command's own reply will explain.
+    next_reply(deadline, Phase::command, operation);
+    got_reply();
+  }
 }
 
 std::size_t Connection::send_buffer(IoStatus* failure) {
@@ -365,6 +392,7 @@ ReplyPtr Connection::read_reply_until(Clock::time_point deadline, std::string_vi
   flush(operation);
   finish_handshake(&deadline, operation);
   skip_abandoned(&deadline, operation);
+  skip_asking(&deadline, operation);
   ReplyPtr reply = next_reply(&deadline, Phase::command, operation);
   got_reply();
   return reply;
@@ -374,6 +402,7 @@ ReplyPtr Connection::read_reply(std::string_view operation) {
   flush(operation);  // hiredis then has nothing to write
   finish_handshake(nullptr, operation);
   skip_abandoned(nullptr, operation);
+  skip_asking(nullptr, operation);
   ReplyPtr reply = next_reply(nullptr, Phase::command, operation);
   got_reply();
   return reply;

@@ -39,9 +39,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <memory>
 
+#include "client/asking.hpp"
 #include "client/error_map.hpp"
 #include "client/hiredis_handles.hpp"
 #include "client/transport.hpp"
@@ -88,6 +90,12 @@ class Connection {
   /// As read_reply, but waits for the reply only until `deadline`
   /// (TimeoutError after it; the connection is then broken).
   ReplyPtr read_reply_until(Clock::time_point deadline, std::string_view operation);
+
+  /// Cluster ASK redirection (client/asking.hpp): while on, append() puts
+  /// ASKING before every command outside MULTI...EXEC, and each read drops
+  /// that ASKING's reply before returning the command's. Set by routed_call
+  /// around one exchange; turning it off forgets the bookkeeping.
+  void set_asking(bool on) noexcept;
 
   /// Whether commands were appended whose replies were not read yet.
   bool owes_replies() const noexcept { return queued_ + in_flight_ != 0; }
@@ -150,6 +158,9 @@ class Connection {
   void got_reply() noexcept;
   // Reads and drops the abandoned replies (bounded like a read).
   void skip_abandoned(const Clock::time_point* deadline, std::string_view operation);
+  // In ASK mode: reads and drops the ASKING reply in front of the next
+  // command's, if it has one.
+  void skip_asking(const Clock::time_point* deadline, std::string_view operation);
 
   ConnectionOptions options_;
   std::string endpoint_;
@@ -163,6 +174,10 @@ class Connection {
   std::uint64_t discard_ = 0;    // abandoned replies to drop before the next one
   bool used_ = false;            // a request was sent on this socket
   int handshake_replies_ = 0;    // handshake replies not read yet
+  bool asking_ = false;          // ASK mode (set_asking)
+  AskingPrefixer prefixer_;      // which commands get ASKING, in ASK mode
+  std::vector<bool> asked_;      // per command appended in ASK mode: ASKING in front?
+  std::size_t asked_read_ = 0;   // commands of asked_ whose reply was read
   std::int64_t last_use_ns_ = 0;  // CLOCK_MONOTONIC_COARSE at the last ensure_connected()
 };
 

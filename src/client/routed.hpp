@@ -130,10 +130,17 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
     decltype(exchange(std::declval<Connection&>(), std::declval<Node&>())) result;
     try {
       auto connection = node->pool().borrow();
+      // ASKING before each command outside a transaction (client/asking.hpp).
+      struct AskingMode {
+        Connection* connection = nullptr;
+        ~AskingMode() {
+          if (connection != nullptr) connection->set_asking(false);
+        }
+      } asking_mode;
       if (asking) {
-        const std::array<std::string_view, 1> asking_command{"ASKING"};
         connection->ensure_connected();
-        static_cast<void>(connection->command(asking_command, "ASKING"));
+        connection->set_asking(true);
+        asking_mode.connection = &*connection;
       }
       result = exchange(*connection, *node);
     } catch (const ConnectError&) {

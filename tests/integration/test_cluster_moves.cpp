@@ -151,6 +151,59 @@ TEST_F(ClusterMoves, ReleaseWaitsOutALongMigrationByTime) {
   cluster().finish_migration(back);
 }
 
+// A lock taken while its slot is half-moved: the key is not on the source,
+// so the acquisition is redirected (ASK) to the importing node. Its
+// pipeline (SET NX + the holder record's SET) needs ASKING before each
+// command — with one ASKING in front the record's SET was answered MOVED
+// after the lock's SET ran, the pipeline was resent until the redirection
+// limit, and a custom token then found itself in the key ("token in use").
+TEST_F(ClusterMoves, LockTakenMidMigrationRunsItsWholePipelineOnTheTarget) {
+  // (A fenced lock's MULTI also touches the fence counter: with that key
+  // missing on the importing node it gets TRYAGAIN until the migration
+  // ends, which routed_call waits for by time — the release test above.)
+  const auto masters = cluster().masters();
+  const std::string name = name_on(*masters[0], "ask-pipeline");
+  const int slot = key_slot(name);
+  const Client client(cluster().url());
+  {
+    Lock warm(client, name, {.ttl = 10s});  // the map is read
+    ASSERT_TRUE(warm.try_lock());
+    warm.unlock();
+  }
+  const auto migration = cluster().begin_migration(slot, *masters[1]);
+  cluster().migrate_keys(migration);
+  const std::string token = "custom-token-" + name;
+  Lock lock(client, name, {.ttl = 10s, .token = token, .holder_label = "mid-migration"});
+  const auto start = Clock::now();
+  bool got = false;
+  std::string error;
+  try {
+    got = lock.try_lock();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const long long took = ms_since(start);
+  EXPECT_EQ(error, "");
+  EXPECT_TRUE(got);
+  EXPECT_LT(took, 300) << "no redirection loop";
+  {
+    RawConnection target = masters[1]->connect();
+    ASSERT_TRUE(target.command({"ASKING"}).is("OK"));
+    EXPECT_EQ(target.command({"GET", name}).str, token);
+    ASSERT_TRUE(target.command({"ASKING"}).is("OK"));
+    const std::string record = target.command({"GET", lock_companion_key(name, "who")}).str;
+    EXPECT_NE(record.find("|mid-migration|"), std::string::npos) << "the record was written with the lock: " << record;
+  }
+  EXPECT_EQ(masters[0]->command({"EXISTS", name}).integer, 0) << "nothing written on the source";
+  cluster().finish_migration(migration);
+  lock.unlock();
+  EXPECT_EQ(lock.last_unlock_error(), nullptr);
+  EXPECT_EQ(masters[1]->command({"EXISTS", name}).integer, 0) << "released on the new owner";
+  const auto back = cluster().begin_migration(slot, *masters[0]);
+  cluster().migrate_keys(back);
+  cluster().finish_migration(back);
+}
+
 // The watchdog renews each lease on its own slot's master: short leases on
 // every shard outlive five times their TTL, and one whose slot moves
 // mid-hold keeps being renewed on the new master.
