@@ -9,6 +9,9 @@
 //   child using the parent's Lock object) and a record naming it;
 // - lock_on encodes a call's arguments into a per-thread buffer recycled
 //   from the idle lock it takes: different arguments never share a key;
+// - a lease's stop state is made only when lost_token() is first asked for:
+//   tokens asked for before, during (from the watchdog's thread) and after
+//   a loss all end up stopped;
 // - the metrics registry remembers each thread's last function: counts
 //   never mix functions, and reset_metrics() racing calls is safe.
 #include <sys/wait.h>
@@ -19,6 +22,7 @@
 #include <cstring>
 #include <atomic>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -254,7 +258,9 @@ TEST_F(HotPath, MetricsOfFunctionsCalledInTurnOnOneThreadStaySeparate) {
   const auto locked_b = locker.lock_on<0>(b, [](int x) { return x; });
   for (int i = 0; i < 30; ++i) {
     ASSERT_EQ(locked_a(i), i);
-    if (i % 3 == 0) ASSERT_EQ(locked_b(i), i);
+    if (i % 3 == 0) {
+      ASSERT_EQ(locked_b(i), i);
+    }
   }
   EXPECT_EQ(acquisitions_of(a), 30u);
   EXPECT_EQ(acquisitions_of(b), 10u);
@@ -298,6 +304,63 @@ TEST_F(HotPath, ResettingMetricsWhileOtherThreadsRecordIsSafe) {
   ASSERT_EQ(locked(5), 5);
   EXPECT_EQ(acquisitions_of(name), 1u);
   EXPECT_GT(calls.load(), 0);
+}
+
+TEST_F(HotPath, LostTokensAskedBeforeAndAfterALossAreStopped) {
+  const std::string name = key("lazy-stop");
+  Lock lock(client(), name, {.ttl = 10s, .auto_renew = false});
+  ASSERT_TRUE(lock.try_lock());
+  const std::stop_token before = lock.lost_token();
+  ASSERT_TRUE(before.stop_possible());
+  EXPECT_FALSE(before.stop_requested());
+  // A stop callback that asks for a token itself must not deadlock.
+  std::atomic<bool> inner_stopped{false};
+  const std::stop_callback callback(before, [&] { inner_stopped = lock.lost_token().stop_requested(); });
+  ASSERT_TRUE(raw({"SET", name, "someone-else", "PX", "10000"}).is("OK"));
+  lock.unlock();  // finds the key taken: declares the lease lost
+  EXPECT_TRUE(lock.lost());
+  EXPECT_TRUE(before.stop_requested());
+  EXPECT_TRUE(inner_stopped.load());
+  EXPECT_TRUE(lock.lost_token().stop_requested()) << "a token asked for after the loss";
+  // Never asked for during the acquisition: still stopped when asked late.
+  raw({"DEL", name});
+  ASSERT_TRUE(lock.try_lock());
+  ASSERT_TRUE(raw({"SET", name, "someone-else", "PX", "10000"}).is("OK"));
+  lock.unlock();
+  EXPECT_TRUE(lock.lost_token().stop_requested());
+  // The next acquisition has its own, unstopped token.
+  raw({"DEL", name});
+  ASSERT_TRUE(lock.try_lock());
+  const std::stop_token fresh = lock.lost_token();
+  EXPECT_TRUE(fresh.stop_possible());
+  EXPECT_FALSE(fresh.stop_requested());
+  EXPECT_TRUE(before.stop_requested());
+  lock.unlock();
+  EXPECT_FALSE(fresh.stop_requested());
+}
+
+TEST_F(HotPath, LostTokensAskedWhileTheWatchdogDeclaresTheLossAreStopped) {
+  for (int round = 0; round < 5; ++round) {
+    const std::string name = key("lazy-stop-race");
+    Lock lock(client(), name, {.ttl = 150ms});  // renewed every 50 ms
+    ASSERT_TRUE(lock.try_lock());
+    ASSERT_TRUE(raw({"SET", name, "someone-else", "PX", "10000"}).is("OK"));
+    // The renewal thread finds the key taken and declares the loss while
+    // this thread keeps asking for tokens (a first one made each round).
+    // The first thousand are kept, then only the latest.
+    std::vector<std::stop_token> tokens;
+    std::stop_token latest;
+    const auto start = std::chrono::steady_clock::now();
+    for (long i = 0; i < 100'000'000 && std::chrono::steady_clock::now() - start < 2s; ++i) {
+      latest = lock.lost_token();
+      if (tokens.size() < 1000) tokens.push_back(latest);
+      if (latest.stop_requested()) break;
+    }
+    ASSERT_TRUE(latest.stop_requested()) << "the loss was never signalled";
+    EXPECT_TRUE(lock.lost());
+    for (const auto& token : tokens) EXPECT_TRUE(token.stop_requested());
+    lock.unlock();
+  }
 }
 
 }  // namespace
