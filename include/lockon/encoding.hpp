@@ -151,6 +151,9 @@ concept Encodable = detail::encodable<std::remove_cvref_t<T>>();
 class Encoder {
  public:
   Encoder() = default;
+  /// Writes into `buffer`'s storage (its contents are cleared first), so a
+  /// caller encoding again and again can reuse one allocation.
+  explicit Encoder(std::string buffer) noexcept : out_(std::move(buffer)) { out_.clear(); }
 
   /// Reserves room for `bytes` more bytes of output.
   void reserve(std::size_t bytes) { out_.reserve(out_.size() + bytes); }
@@ -414,6 +417,18 @@ std::string encode_args(const Args&... args) {
   enc.begin_tuple(sizeof...(Args));
   (enc.add(args), ...);
   return enc.take();
+}
+
+/// encode_args(args...) written over `out`, reusing its storage. If an
+/// argument cannot be encoded (ConfigError), `out` is left empty.
+template <class... Args>
+void encode_args_into(std::string& out, const Args&... args) {
+  Encoder enc(std::move(out));
+  out.clear();  // a moved-from string's state is unspecified
+  enc.reserve(9 + (std::size_t{0} + ... + detail::size_hint(args)));
+  enc.begin_tuple(sizeof...(Args));
+  (enc.add(args), ...);
+  out = enc.take();
 }
 
 }  // namespace lockon

@@ -246,6 +246,12 @@ class LockedCallBase {
     [[maybe_unused]] const std::tuple<const A&...> all(args...);
     return encode_args(std::get<I>(all)...);
   }
+  template <class... A>
+  static void encode_selected_into(std::string& out, const A&... args) {
+    static_assert(((I < sizeof...(A)) && ...), "lockon: a lock_on argument position is out of range");
+    [[maybe_unused]] const std::tuple<const A&...> all(args...);
+    encode_args_into(out, std::get<I>(all)...);
+  }
 
   // lock_on_each: encode_args of each argument at positions I..., alone.
   template <class... A>
@@ -279,7 +285,8 @@ class LockedCallBase {
           return invoke_with<How>(fn_, context, std::forward<A>(args)...);
         });
       }
-      std::string encoded = encode_selected(args...);  // before anything is moved into fn
+      std::string encoded = take_encoding_buffer();
+      encode_selected_into(encoded, args...);  // before anything is moved into fn
       return run_locked<R, Mode>(site, std::move(encoded), [&](LockContext& context) -> R {
         return invoke_with<How>(fn_, context, std::forward<A>(args)...);
       });

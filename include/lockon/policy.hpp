@@ -176,6 +176,12 @@ struct Acquisition {
 /// as thrown by the lock (IoError, ReplyError, QuorumError...).
 Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_on_busy);
 
+/// This thread's spare string for encoding a call's arguments (empty, with
+/// the storage of an earlier call's encoding when there is one): the idle
+/// lock a call takes hands its copy of the same bytes back here, so the
+/// uncontended lock_on cycle encodes without allocating.
+std::string take_encoding_buffer() noexcept;
+
 /// lock_on_each: the KeyScope::entity key of each encoded argument, taken
 /// all or nothing as one MultiLock under the same attempt loop.
 Acquisition acquire_each(const CallSite& site, const std::vector<std::string>& encoded_args, bool throw_on_busy);

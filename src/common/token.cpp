@@ -44,18 +44,23 @@ struct RandomBlock {
 
 }  // namespace
 
-std::string random_hex(std::size_t bytes) {
+void assign_random_hex(std::string& out, std::size_t bytes) {
   static_cast<void>(atfork_registered);
   if (bytes == 0 || bytes > 64) throw ConfigError("random_hex: byte count out of range");
   thread_local RandomBlock block;
   unsigned char* raw = block.take(bytes);
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex(bytes * 2, '0');
+  out.resize(bytes * 2);
   for (std::size_t i = 0; i < bytes; ++i) {
-    hex[2 * i] = kHex[raw[i] >> 4];
-    hex[2 * i + 1] = kHex[raw[i] & 0xF];
+    out[2 * i] = kHex[raw[i] >> 4];
+    out[2 * i + 1] = kHex[raw[i] & 0xF];
     raw[i] = 0;  // handed-out bytes do not linger in the buffer
   }
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::string hex;
+  assign_random_hex(hex, bytes);
   return hex;
 }
 

@@ -76,6 +76,12 @@ long long process_start_ms() {
 }
 
 std::string holder_record(std::string_view token, std::string_view label) {
+  std::string out;
+  assign_holder_record(out, token, label);
+  return out;
+}
+
+void assign_holder_record(std::string& out, std::string_view token, std::string_view label) {
   // "|host|pid|start|" is the same for every record of a process image:
   // built once per thread and fork generation (getpid is a system call, the
   // start time a read of /proc; the record is written on every acquisition).
@@ -90,7 +96,7 @@ std::string holder_record(std::string_view token, std::string_view label) {
     fixed.generation = generation;
   }
   const std::string_view short_token = token.substr(0, 8);
-  std::string out;
+  out.clear();
   out.reserve(short_token.size() + fixed.middle.size() + std::min<std::size_t>(label.size(), 64) + 24);
   out.append(short_token).append(fixed.middle);
   if (!label.empty()) out.append(sanitize(label, 64));
@@ -99,7 +105,6 @@ std::string holder_record(std::string_view token, std::string_view label) {
   const auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), wall_ms());
   static_cast<void>(ec);
   out.append(digits, end);
-  return out;
 }
 
 }  // namespace lockon::detail

@@ -21,6 +21,8 @@ namespace lockon::detail {
 
 /// This process's record text for `token`, `label` (sanitized) and now.
 std::string holder_record(std::string_view token, std::string_view label);
+/// The same, written over `out` (its capacity reused).
+void assign_holder_record(std::string& out, std::string_view token, std::string_view label);
 
 /// Wall-clock ms when this process started (/proc/self/stat + boot time),
 /// or when it first asked (no /proc).

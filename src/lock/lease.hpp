@@ -45,7 +45,23 @@ class LeaseSignal {
     const auto end = lease_end_ns_.load(std::memory_order_acquire);
     return end != kOpen && Clock::now().time_since_epoch().count() >= end;
   }
-  std::stop_token token() const noexcept { return stop_.get_token(); }
+  /// The stop state is made on first request (most acquisitions never ask,
+  /// and making it is an allocation per acquisition); a token asked for
+  /// after the loss is already stopped. Out of memory: a token that can
+  /// never stop (stop_possible() false).
+  std::stop_token token() const noexcept {
+    const std::lock_guard guard(stop_mutex_);
+    if (!stop_.stop_possible()) {
+      try {
+        stop_ = std::stop_source();
+      } catch (...) {
+        return std::stop_token();
+      }
+      // No token of this source exists yet: no stop callback runs here.
+      if (lost_.load(std::memory_order_acquire)) stop_.request_stop();
+    }
+    return stop_.get_token();
+  }
 
   /// The lease's end as this process can prove it: the send time of the
   /// acquisition (or of the last confirmed renewal) plus the ttl. Called at
@@ -83,7 +99,9 @@ class LeaseSignal {
   std::atomic<bool> lost_{false};
   std::atomic<std::int64_t> lease_end_ns_{kOpen};
   std::atomic<std::uint32_t> renewal_failures_{0};
-  std::stop_source stop_;
+  // Guards the lazy creation of stop_ against declare_lost (any thread).
+  mutable std::mutex stop_mutex_;
+  mutable std::stop_source stop_{std::nostopstate};
 };
 
 }  // namespace lockon::detail

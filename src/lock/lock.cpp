@@ -39,8 +39,11 @@ bool Lock::Impl::acquire_until(Clock::time_point deadline) {
   if (state_.held)
     throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
   if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
-  token_ = state_.options.token ? *state_.options.token : detail::random_hex();
-  record_ = state_.options.holder_record ? detail::holder_record(token_, state_.options.holder_label) : std::string();
+  // Written over the previous acquisition's strings: no allocation per cycle.
+  if (state_.options.token) token_ = *state_.options.token;
+  else detail::assign_random_hex(token_);
+  if (state_.options.holder_record) detail::assign_holder_record(record_, token_, state_.options.holder_label);
+  else record_.clear();
   // Contended a moment ago: the fast SET NX would most likely fail, and
   // the queue's script acquires a free key just as well. Skipping it saves
   // a round trip, a server command and a context switch per contended
@@ -194,10 +197,11 @@ int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
     // WAIT in the same write, on the same connection as the SET: it covers
     // exactly this connection's writes. A SET that did not win wrote
     // nothing, and WAIT then returns at once.
-    std::vector<std::span<const std::string_view>> commands{set};
-    const auto who = who_args();
-    if (!record_.empty()) commands.push_back(who);
-    if (acks_required()) commands.push_back(wait_args());
+    std::array<std::span<const std::string_view>, 3> all{set};
+    std::size_t count = 1;
+    if (!record_.empty()) all[count++] = who_args();
+    if (acks_required()) all[count++] = wait_args();
+    const std::span<const std::span<const std::string_view>> commands(all.data(), count);
     std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
     if (replies.empty()) return deadline_passed(result);
     if (acks_required()) {
@@ -230,16 +234,17 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
   const std::array<std::string_view, 2> incr{"INCR", calls_.fence_key()};
   const std::array<std::string_view, 4> expire{"PEXPIRE", calls_.fence_key(), "3600000", "NX"};
   const std::array<std::string_view, 1> exec{"EXEC"};
-  const std::array<std::span<const std::string_view>, 6> all{
-      multi, state_.options.no_expiry ? std::span<const std::string_view>(set_forever)
-                                      : std::span<const std::string_view>(set_lease),
-      incr, expire, exec, wait_args()};
   // With replica acks, WAIT follows EXEC in the same write.
   // The holder record (NX: never the holder's) follows EXEC, before WAIT.
-  std::vector<std::span<const std::string_view>> commands(all.begin(), all.begin() + 5);
-  const auto who = who_args();
-  if (!record_.empty()) commands.push_back(who);
-  if (acks_required()) commands.push_back(all[5]);
+  // In place in a fixed array: no allocation per attempt.
+  std::array<std::span<const std::string_view>, 7> commands_buffer{
+      multi, state_.options.no_expiry ? std::span<const std::string_view>(set_forever)
+                                      : std::span<const std::string_view>(set_lease),
+      incr, expire, exec};
+  std::size_t count = 5;
+  if (!record_.empty()) commands_buffer[count++] = who_args();
+  if (acks_required()) commands_buffer[count++] = wait_args();
+  const std::span<const std::span<const std::string_view>> commands(commands_buffer.data(), count);
   std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
   if (replies.empty()) return deadline_passed(result);
   if (acks_required()) {

@@ -111,6 +111,12 @@ PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
   return PreparedPolicy{std::move(policy), std::move(options), next_id.fetch_add(1, std::memory_order_relaxed)};
 }
 
+namespace {
+thread_local std::string encoding_spare;
+}  // namespace
+
+std::string take_encoding_buffer() noexcept { return std::move(encoding_spare); }
+
 // What identifies a lock key within one locker: the policy (prefix, lock
 // options), the function identity and the encoded arguments. Compared
 // instead of the key itself so that a hit skips hashing.
@@ -123,11 +129,14 @@ class IdleLocks {
     for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
       if (it->policy_id == policy.id && it->digest == digest && it->encoded_args == encoded_args) {
         found = std::move(it->lock);
+        // The caller holds the same bytes: this copy's storage becomes the
+        // thread's next encoding buffer (take_encoding_buffer).
+        encoding_spare = std::move(it->encoded_args);
         entries_.erase(std::next(it).base());
         break;
       }
     }
-    return found;  // the erased entry's strings are freed under the mutex: short, no I/O
+    return found;
   }
 
   void put(const PreparedPolicy& policy, std::string_view digest, std::string encoded_args,

@@ -13,19 +13,26 @@
 namespace lockon {
 namespace {
 
+// Each observation lands in one bucket (one atomic add, not one per bound
+// above it: a sub-millisecond wait used to cost twelve); snapshot() sums
+// them into the cumulative counts the API and Prometheus show.
 class Histogram {
  public:
   void observe(double ms) noexcept {
-    for (std::size_t i = 0; i < kMetricsBucketsMs.size(); ++i) {
-      if (ms <= kMetricsBucketsMs[i]) buckets_[i].fetch_add(1, std::memory_order_relaxed);
-    }
+    const auto bound = std::lower_bound(kMetricsBucketsMs.begin(), kMetricsBucketsMs.end(), ms);
+    if (bound != kMetricsBucketsMs.end())
+      buckets_[static_cast<std::size_t>(bound - kMetricsBucketsMs.begin())].fetch_add(1, std::memory_order_relaxed);
     count_.fetch_add(1, std::memory_order_relaxed);
     // Microseconds as an integer: atomic adds without a CAS loop on a double.
     sum_us_.fetch_add(static_cast<std::uint64_t>(ms * 1000.0), std::memory_order_relaxed);
   }
   HistogramSnapshot snapshot() const noexcept {
     HistogramSnapshot s;
-    for (std::size_t i = 0; i < kMetricsBucketsMs.size(); ++i) s.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+    std::uint64_t below = 0;
+    for (std::size_t i = 0; i < kMetricsBucketsMs.size(); ++i) {
+      below += buckets_[i].load(std::memory_order_relaxed);
+      s.buckets[i] = below;
+    }
     s.count = count_.load(std::memory_order_relaxed);
     s.sum_ms = static_cast<double>(sum_us_.load(std::memory_order_relaxed)) / 1000.0;
     return s;
@@ -43,17 +50,30 @@ struct Counters {
   Histogram wait, hold;
 };
 
+// Function name -> counters. A lock_on call records twice (acquire,
+// release) under its function's name: each thread remembers the last name
+// it recorded and its counters, so the calls of a hot function skip the
+// shared lock and the map. reset() starts a new epoch, which every thread's
+// memory is checked against, and retires the old counters instead of
+// freeing them: a recording racing reset() lands in a retired entry, never
+// in freed memory.
 class Registry {
  public:
   Counters& at(std::string_view function) {
-    {
-      const std::shared_lock read(mutex_);
-      if (auto it = entries_.find(function); it != entries_.end()) return *it->second;
-    }
-    const std::unique_lock write(mutex_);
-    auto [it, inserted] = entries_.try_emplace(std::string(function));
-    if (inserted) it->second = std::make_unique<Counters>();
-    return *it->second;
+    struct Last {
+      std::uint64_t epoch = 0;
+      std::string function;
+      Counters* counters = nullptr;
+    };
+    thread_local Last last;
+    const std::uint64_t epoch = epoch_.load(std::memory_order_acquire);
+    if (last.counters != nullptr && last.epoch == epoch && last.function == function) return *last.counters;
+    Counters& found = find_or_add(function);
+    last.counters = nullptr;  // consistent if the assignment below throws
+    last.function.assign(function);
+    last.epoch = epoch;
+    last.counters = &found;
+    return found;
   }
   std::vector<FunctionMetrics> snapshot() const {
     const std::shared_lock read(mutex_);
@@ -77,11 +97,33 @@ class Registry {
   }
   void reset() noexcept {
     const std::unique_lock write(mutex_);
-    entries_.clear();  // references handed out are never kept past a call
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+    try {
+      for (auto& [name, counters] : entries_) retired_.push_back(std::move(counters));
+    } catch (...) {
+      // Out of memory: the unretired counters leak rather than dangle.
+      for (auto& [name, counters] : entries_) static_cast<void>(counters.release());
+    }
+    entries_.clear();
   }
 
  private:
+  Counters& find_or_add(std::string_view function) {
+    {
+      const std::shared_lock read(mutex_);
+      if (auto it = entries_.find(function); it != entries_.end()) return *it->second;
+    }
+    const std::unique_lock write(mutex_);
+    auto [it, inserted] = entries_.try_emplace(std::string(function));
+    if (inserted) it->second = std::make_unique<Counters>();
+    return *it->second;
+  }
+
   mutable std::shared_mutex mutex_;
+  // Starts at 1: a thread's empty memory (epoch 0) never matches.
+  std::atomic<std::uint64_t> epoch_{1};
+  // Counters of earlier epochs; a few per reset_metrics() (tests, tools).
+  std::vector<std::unique_ptr<Counters>> retired_;
   std::map<std::string, std::unique_ptr<Counters>, std::less<>> entries_;
 };
 
