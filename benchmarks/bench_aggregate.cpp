@@ -84,7 +84,7 @@ std::string load_script(redisContext* c) {
 // context switches (voluntary + involuntary, getrusage), and the server's CPU
 // (/proc/<pid>/stat, the pid from INFO server; clock ticks, so +-1 tick).
 struct Usage {
-  double wall = 0, cpu = 0, switches = 0, server_cpu = 0, cycles = 0;
+  double wall = 0, cpu = 0, switches = 0, involuntary = 0, server_cpu = 0, cycles = 0;
 };
 
 double server_cpu_seconds(long pid) {
@@ -123,6 +123,7 @@ class Meter {
     u.wall += wall;
     u.cpu += after.cpu - before.cpu;
     u.switches += after.switches - before.switches;
+    u.involuntary += after.involuntary - before.involuntary;
     u.server_cpu += after.server_cpu - before.server_cpu;
     u.cycles += rate * wall;
     return rate;
@@ -131,6 +132,7 @@ class Meter {
     for (const auto& [mode, u] : usage_) {
       if (u.cycles <= 0) continue;
       state.counters[mode + "_switches_per_cycle"] = u.switches / u.cycles;
+      state.counters[mode + "_involuntary_switches_per_cycle"] = u.involuntary / u.cycles;
       state.counters[mode + "_client_cpu_us_per_cycle"] = 1e6 * u.cpu / u.cycles;
       state.counters[mode + "_server_cpu_us_per_cycle"] = 1e6 * u.server_cpu / u.cycles;
       state.counters[mode + "_server_cpu_pct"] = 100 * u.server_cpu / u.wall;
@@ -140,13 +142,13 @@ class Meter {
  private:
   struct Sample {
     Clock::time_point at;
-    double cpu, switches, server_cpu;
+    double cpu, switches, involuntary, server_cpu;
   };
   Sample sample() const {
     rusage r{};
     getrusage(RUSAGE_SELF, &r);
     const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-    return {Clock::now(), seconds(r.ru_utime) + seconds(r.ru_stime), static_cast<double>(r.ru_nvcsw + r.ru_nivcsw),
+    return {Clock::now(), seconds(r.ru_utime) + seconds(r.ru_stime), static_cast<double>(r.ru_nvcsw + r.ru_nivcsw), static_cast<double>(r.ru_nivcsw),
             pid_ > 0 ? server_cpu_seconds(pid_) : 0};
   }
   long pid_;
