@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <utility>
 #include <sstream>
 #include <mutex>
 #include <memory>
@@ -84,7 +85,7 @@ std::string load_script(redisContext* c) {
 // context switches (voluntary + involuntary, getrusage), and the server's CPU
 // (/proc/<pid>/stat, the pid from INFO server; clock ticks, so +-1 tick).
 struct Usage {
-  double wall = 0, cpu = 0, switches = 0, involuntary = 0, server_cpu = 0, cycles = 0;
+  double wall = 0, cpu = 0, switches = 0, involuntary = 0, server_cpu = 0, commands = 0, reads = 0, cycles = 0;
 };
 
 double server_cpu_seconds(long pid) {
@@ -100,6 +101,19 @@ double server_cpu_seconds(long pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// INFO stats: total commands processed and reads made by the server.
+std::pair<double, double> server_commands_and_reads(redisContext* c) {
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO stats"));
+  if (reply == nullptr || reply->type != REDIS_REPLY_STRING) throw std::runtime_error("INFO failed");
+  const std::string info(reply->str, reply->len);
+  freeReplyObject(reply);
+  const auto stat = [&](const std::string& name) {
+    const auto at = info.find(name + ":");
+    return at == std::string::npos ? 0.0 : std::stod(info.substr(at + name.size() + 1));
+  };
+  return {stat("total_commands_processed"), stat("total_reads_processed")};
+}
+
 long server_pid(redisContext* c) {
   auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO server"));
   if (reply == nullptr || reply->type != REDIS_REPLY_STRING) throw std::runtime_error("INFO failed");
@@ -111,7 +125,9 @@ long server_pid(redisContext* c) {
 
 class Meter {
  public:
-  explicit Meter(long pid) : pid_(pid) {}
+  // `probe`: a connection of its own for INFO (its own commands are
+  // subtracted: one INFO per sample).
+  Meter(long pid, redisContext* probe) : pid_(pid), probe_(probe) {}
   // Runs `block` (returns cycles/s over `kBlock`) and charges its usage to `mode`.
   template <class Block>
   double measure(const std::string& mode, Block&& block) {
@@ -125,6 +141,8 @@ class Meter {
     u.switches += after.switches - before.switches;
     u.involuntary += after.involuntary - before.involuntary;
     u.server_cpu += after.server_cpu - before.server_cpu;
+    u.commands += after.commands - before.commands - 1;
+    u.reads += after.reads - before.reads - 1;
     u.cycles += rate * wall;
     return rate;
   }
@@ -136,22 +154,27 @@ class Meter {
       state.counters[mode + "_client_cpu_us_per_cycle"] = 1e6 * u.cpu / u.cycles;
       state.counters[mode + "_server_cpu_us_per_cycle"] = 1e6 * u.server_cpu / u.cycles;
       state.counters[mode + "_server_cpu_pct"] = 100 * u.server_cpu / u.wall;
+      // Commands per cycle, and per read the server made (its batch size).
+      state.counters[mode + "_server_commands_per_cycle"] = u.commands / u.cycles;
+      state.counters[mode + "_server_commands_per_read"] = u.reads > 0 ? u.commands / u.reads : 0;
     }
   }
 
  private:
   struct Sample {
     Clock::time_point at;
-    double cpu, switches, involuntary, server_cpu;
+    double cpu, switches, involuntary, server_cpu, commands, reads;
   };
   Sample sample() const {
     rusage r{};
     getrusage(RUSAGE_SELF, &r);
+    const auto [commands, reads] = server_commands_and_reads(probe_);
     const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
     return {Clock::now(), seconds(r.ru_utime) + seconds(r.ru_stime), static_cast<double>(r.ru_nvcsw + r.ru_nivcsw), static_cast<double>(r.ru_nivcsw),
-            pid_ > 0 ? server_cpu_seconds(pid_) : 0};
+            pid_ > 0 ? server_cpu_seconds(pid_) : 0, commands, reads};
   }
   long pid_;
+  redisContext* probe_;
   std::map<std::string, Usage> usage_;
 };
 
@@ -302,7 +325,8 @@ void BM_Aggregate64Threads(benchmark::State& state) {
   Multiplexer multiplexer(url);
   double shared_sum = 0;
   double lockon_sum = 0, raw_sum = 0, blocking_sum = 0, wide_sum = 0, multiplexed_sum = 0;
-  Meter meter(server_pid(pipelined.get()));
+  Context probe = connect(url);
+  Meter meter(server_pid(probe.get()), probe.get());
   for (auto _ : state) {
     for (int block = 0; block < kBlocks; ++block) {
       raw_sum += meter.measure("raw_pipelined", [&] { return raw_pipelined(pipelined.get(), sha, kBlock); });
@@ -346,7 +370,7 @@ void BM_AutoPipeline64ThreadsAlone(benchmark::State& state) {
                                    {.key_prefix = "bench:agg"});
   const auto locked_shared = shared.lock_on<0>("bench::agg", &noop);
   Context probe = connect(url);
-  Meter meter(server_pid(probe.get()));
+  Meter meter(server_pid(probe.get()), probe.get());
   double sum = 0;
   for (auto _ : state)
     for (int block = 0; block < 10; ++block)

@@ -106,7 +106,7 @@ class Pipeline {
   void write_batch() noexcept;
   // One blocking read, then every reply already buffered.
   void read_replies() noexcept;
-  // Wakes the sleeping callers whose requests read_replies completed.
+  // Completes the requests read_replies finished and wakes their callers.
   void wake_completed() noexcept;
   // Fails every request in flight with `error` (connection already broken).
   void fail_in_flight(const std::exception_ptr& error) noexcept;
@@ -121,7 +121,7 @@ class Pipeline {
   Connection connection_;
   std::deque<Request*> in_flight_;  // written, replies owed in this order
   std::vector<Request*> batch_;
-  std::vector<std::uint32_t*> to_wake_;  // futex words (see wake_completed)
+  std::vector<Request*> completed_;  // replies in, not marked done yet (see wake_completed)
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> io_batches_{0};
