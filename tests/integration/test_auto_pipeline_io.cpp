@@ -115,6 +115,44 @@ TEST(AutoPipelineIoThread, FrozenServerUnderTrafficWakesEveryWaiterOnTimeTypedAn
     EXPECT_NO_THROW(set_get(pipeline, "ap:io:freeze:" + std::to_string(t), "after", Clock::now() + 2s));
 }
 
+// Every caller asleep on the I/O thread's path is woken (by the owner or by
+// the caller before it in the round's wake chain): a lost wake-up would
+// leave a call asleep until its deadline (10 s here), so the slowest call
+// shows it.
+TEST(AutoPipelineIoThread, WakeChainLosesNobody) {
+  RedisServer server;
+  Client client(pipelined_options(server.port()));
+  Pipeline& pipeline = pipeline_of(client);
+  constexpr int kThreads = 64;
+  constexpr int kRounds = 150;
+  std::atomic<int> failures{0};
+  std::atomic<long long> slowest_ms{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const std::string key = "ap:io:chain:" + std::to_string(t);
+      for (int i = 0; i < kRounds; ++i) {
+        const auto started = Clock::now();
+        try {
+          set_get(pipeline, key, std::to_string(i), started + 10s);
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << e.what();
+          ++failures;
+          return;
+        }
+        const long long took = ms_since(started);
+        long long seen = slowest_ms.load();
+        while (took > seen && !slowest_ms.compare_exchange_weak(seen, took)) {
+        }
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LT(slowest_ms.load(), 3000) << "a caller slept until its deadline: a lost wake-up";
+  EXPECT_GT(pipeline.io_thread_batches(), 0u);
+  EXPECT_LT(pipeline.batches(), pipeline.requests());
+}
+
 // Runs `call` on another thread; the future holds how it ended.
 struct Outcome {
   std::string value;  // the reply's text, or the error message
