@@ -108,6 +108,57 @@ std::exception_ptr unsent_timeout(std::string_view operation, const std::string&
                                               ": deadline passed while queued for the shared connection (not sent)"));
 }
 
+// A fresh exception object of the same lockon type and message for each
+// caller failed together: one object (or one message: runtime_error keeps
+// a reference-counted string) shared by several threads is read by one
+// while another's last reference frees it, ordered only by a reference
+// count inside libstdc++ that ThreadSanitizer cannot see. Other types are
+// shared as they are.
+template <class E>
+std::exception_ptr fresh(const E& e) {
+  return std::make_exception_ptr(E(std::string(e.what())));
+}
+template <class E>
+std::exception_ptr fresh_reply_error(const E& e) {
+  return std::make_exception_ptr(E(std::string(e.what()), e.code()));
+}
+
+std::exception_ptr own_copy(const std::exception_ptr& error) noexcept {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TlsError& e) {
+    return fresh(e);
+  } catch (const ConnectError& e) {
+    return fresh(e);
+  } catch (const TimeoutError& e) {
+    return fresh(e);
+  } catch (const ClosedError& e) {
+    return fresh(e);
+  } catch (const ProtocolError& e) {
+    return fresh(e);
+  } catch (const IoError& e) {
+    return fresh(e);
+  } catch (const AuthError& e) {
+    return fresh_reply_error(e);
+  } catch (const PermissionError& e) {
+    return fresh_reply_error(e);
+  } catch (const WrongTypeError& e) {
+    return fresh_reply_error(e);
+  } catch (const ReadOnlyError& e) {
+    return fresh_reply_error(e);
+  } catch (const ServerBusyError& e) {
+    return fresh_reply_error(e);
+  } catch (const ReplyError& e) {
+    return fresh_reply_error(e);
+  } catch (const UnsupportedServerError& e) {
+    return fresh(e);
+  } catch (const ConfigError& e) {
+    return fresh(e);
+  } catch (...) {
+    return error;
+  }
+}
+
 }  // namespace
 
 Pipeline::Pipeline(ConnectionOptions options) : connection_(std::move(options)) {
@@ -310,7 +361,7 @@ void Pipeline::write_batch() noexcept {
   if (error) {
     fail_in_flight(error);
     if (unsent)
-      for (Request* request : batch_) request->fail(error);
+      for (Request* request : batch_) request->fail(own_copy(error));
   }
   batch_.clear();
 }
@@ -322,7 +373,7 @@ Pipeline::Clock::time_point Pipeline::earliest_in_flight_deadline() const noexce
 }
 
 void Pipeline::fail_in_flight(const std::exception_ptr& error) noexcept {
-  for (Request* request : in_flight_) request->fail(error);
+  for (Request* request : in_flight_) request->fail(own_copy(error));
   in_flight_.clear();
 }
 
