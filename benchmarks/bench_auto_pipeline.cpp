@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "client/client_impl.hpp"
+#include "client/pipeline.hpp"
 #include "lockon/lockon.hpp"
 
 namespace {
@@ -50,6 +52,11 @@ void BM_AutoPipelineUncontended(benchmark::State& state) {
       {"lock_on_auto_pipeline", [&] { benchmark::DoNotOptimize(shared_noop(7)); }},
   };
   lockon::bench::run_alternating_blocks(state, variants, kRounds, kBlock);
+  // Share of the requests the I/O thread wrote (0: every call found the
+  // connection idle and did its own exchange, as one thread should).
+  const auto* pipeline = shared.impl()->any_node()->pipeline();
+  state.counters["io_thread_batches"] = static_cast<double>(pipeline->io_thread_batches());
+  state.counters["pipeline_requests"] = static_cast<double>(pipeline->requests());
 }
 
 BENCHMARK(BM_AutoPipelineUncontended)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
