@@ -8,6 +8,10 @@
 // each with its own raw hiredis connection, without pipelining (what 64
 // blocking clients can get), and 64 threads through a sketch of automatic
 // pipelining (Multiplexer: the ceiling of that design on this machine).
+// Per mode also: context switches, this process's and the server's CPU per
+// cycle, the server's commands per cycle and per read (Meter), to see where
+// the time goes; BM_AutoPipeline64ThreadsAlone is the auto_pipeline mode
+// alone, for profilers.
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
 #include <sys/resource.h>

@@ -15,13 +15,16 @@
 //   it hands the connection to the pipeline's I/O thread (started on first
 //   need) and returns to its own work. The I/O thread writes everything
 //   queued in one write, reads the replies (one blocking read, then every
-//   reply already buffered), completes each request as soon as its reply is
-//   in, writes what was queued meanwhile, and goes idle when nothing is
+//   reply already buffered), writes what was queued meanwhile, then
+//   completes the round's requests: it wakes the first sleeping caller, and
+//   each woken caller wakes the next (a chain). It goes idle when nothing is
 //   queued or in flight.
-// Measured (bench_aggregate.cpp, docs/benchmarks.md): a caller per batch
-// leading (leader/follower) cost ~6 context switches and ~10 futex calls per
-// lock cycle with 64 threads, most of it hand-overs and wakes under the
-// mutex; with the I/O thread the callers never hand anything to each other.
+// Measured with 64 threads (docs/benchmarks.md), per lock cycle: a caller
+// leading each batch (leader/follower) cost ~6 context switches and ~10
+// futex calls, most of them hand-overs and wakes under the mutex; the I/O
+// thread waking every caller itself was preempted by nearly each of them
+// (~1 involuntary switch per cycle) while the server waited; with the chain,
+// ~2.3 switches (one sleep per call) and 4 futex calls.
 //
 // Correctness:
 // - replies are matched to requests strictly in order (one connection, a
