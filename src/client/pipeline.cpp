@@ -240,15 +240,23 @@ void Pipeline::exchange(Request& request) noexcept {
     connection_.flush(request.operation);
     batches_.fetch_add(1, std::memory_order_relaxed);
     for (std::size_t i = 0; i < request.commands.size(); ++i) {
-      request.replies[i] = request.deadline == Clock::time_point::max()
-                               ? connection_.read_reply(request.operation)
-                               : connection_.read_reply_until(request.deadline, request.operation);
+      request.replies[i] = read_reply(request.deadline, request.operation);
     }
   } catch (...) {
     // ConnectError: nothing sent. Anything else: the connection is broken
     // (Connection marks it) and only this request was on it.
     request.error = std::current_exception();
   }
+}
+
+ReplyPtr Pipeline::read_reply(Clock::time_point deadline, std::string_view operation) {
+  // When the socket timeout comes first (no deadline, or a far one), the
+  // connection's timed read is one blocking recv(); waiting for a deadline
+  // costs a recv that finds nothing, a poll and a recv (as read_bounded in
+  // lock_calls.cpp). Either way the read ends by the deadline.
+  const auto socket_timeout = connection_.options().socket_timeout;
+  const auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
+  return deadline >= bound ? connection_.read_reply(operation) : connection_.read_reply_until(deadline, operation);
 }
 
 void Pipeline::hand_over(std::unique_lock<std::mutex>& lock) {
@@ -387,8 +395,7 @@ void Pipeline::read_replies() noexcept {
   do {
     Request* front = in_flight_.front();
     try {
-      ReplyPtr reply = deadline == Clock::time_point::max() ? connection_.read_reply(front->operation)
-                                                            : connection_.read_reply_until(deadline, front->operation);
+      ReplyPtr reply = read_reply(deadline, front->operation);
       front->replies[front->received++] = std::move(reply);
     } catch (...) {
       // The connection is broken (Connection marks it): its later replies

@@ -107,6 +107,9 @@ class Pipeline {
   void drain(std::unique_lock<std::mutex>& lock, bool on_io_thread);
   // Writes batch_ in one write; moves it to in_flight_ (or fails it).
   void write_batch() noexcept;
+  // The next reply, by `deadline` at the latest (the socket timeout may end
+  // the wait first).
+  ReplyPtr read_reply(Clock::time_point deadline, std::string_view operation);
   // One blocking read, then every reply already buffered.
   void read_replies() noexcept;
   // Completes the requests read_replies finished and wakes their callers.
