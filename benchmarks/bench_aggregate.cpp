@@ -8,12 +8,23 @@
 // each with its own raw hiredis connection, without pipelining (what 64
 // blocking clients can get), and 64 threads through a sketch of automatic
 // pipelining (Multiplexer: the ceiling of that design on this machine).
+// Per mode also: context switches, this process's and the server's CPU per
+// cycle, the server's commands per cycle and per read (Meter), to see where
+// the time goes; BM_AutoPipeline64ThreadsAlone is the auto_pipeline mode
+// alone, for profilers.
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <utility>
+#include <sstream>
 #include <mutex>
 #include <memory>
 #include <stdexcept>
@@ -73,6 +84,103 @@ std::string load_script(redisContext* c) {
   freeReplyObject(reply);
   return sha;
 }
+
+// Where the time goes, per mode: this process's CPU (user + system) and
+// context switches (voluntary + involuntary, getrusage), and the server's CPU
+// (/proc/<pid>/stat, the pid from INFO server; clock ticks, so +-1 tick).
+struct Usage {
+  double wall = 0, cpu = 0, switches = 0, involuntary = 0, server_cpu = 0, commands = 0, reads = 0, cycles = 0;
+};
+
+double server_cpu_seconds(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// INFO stats: total commands processed and reads made by the server.
+std::pair<double, double> server_commands_and_reads(redisContext* c) {
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO stats"));
+  if (reply == nullptr || reply->type != REDIS_REPLY_STRING) throw std::runtime_error("INFO failed");
+  const std::string info(reply->str, reply->len);
+  freeReplyObject(reply);
+  const auto stat = [&](const std::string& name) {
+    const auto at = info.find(name + ":");
+    return at == std::string::npos ? 0.0 : std::stod(info.substr(at + name.size() + 1));
+  };
+  return {stat("total_commands_processed"), stat("total_reads_processed")};
+}
+
+long server_pid(redisContext* c) {
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO server"));
+  if (reply == nullptr || reply->type != REDIS_REPLY_STRING) throw std::runtime_error("INFO failed");
+  const std::string info(reply->str, reply->len);
+  freeReplyObject(reply);
+  const auto at = info.find("process_id:");
+  return at == std::string::npos ? 0 : std::stol(info.substr(at + 11));
+}
+
+class Meter {
+ public:
+  // `probe`: a connection of its own for INFO (its own commands are
+  // subtracted: one INFO per sample).
+  Meter(long pid, redisContext* probe) : pid_(pid), probe_(probe) {}
+  // Runs `block` (returns cycles/s over `kBlock`) and charges its usage to `mode`.
+  template <class Block>
+  double measure(const std::string& mode, Block&& block) {
+    const Sample before = sample();
+    const double rate = block();
+    const Sample after = sample();
+    Usage& u = usage_[mode];
+    const double wall = std::chrono::duration<double>(after.at - before.at).count();
+    u.wall += wall;
+    u.cpu += after.cpu - before.cpu;
+    u.switches += after.switches - before.switches;
+    u.involuntary += after.involuntary - before.involuntary;
+    u.server_cpu += after.server_cpu - before.server_cpu;
+    u.commands += after.commands - before.commands - 1;
+    u.reads += after.reads - before.reads - 1;
+    u.cycles += rate * wall;
+    return rate;
+  }
+  void report(benchmark::State& state) const {
+    for (const auto& [mode, u] : usage_) {
+      if (u.cycles <= 0) continue;
+      state.counters[mode + "_switches_per_cycle"] = u.switches / u.cycles;
+      state.counters[mode + "_involuntary_switches_per_cycle"] = u.involuntary / u.cycles;
+      state.counters[mode + "_client_cpu_us_per_cycle"] = 1e6 * u.cpu / u.cycles;
+      state.counters[mode + "_server_cpu_us_per_cycle"] = 1e6 * u.server_cpu / u.cycles;
+      state.counters[mode + "_server_cpu_pct"] = 100 * u.server_cpu / u.wall;
+      // Commands per cycle, and per read the server made (its batch size).
+      state.counters[mode + "_server_commands_per_cycle"] = u.commands / u.cycles;
+      state.counters[mode + "_server_commands_per_read"] = u.reads > 0 ? u.commands / u.reads : 0;
+    }
+  }
+
+ private:
+  struct Sample {
+    Clock::time_point at;
+    double cpu, switches, involuntary, server_cpu, commands, reads;
+  };
+  Sample sample() const {
+    rusage r{};
+    getrusage(RUSAGE_SELF, &r);
+    const auto [commands, reads] = server_commands_and_reads(probe_);
+    const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+    return {Clock::now(), seconds(r.ru_utime) + seconds(r.ru_stime), static_cast<double>(r.ru_nvcsw + r.ru_nivcsw), static_cast<double>(r.ru_nivcsw),
+            pid_ > 0 ? server_cpu_seconds(pid_) : 0, commands, reads};
+  }
+  long pid_;
+  redisContext* probe_;
+  std::map<std::string, Usage> usage_;
+};
 
 // Cycles (acquire + release of one key) per second through one pipelining
 // connection, 64 keys per batch.
@@ -221,27 +329,35 @@ void BM_Aggregate64Threads(benchmark::State& state) {
   Multiplexer multiplexer(url);
   double shared_sum = 0;
   double lockon_sum = 0, raw_sum = 0, blocking_sum = 0, wide_sum = 0, multiplexed_sum = 0;
+  Context probe = connect(url);
+  Meter meter(server_pid(probe.get()), probe.get());
   for (auto _ : state) {
     for (int block = 0; block < kBlocks; ++block) {
-      raw_sum += raw_pipelined(pipelined.get(), sha, kBlock);
-      lockon_sum += run_threads(kBlock, [&](int t) { locked(t); });
-      wide_sum += run_threads(kBlock, [&](int t) { locked_wide(t); });
-      shared_sum += run_threads(kBlock, [&](int t) { locked_shared(t); });
-      blocking_sum += run_threads(kBlock, [&](int t) {
-        redisContext* c = own[static_cast<std::size_t>(t)].get();
-        const std::string key = "bench:agg:own:" + std::to_string(t);
-        append(c, {"SET", key, "token", "NX", "PX", "30000", "GET"});
-        read_replies(c, 1);
-        append(c, {"EVALSHA", sha, "1", key, "token"});
-        read_replies(c, 1);
+      raw_sum += meter.measure("raw_pipelined", [&] { return raw_pipelined(pipelined.get(), sha, kBlock); });
+      lockon_sum += meter.measure("lockon", [&] { return run_threads(kBlock, [&](int t) { locked(t); }); });
+      wide_sum += meter.measure("pool64", [&] { return run_threads(kBlock, [&](int t) { locked_wide(t); }); });
+      shared_sum +=
+          meter.measure("auto_pipeline", [&] { return run_threads(kBlock, [&](int t) { locked_shared(t); }); });
+      blocking_sum += meter.measure("raw_64_connections", [&] {
+        return run_threads(kBlock, [&](int t) {
+          redisContext* c = own[static_cast<std::size_t>(t)].get();
+          const std::string key = "bench:agg:own:" + std::to_string(t);
+          append(c, {"SET", key, "token", "NX", "PX", "30000", "GET"});
+          read_replies(c, 1);
+          append(c, {"EVALSHA", sha, "1", key, "token"});
+          read_replies(c, 1);
+        });
       });
-      multiplexed_sum += run_threads(kBlock, [&](int t) {
-        const std::string key = "bench:agg:mux:" + std::to_string(t);
-        multiplexer.call({"SET", key, "token", "NX", "PX", "30000", "GET"});
-        multiplexer.call({"EVALSHA", sha, "1", key, "token"});
+      multiplexed_sum += meter.measure("raw_multiplexed", [&] {
+        return run_threads(kBlock, [&](int t) {
+          const std::string key = "bench:agg:mux:" + std::to_string(t);
+          multiplexer.call({"SET", key, "token", "NX", "PX", "30000", "GET"});
+          multiplexer.call({"EVALSHA", sha, "1", key, "token"});
+        });
       });
     }
   }
+  meter.report(state);
   state.counters["lockon_cycles_per_s"] = lockon_sum / kBlocks;
   state.counters["lockon_pool64_cycles_per_s"] = wide_sum / kBlocks;
   state.counters["lockon_auto_pipeline_cycles_per_s"] = shared_sum / kBlocks;
@@ -249,6 +365,25 @@ void BM_Aggregate64Threads(benchmark::State& state) {
   state.counters["raw_pipelined_cycles_per_s"] = raw_sum / kBlocks;
   state.counters["raw_64_connections_cycles_per_s"] = blocking_sum / kBlocks;
 }
+
+// For profilers (strace -c -f, perf, callgrind): the auto_pipeline mode
+// alone for ~3 s, with the same usage counters. No baseline: not a ratio.
+void BM_AutoPipeline64ThreadsAlone(benchmark::State& state) {
+  const std::string url = lockon::bench::server_url();
+  const lockon::RedisLocker shared(url + (url.find('?') == std::string::npos ? "?" : "&") + "auto_pipeline=1",
+                                   {.key_prefix = "bench:agg"});
+  const auto locked_shared = shared.lock_on<0>("bench::agg", &noop);
+  Context probe = connect(url);
+  Meter meter(server_pid(probe.get()), probe.get());
+  double sum = 0;
+  for (auto _ : state)
+    for (int block = 0; block < 10; ++block)
+      sum += meter.measure("auto_pipeline", [&] { return run_threads(kBlock, [&](int t) { locked_shared(t); }); });
+  state.counters["lockon_auto_pipeline_cycles_per_s"] = sum / 10;
+  meter.report(state);
+}
+
+BENCHMARK(BM_AutoPipeline64ThreadsAlone)->Iterations(1)->UseRealTime();
 
 BENCHMARK(BM_Aggregate64Threads)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
 

@@ -1,117 +1,353 @@
 #include "client/pipeline.hpp"
 
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <ctime>
 #include <string>
+#include <system_error>
 #include <utility>
-#include <vector>
 
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
 
+namespace {
+
+// A one-shot completion flag a single waiter sleeps on (a private futex).
+// The waker needs no lock and makes the wake-up syscall only if the waiter
+// announced it is asleep; a condition variable would need the waiter's
+// mutex around the flag.
+class Completion {
+ public:
+  /// Marks it done and wakes the waiter. The waiter may return (and free
+  /// this object) as soon as the store is visible: nothing here is touched
+  /// after it but the futex word's address, which FUTEX_WAKE only hashes (a
+  /// stray wake of whatever lives there next is a spurious wake-up, which
+  /// every futex waiter tolerates).
+  void set() noexcept {
+    if (mark_done()) wake(word());
+  }
+  /// set() in two steps: marks it done and returns whether the waiter must
+  /// be woken (it is asleep), with wake(word()) — which may come later.
+  bool mark_done() noexcept { return state_.exchange(kDone, std::memory_order_acq_rel) == kSleeping; }
+  std::uint32_t* word() noexcept { return reinterpret_cast<std::uint32_t*>(&state_); }
+  static void wake(std::uint32_t* word) noexcept {
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
+
+  /// Waits until set or `deadline` (steady clock = CLOCK_MONOTONIC);
+  /// returns whether it was set.
+  bool wait_until(std::chrono::steady_clock::time_point deadline) noexcept {
+    std::uint32_t state = state_.load(std::memory_order_acquire);
+    while (state != kDone) {
+      if (state == kPending &&
+          !state_.compare_exchange_weak(state, kSleeping, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        continue;  // `state` was reloaded (maybe done)
+      }
+      timespec at{};
+      const timespec* timeout = nullptr;
+      if (deadline != std::chrono::steady_clock::time_point::max()) {
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+        if (deadline <= std::chrono::steady_clock::now()) return false;
+        at.tv_sec = static_cast<time_t>(ns / 1000000000);
+        at.tv_nsec = static_cast<long>(ns % 1000000000);
+        timeout = &at;
+      }
+      // Absolute CLOCK_MONOTONIC deadline (FUTEX_WAIT_BITSET); returns on a
+      // wake, a timeout, EINTR, or EAGAIN if the word changed first.
+      syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_BITSET_PRIVATE, kSleeping, timeout,
+              nullptr, FUTEX_BITSET_MATCH_ANY);
+      state = state_.load(std::memory_order_acquire);
+    }
+    return true;
+  }
+
+ private:
+  static constexpr std::uint32_t kPending = 0;
+  static constexpr std::uint32_t kSleeping = 1;  // pending, and the waiter is (about to be) in FUTEX_WAIT
+  static constexpr std::uint32_t kDone = 2;
+  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+  std::atomic<std::uint32_t> state_{kPending};
+};
+
+}  // namespace
+
 struct Pipeline::Request {
+  Request(std::span<const std::span<const std::string_view>> commands_, Clock::time_point deadline_,
+          std::string_view operation_, ReplyPtr* replies_) noexcept
+      : commands(commands_), deadline(deadline_), operation(operation_), replies(replies_) {}
+
   // The caller's commands, alive while it waits; written adjacently.
   std::span<const std::span<const std::string_view>> commands;
   Clock::time_point deadline;
   std::string_view operation;
-  std::vector<ReplyPtr> replies;
+  ReplyPtr* replies;  // commands.size() slots, the caller's
+  std::size_t received = 0;
   std::exception_ptr error;
-  bool done = false;
-  std::condition_variable wake;
+  Completion done;
+
+  // Set by the owner before `done`: the next sleeping caller of the same
+  // round, which this caller wakes as soon as it is awake (wake_completed).
+  std::uint32_t* wake_next = nullptr;
+  void fail(std::exception_ptr failure) noexcept {
+    error = std::move(failure);
+    done.set();
+  }
 };
 
-Pipeline::Pipeline(ConnectionOptions options) : connection_(std::move(options)) {}
+namespace {
 
-std::uint64_t Pipeline::batches() const {
-  std::lock_guard lock(mutex_);
-  return batches_;
+std::exception_ptr unsent_timeout(std::string_view operation, const std::string& endpoint) {
+  return std::make_exception_ptr(TimeoutError(std::string(operation) + " on " + endpoint +
+                                              ": deadline passed while queued for the shared connection (not sent)"));
 }
 
-std::uint64_t Pipeline::requests() const {
-  std::lock_guard lock(mutex_);
-  return requests_;
+// A fresh exception object of the same lockon type and message for each
+// caller failed together: one object (or one message: runtime_error keeps
+// a reference-counted string) shared by several threads is read by one
+// while another's last reference frees it, ordered only by a reference
+// count inside libstdc++ that ThreadSanitizer cannot see. Other types are
+// shared as they are.
+template <class E>
+std::exception_ptr fresh(const E& e) {
+  return std::make_exception_ptr(E(std::string(e.what())));
+}
+template <class E>
+std::exception_ptr fresh_reply_error(const E& e) {
+  return std::make_exception_ptr(E(std::string(e.what()), e.code()));
+}
+
+std::exception_ptr own_copy(const std::exception_ptr& error) noexcept {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TlsError& e) {
+    return fresh(e);
+  } catch (const ConnectError& e) {
+    return fresh(e);
+  } catch (const TimeoutError& e) {
+    return fresh(e);
+  } catch (const ClosedError& e) {
+    return fresh(e);
+  } catch (const ProtocolError& e) {
+    return fresh(e);
+  } catch (const IoError& e) {
+    return fresh(e);
+  } catch (const AuthError& e) {
+    return fresh_reply_error(e);
+  } catch (const PermissionError& e) {
+    return fresh_reply_error(e);
+  } catch (const WrongTypeError& e) {
+    return fresh_reply_error(e);
+  } catch (const ReadOnlyError& e) {
+    return fresh_reply_error(e);
+  } catch (const ServerBusyError& e) {
+    return fresh_reply_error(e);
+  } catch (const ReplyError& e) {
+    return fresh_reply_error(e);
+  } catch (const UnsupportedServerError& e) {
+    return fresh(e);
+  } catch (const ConfigError& e) {
+    return fresh(e);
+  } catch (...) {
+    return error;
+  }
+}
+
+}  // namespace
+
+Pipeline::Pipeline(ConnectionOptions options) : connection_(std::move(options)) {
+  completed_.reserve(256);  // read_replies() must not allocate mid-round in practice
+}
+
+Pipeline::~Pipeline() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  io_wake_.notify_all();
+  if (io_.joinable()) io_.join();
 }
 
 ReplyPtr Pipeline::call(std::span<const std::string_view> args, Clock::time_point deadline,
                         std::string_view operation) {
   const std::array<std::span<const std::string_view>, 1> one{args};
-  return std::move(call_many(one, deadline, operation).front());
+  ReplyPtr reply;
+  Request request(one, deadline, operation, &reply);
+  execute(request);
+  if (request.error) std::rethrow_exception(request.error);
+  return reply;
 }
 
 std::vector<ReplyPtr> Pipeline::call_many(std::span<const std::span<const std::string_view>> commands,
                                           Clock::time_point deadline, std::string_view operation) {
   if (commands.empty()) return {};
-  Request request{commands, deadline, operation, {}, nullptr, false, {}};
-  request.replies.reserve(commands.size());
-  std::unique_lock lock(mutex_);
-  queued_.push_back(&request);
-  ++requests_;
-  bool expired = false;  // deadline passed while in flight: the leader's read is bounded by it
-  while (!request.done) {
-    if (!leader_) {
-      leader_ = true;
-      lead(lock, request);
-      break;
-    }
-    if (deadline == Clock::time_point::max() || expired) {
-      request.wake.wait(lock);
-    } else if (request.wake.wait_until(lock, deadline) == std::cv_status::timeout && !request.done) {
-      const auto at = std::find(queued_.begin(), queued_.end(), &request);
-      if (at != queued_.end()) {
-        // Never written: certainly not run.
-        queued_.erase(at);
-        if (!leader_) wake_next();  // the hand-off may have been meant for us
-        throw TimeoutError(std::string(operation) + " on " + connection_.endpoint() +
-                           ": deadline passed while queued for the shared connection (not sent)");
-      }
-      expired = true;
-    }
-  }
+  std::vector<ReplyPtr> replies(commands.size());
+  Request request(commands, deadline, operation, replies.data());
+  execute(request);
   if (request.error) std::rethrow_exception(request.error);
-  return std::move(request.replies);
+  return replies;
 }
 
-Pipeline::Clock::time_point Pipeline::earliest_in_flight_deadline() const {
-  auto earliest = Clock::time_point::max();
-  for (const Request* request : in_flight_) earliest = std::min(earliest, request->deadline);
-  return earliest;
-}
-
-void Pipeline::fail_in_flight(const std::exception_ptr& error) {
-  for (Request* request : in_flight_) {
-    request->error = error;
-    request->done = true;
-    request->wake.notify_one();
+void Pipeline::execute(Request& request) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock lock(mutex_);
+  if (owner_ == Owner::idle) {
+    owner_ = Owner::caller;
+    lock.unlock();
+    exchange(request);
+    lock.lock();
+    hand_over(lock);
+    return;
   }
-  in_flight_.clear();
-}
-
-void Pipeline::send_queued(std::unique_lock<std::mutex>& lock) {
-  std::vector<Request*> batch;
-  batch.reserve(queued_.size());
-  const auto now = Clock::now();
-  for (Request* request : queued_) {
-    if (request->deadline <= now) {
-      request->error = std::make_exception_ptr(
-          TimeoutError(std::string(request->operation) + " on " + connection_.endpoint() +
-                       ": deadline passed while queued for the shared connection (not sent)"));
-      request->done = true;
-      request->wake.notify_one();
-    } else {
-      batch.push_back(request);
-    }
-  }
-  queued_.clear();
-  if (batch.empty()) return;
-  std::exception_ptr error;
-  bool unsent = false;
+  // The owner (a caller's own exchange, or the I/O thread) takes the queue
+  // before it next waits, so nobody needs waking.
+  queued_.push_back(&request);
   lock.unlock();
+  if (request.done.wait_until(request.deadline)) {
+    if (request.wake_next != nullptr) Completion::wake(request.wake_next);
+    return;
+  }
+  lock.lock();
+  const auto at = std::find(queued_.begin(), queued_.end(), &request);
+  if (at != queued_.end()) {
+    // Never written, and the owner can no longer take it: certainly not run.
+    queued_.erase(at);
+    lock.unlock();
+    request.error = unsent_timeout(request.operation, connection_.endpoint());
+    return;
+  }
+  lock.unlock();
+  // Taken by the owner: being written or in flight. Its read is bounded by
+  // the earliest deadline in flight (ours), so this wait ends soon.
+  request.done.wait_until(Clock::time_point::max());
+  if (request.wake_next != nullptr) Completion::wake(request.wake_next);
+}
+
+void Pipeline::exchange(Request& request) noexcept {
+  if (request.deadline <= Clock::now()) {
+    request.error = unsent_timeout(request.operation, connection_.endpoint());
+    return;
+  }
   try {
     connection_.ensure_connected();
-    for (const Request* request : batch)
+    for (const auto& command : request.commands) connection_.append(command);
+    connection_.flush(request.operation);
+    batches_.fetch_add(1, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < request.commands.size(); ++i) {
+      request.replies[i] = read_reply(request.deadline, request.operation);
+    }
+  } catch (...) {
+    // ConnectError: nothing sent. Anything else: the connection is broken
+    // (Connection marks it) and only this request was on it.
+    request.error = std::current_exception();
+  }
+}
+
+ReplyPtr Pipeline::read_reply(Clock::time_point deadline, std::string_view operation) {
+  // When the socket timeout comes first (no deadline, or a far one), the
+  // connection's timed read is one blocking recv(); waiting for a deadline
+  // costs a recv that finds nothing, a poll and a recv (as read_bounded in
+  // lock_calls.cpp). Either way the read ends by the deadline.
+  const auto socket_timeout = connection_.options().socket_timeout;
+  const auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
+  return deadline >= bound ? connection_.read_reply(operation) : connection_.read_reply_until(deadline, operation);
+}
+
+void Pipeline::hand_over(std::unique_lock<std::mutex>& lock) {
+  if (queued_.empty()) {
+    owner_ = Owner::idle;
+    return;
+  }
+  owner_ = Owner::io_thread;
+  if (!io_.joinable()) {
+    try {
+      io_ = std::thread([this] { io_loop(); });
+    } catch (const std::system_error&) {
+      // No thread to be had: this caller drains the queue itself.
+      drain(lock, false);
+      return;
+    }
+  }
+  lock.unlock();
+  io_wake_.notify_one();
+  lock.lock();
+}
+
+void Pipeline::io_loop() {
+  pthread_setname_np(pthread_self(), "lockon-pipeline");  // for top -H, perf, gdb
+  std::unique_lock lock(mutex_);
+  while (true) {
+    io_wake_.wait(lock, [this] { return stop_ || owner_ == Owner::io_thread; });
+    if (owner_ == Owner::io_thread) {
+      drain(lock, true);
+      continue;
+    }
+    return;  // stop_, nothing owned
+  }
+}
+
+void Pipeline::drain(std::unique_lock<std::mutex>& lock, bool on_io_thread) {
+  while (!queued_.empty() || !in_flight_.empty() || !completed_.empty()) {
+    batch_.assign(queued_.begin(), queued_.end());
+    queued_.clear();
+    lock.unlock();
+    if (!batch_.empty()) {
+      write_batch();
+      if (on_io_thread) io_batches_.fetch_add(1, std::memory_order_relaxed);
+    }
+    // The callers whose replies came in the last round are woken only now,
+    // after the next batch left: the server works on it meanwhile.
+    wake_completed();
+    if (!in_flight_.empty()) read_replies();
+    lock.lock();
+  }
+  owner_ = Owner::idle;
+}
+
+void Pipeline::wake_completed() noexcept {
+  // A chain: the owner wakes the first sleeper of the round, each woken
+  // caller wakes the next one (execute). Waking all from here cost the I/O
+  // thread one futex call per caller and, worse, a preemption by nearly
+  // each woken caller while the server sat idle (1.2 involuntary context
+  // switches per lock cycle with 64 threads).
+  std::uint32_t* next = nullptr;
+  for (auto it = completed_.rbegin(); it != completed_.rend(); ++it) {
+    Request* request = *it;
+    request->wake_next = next;  // before `done`: the caller reads it after
+    if (request->done.mark_done()) next = request->done.word();
+    // `request` may be gone now; only its futex word's address is kept (a
+    // late wake of a reused address is a harmless spurious wake-up).
+  }
+  completed_.clear();
+  if (next != nullptr) Completion::wake(next);
+}
+
+void Pipeline::write_batch() noexcept {
+  const auto now = Clock::now();
+  std::size_t kept = 0;
+  for (Request* request : batch_) {
+    if (request->deadline <= now) {
+      request->fail(unsent_timeout(request->operation, connection_.endpoint()));
+    } else {
+      batch_[kept++] = request;
+    }
+  }
+  batch_.resize(kept);
+  if (batch_.empty()) return;
+  std::exception_ptr error;
+  bool unsent = false;
+  try {
+    connection_.ensure_connected();
+    for (const Request* request : batch_)
       for (const auto& command : request->commands) connection_.append(command);
-    connection_.flush(batch.front()->operation);
+    connection_.flush(batch_.front()->operation);
+    batches_.fetch_add(1, std::memory_order_relaxed);
   } catch (const ConnectError&) {
     // Not a byte of this batch left (see Connection::flush); requests in
     // flight, if any, are lost with the broken connection.
@@ -120,65 +356,60 @@ void Pipeline::send_queued(std::unique_lock<std::mutex>& lock) {
   } catch (...) {
     error = std::current_exception();
   }
-  lock.lock();
-  if (!error) {
-    in_flight_.insert(in_flight_.end(), batch.begin(), batch.end());
-    ++batches_;
-    return;
+  try {
+    // Strong guarantee (insertion at a deque's end): all or none.
+    if (!error || !unsent) in_flight_.insert(in_flight_.end(), batch_.begin(), batch_.end());
+  } catch (...) {
+    // No memory to track the replies owed: nothing on the connection can be
+    // matched any more.
+    error = std::current_exception();
+    unsent = true;  // every one of batch_ still needs failing
+    connection_.mark_broken();
   }
-  if (!unsent) in_flight_.insert(in_flight_.end(), batch.begin(), batch.end());
-  fail_in_flight(error);
-  for (Request* request : batch) {
-    if (request->done) continue;
-    request->error = error;
-    request->done = true;
-    request->wake.notify_one();
+  if (error) {
+    fail_in_flight(error);
+    if (unsent)
+      for (Request* request : batch_) request->fail(own_copy(error));
   }
+  batch_.clear();
 }
 
-void Pipeline::lead(std::unique_lock<std::mutex>& lock, Request& own) {
-  // After its own reply the leader still reads the rest of what is in flight
-  // (a hand-off mid-batch would stall the reading for a wake-up), but sends
-  // nothing more: its caller waits at most one batch longer.
-  while (!own.done || !in_flight_.empty()) {
-    if (!own.done && !queued_.empty()) send_queued(lock);
-    if (in_flight_.empty()) continue;
+Pipeline::Clock::time_point Pipeline::earliest_in_flight_deadline() const noexcept {
+  auto earliest = Clock::time_point::max();
+  for (const Request* request : in_flight_) earliest = std::min(earliest, request->deadline);
+  return earliest;
+}
+
+void Pipeline::fail_in_flight(const std::exception_ptr& error) noexcept {
+  for (Request* request : in_flight_) request->fail(own_copy(error));
+  in_flight_.clear();
+}
+
+void Pipeline::read_replies() noexcept {
+  // One blocking read; the replies that came with it (or after) are already
+  // buffered and taken without waiting again. New requests are written
+  // between two such rounds (drain). The earliest deadline in flight is
+  // recomputed only when the request that had it leaves (a scan per reply
+  // was quadratic in the batch).
+  auto deadline = earliest_in_flight_deadline();
+  do {
     Request* front = in_flight_.front();
-    const auto deadline = earliest_in_flight_deadline();
-    const std::string_view operation = front->operation;
-    lock.unlock();
-    ReplyPtr reply;
-    std::exception_ptr error;
     try {
-      reply = deadline == Clock::time_point::max() ? connection_.read_reply(operation)
-                                                   : connection_.read_reply_until(deadline, operation);
+      ReplyPtr reply = read_reply(deadline, front->operation);
+      front->replies[front->received++] = std::move(reply);
     } catch (...) {
       // The connection is broken (Connection marks it): its later replies
       // can never reach a request, every request in flight fails.
-      error = std::current_exception();
+      fail_in_flight(std::current_exception());
+      return;
     }
-    lock.lock();
-    if (error) {
-      fail_in_flight(error);
-      continue;
+    if (front->received == front->commands.size()) {
+      in_flight_.pop_front();
+      const bool had_earliest = front->deadline == deadline && deadline != Clock::time_point::max();
+      completed_.push_back(front);  // done (and woken) in wake_completed
+      if (had_earliest) deadline = earliest_in_flight_deadline();
     }
-    front->replies.push_back(std::move(reply));
-    if (front->replies.size() < front->commands.size()) continue;
-    in_flight_.pop_front();
-    front->done = true;
-    if (front != &own) front->wake.notify_one();
-  }
-  leader_ = false;
-  wake_next();
-}
-
-void Pipeline::wake_next() {
-  // Leadership goes to the oldest waiter (it owes the next reply or write).
-  if (!in_flight_.empty()) {
-    in_flight_.front()->wake.notify_one();
-  } else if (!queued_.empty()) {
-    queued_.front()->wake.notify_one();
-  }
+  } while (!in_flight_.empty() && connection_.has_buffered_input());
 }
 
 }  // namespace lockon::detail

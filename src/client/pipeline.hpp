@@ -3,29 +3,48 @@
 // flight are queued and written together, replies are read in order and
 // handed to their waiting threads.
 //
-// Leader/follower, no I/O thread: the thread that finds no leader becomes
-// it, writes everything queued in one write and reads replies for everyone
-// (writing what was queued meanwhile between reads), until its own reply
-// came and the batch in flight is read; then it hands leadership to the
-// oldest waiting request. On two cores an I/O thread would add a wake-up per
-// batch on top of the callers' (not measured against it yet).
+// Who does the I/O (the connection has one owner at a time, changed under
+// the mutex):
+// - idle: a caller that finds the connection idle does its own exchange on
+//   it (no queue, no other thread, no wake-up: the uncontended cycle costs
+//   what a pooled connection costs);
+// - callers arriving meanwhile queue their request and sleep on their own
+//   completion word (a futex: the waker needs no lock, and wakes only a
+//   caller that is really asleep);
+// - when the caller doing its own exchange is done and requests are queued,
+//   it hands the connection to the pipeline's I/O thread (started on first
+//   need) and returns to its own work. The I/O thread writes everything
+//   queued in one write, reads the replies (one blocking read, then every
+//   reply already buffered), writes what was queued meanwhile, then
+//   completes the round's requests: it wakes the first sleeping caller, and
+//   each woken caller wakes the next (a chain). It goes idle when nothing is
+//   queued or in flight.
+// Measured with 64 threads (docs/benchmarks.md), per lock cycle: a caller
+// leading each batch (leader/follower) cost ~6 context switches and ~10
+// futex calls, most of them hand-overs and wakes under the mutex; the I/O
+// thread waking every caller itself was preempted by nearly each of them
+// (~1 involuntary switch per cycle) while the server waited; with the chain,
+// ~2.3 switches (one sleep per call) and 4 futex calls.
 //
 // Correctness:
 // - replies are matched to requests strictly in order (one connection, a
 //   FIFO of requests in flight);
-// - the leader reads with the earliest deadline of the requests in flight;
+// - the owner reads with the earliest deadline of the requests in flight;
 //   when it passes (or any I/O fails) the connection is broken and closed
 //   and every request in flight on it fails with the typed error (outcome
 //   unknown): no later reply can reach the wrong request. Requests still
 //   queued (never written) whose deadline passes fail with TimeoutError and
-//   are certainly not run;
+//   are certainly not run (the waiter removes itself from the queue under
+//   the mutex, so the writer can never take it afterwards);
 // - a caller's commands are written adjacently in one batch (call_many), so
 //   MULTI/EXEC and SET+WAIT stay contiguous; an EVALSHA's NOSCRIPT fallback
 //   is a second, independent call. Pub/sub and WATCH never come here.
 // - fork: a Pipeline lives in a Node, which the ClientImpl re-creates in a
-//   forked child (common/fork.hpp), so a child never touches the parent's.
+//   forked child (common/fork.hpp), so a child never touches the parent's
+//   (nor its I/O thread, which does not exist there).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -34,6 +53,7 @@
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "client/connection.hpp"
@@ -47,6 +67,8 @@ class Pipeline {
   using Clock = std::chrono::steady_clock;
 
   explicit Pipeline(ConnectionOptions options);
+  /// Stops the I/O thread (no call may be running).
+  ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
@@ -62,30 +84,54 @@ class Pipeline {
   std::vector<ReplyPtr> call_many(std::span<const std::span<const std::string_view>> commands,
                                   Clock::time_point deadline, std::string_view operation);
 
-  /// Counters for tests and benchmarks.
-  std::uint64_t batches() const;
-  std::uint64_t requests() const;
+  /// Counters for tests and benchmarks: writes, requests, and the writes
+  /// made by the I/O thread (the others were a caller's own exchange).
+  std::uint64_t batches() const noexcept { return batches_.load(std::memory_order_relaxed); }
+  std::uint64_t requests() const noexcept { return requests_.load(std::memory_order_relaxed); }
+  std::uint64_t io_thread_batches() const noexcept { return io_batches_.load(std::memory_order_relaxed); }
 
  private:
   struct Request;
-  // Leader work: writes the queue and reads until `own` is done. Called and
-  // returns with `lock` held; releases it around I/O.
-  void lead(std::unique_lock<std::mutex>& lock, Request& own);
-  // Writes every queued request in one write (lock released around I/O).
-  void send_queued(std::unique_lock<std::mutex>& lock);
-  // Fails every request in flight with `error` (connection already broken).
-  void fail_in_flight(const std::exception_ptr& error);
-  Clock::time_point earliest_in_flight_deadline() const;
-  // With no leader: wakes the waiter that should take over.
-  void wake_next();
+  enum class Owner { idle, caller, io_thread };
 
-  mutable std::mutex mutex_;
-  Connection connection_;  // touched only by the leader
-  std::deque<Request*> queued_;     // not written yet
+  // Runs `request` to completion (its error or replies set; never throws).
+  void execute(Request& request);
+  // The caller's own exchange on an idle connection.
+  void exchange(Request& request) noexcept;
+  // Called by the caller that owned the connection, with `lock` held: gives
+  // the connection to the I/O thread if requests are queued, else idles it.
+  void hand_over(std::unique_lock<std::mutex>& lock);
+  void io_loop();
+  // Owner's work until nothing is queued or in flight; `lock` held on entry
+  // and exit, released around I/O.
+  void drain(std::unique_lock<std::mutex>& lock, bool on_io_thread);
+  // Writes batch_ in one write; moves it to in_flight_ (or fails it).
+  void write_batch() noexcept;
+  // The next reply, by `deadline` at the latest (the socket timeout may end
+  // the wait first).
+  ReplyPtr read_reply(Clock::time_point deadline, std::string_view operation);
+  // One blocking read, then every reply already buffered.
+  void read_replies() noexcept;
+  // Completes the requests read_replies finished and wakes their callers.
+  void wake_completed() noexcept;
+  // Fails every request in flight with `error` (connection already broken).
+  void fail_in_flight(const std::exception_ptr& error) noexcept;
+  Clock::time_point earliest_in_flight_deadline() const noexcept;
+
+  std::mutex mutex_;
+  std::condition_variable io_wake_;  // the I/O thread waits for Owner::io_thread or stop_
+  std::deque<Request*> queued_;      // not written yet (guarded by mutex_)
+  Owner owner_ = Owner::idle;        // guarded by mutex_
+  bool stop_ = false;                // guarded by mutex_
+  // Touched only by the owner of the connection:
+  Connection connection_;
   std::deque<Request*> in_flight_;  // written, replies owed in this order
-  bool leader_ = false;
-  std::uint64_t batches_ = 0;
-  std::uint64_t requests_ = 0;
+  std::vector<Request*> batch_;
+  std::vector<Request*> completed_;  // replies in, not marked done yet (see wake_completed)
+  std::atomic<std::uint64_t> batches_{0};
+  std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint64_t> io_batches_{0};
+  std::thread io_;  // started on the first hand-over (guarded by mutex_)
 };
 
 }  // namespace lockon::detail

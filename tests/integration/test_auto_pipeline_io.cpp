@@ -1,0 +1,275 @@
+// integration/test_auto_pipeline_io.cpp — the I/O-thread path of automatic
+// pipelining (client/pipeline.hpp): callers asleep on their own futex word
+// while the I/O thread owns the shared connection. Attacks: the server
+// frozen (SIGSTOP) under 32 threads of traffic, a deadline passing while a
+// request is queued behind a slow exchange (it must fail unsent: the key it
+// would write stays absent), and a short deadline while its batch is in
+// flight (every request of that batch fails typed, on time, and the late
+// replies reach nobody).
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "client/client_impl.hpp"
+#include "client/pipeline.hpp"
+#include "lockon/client.hpp"
+#include "lockon/errors.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/fixtures.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using detail::Pipeline;
+using detail::ReplyPtr;
+
+ConnectionOptions pipelined_options(int port) {
+  ConnectionOptions options;
+  options.port = port;
+  options.auto_pipeline = true;
+  options.socket_timeout = 3000ms;
+  return options;
+}
+
+Pipeline& pipeline_of(Client& client) {
+  Pipeline* pipeline = client.impl()->any_node()->pipeline();
+  if (pipeline == nullptr) throw std::runtime_error("auto_pipeline is off");
+  return *pipeline;
+}
+
+std::string text_of(const ReplyPtr& reply) { return reply && reply->str ? std::string(reply->str, reply->len) : "<none>"; }
+
+long long ms_since(Clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - at).count();
+}
+
+// SET then GET of a per-thread key; the GET must return this thread's value.
+void set_get(Pipeline& pipeline, const std::string& key, const std::string& value, Clock::time_point deadline) {
+  const std::array<std::string_view, 3> set{"SET", key, value};
+  const ReplyPtr ok = pipeline.call(set, deadline, "SET");
+  if (text_of(ok) != "OK") throw std::runtime_error("SET " + key + " answered " + text_of(ok));
+  const std::array<std::string_view, 2> get{"GET", key};
+  const ReplyPtr got = pipeline.call(get, deadline, "GET");
+  if (text_of(got) != value) throw std::runtime_error("GET " + key + " answered " + text_of(got) + ", wanted " + value);
+}
+
+TEST(AutoPipelineIoThread, FrozenServerUnderTrafficWakesEveryWaiterOnTimeTypedAndMisdeliversNothing) {
+  RedisServer server;
+  Client client(pipelined_options(server.port()));
+  Pipeline& pipeline = pipeline_of(client);
+  constexpr int kThreads = 32;
+  constexpr auto kDeadline = 250ms;
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, timeouts{0}, other_io{0}, wrong{0};
+  std::atomic<long long> worst_overrun_ms{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const std::string key = "ap:io:freeze:" + std::to_string(t);
+      for (int i = 0; !stop.load() && i < 200000; ++i) {
+        const auto deadline = Clock::now() + kDeadline;
+        try {
+          set_get(pipeline, key, std::to_string(i), deadline);
+          ++ok;
+        } catch (const TimeoutError&) {
+          ++timeouts;
+        } catch (const IoError&) {
+          ++other_io;  // a reconnect to the frozen server may fail otherwise (typed)
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "thread " << t << ": " << e.what();  // a misdelivered reply, or untyped
+          ++wrong;
+          return;
+        }
+        const long long late = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - deadline).count();
+        long long seen = worst_overrun_ms.load();
+        while (late > seen && !worst_overrun_ms.compare_exchange_weak(seen, late)) {
+        }
+      }
+    });
+  std::this_thread::sleep_for(400ms);
+  const auto io_batches_before = pipeline.io_thread_batches();
+  const int ok_before = ok.load();
+  server.pause();
+  std::this_thread::sleep_for(800ms);
+  server.resume();
+  std::this_thread::sleep_for(400ms);
+  stop = true;
+  for (auto& thread : threads) thread.join();
+  EXPECT_GT(io_batches_before, 0u) << "the traffic never reached the I/O thread";
+  EXPECT_GT(ok_before, 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GE(timeouts.load(), kThreads) << "every thread had a call in the frozen window";
+  // Each call ended near its deadline: waiters asleep on the I/O thread's
+  // wake path are failed (in flight) or time out by themselves (queued).
+  EXPECT_LT(worst_overrun_ms.load(), 250) << "a waiter was woken long after its deadline";
+  EXPECT_GT(ok.load(), ok_before) << "no traffic after the server resumed";
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_NO_THROW(set_get(pipeline, "ap:io:freeze:" + std::to_string(t), "after", Clock::now() + 2s));
+}
+
+// Every caller asleep on the I/O thread's path is woken (by the owner or by
+// the caller before it in the round's wake chain): a lost wake-up would
+// leave a call asleep until its deadline (10 s here), so the slowest call
+// shows it.
+TEST(AutoPipelineIoThread, WakeChainLosesNobody) {
+  RedisServer server;
+  Client client(pipelined_options(server.port()));
+  Pipeline& pipeline = pipeline_of(client);
+  constexpr int kThreads = 64;
+  constexpr int kRounds = 150;
+  std::atomic<int> failures{0};
+  std::atomic<long long> slowest_ms{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const std::string key = "ap:io:chain:" + std::to_string(t);
+      for (int i = 0; i < kRounds; ++i) {
+        const auto started = Clock::now();
+        try {
+          set_get(pipeline, key, std::to_string(i), started + 10s);
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << e.what();
+          ++failures;
+          return;
+        }
+        const long long took = ms_since(started);
+        long long seen = slowest_ms.load();
+        while (took > seen && !slowest_ms.compare_exchange_weak(seen, took)) {
+        }
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LT(slowest_ms.load(), 3000) << "a caller slept until its deadline: a lost wake-up";
+  EXPECT_GT(pipeline.io_thread_batches(), 0u);
+  EXPECT_LT(pipeline.batches(), pipeline.requests());
+}
+
+// Runs `call` on another thread; the future holds how it ended.
+struct Outcome {
+  std::string value;  // the reply's text, or the error message
+  bool timeout = false;
+  bool failed = false;
+  long long at_ms = 0;  // since the test's start
+};
+
+template <class Call>
+std::future<Outcome> start(Clock::time_point t0, Call call) {
+  return std::async(std::launch::async, [t0, call] {
+    Outcome outcome;
+    try {
+      outcome.value = call();
+    } catch (const TimeoutError& e) {
+      outcome.failed = outcome.timeout = true;
+      outcome.value = e.what();
+    } catch (const std::exception& e) {
+      outcome.failed = true;
+      outcome.value = e.what();
+    }
+    outcome.at_ms = ms_since(t0);
+    return outcome;
+  });
+}
+
+TEST(AutoPipelineIoThread, DeadlineWhileQueuedBehindASlowReplyFailsUnsent) {
+  RedisServer server;
+  server.command({"SET", "ap:io:slow:a", "A"});
+  server.command({"SET", "ap:io:slow:b", "B"});
+  FaultProxy proxy("127.0.0.1", server.port());
+  proxy.add_rule({.command = "GET", .action = FaultAction::delay, .delay = 700ms, .times = 2});
+  Client client(pipelined_options(proxy.port()));
+  Pipeline& pipeline = pipeline_of(client);
+  const std::array<std::string_view, 2> get_a{"GET", "ap:io:slow:a"};
+  const std::array<std::string_view, 2> get_b{"GET", "ap:io:slow:b"};
+  const std::array<std::string_view, 3> set_1{"SET", "ap:io:unsent:1", "x"};
+  const std::array<std::string_view, 3> set_2{"SET", "ap:io:unsent:2", "x"};
+  const auto t0 = Clock::now();
+  // A: the caller's own exchange, held 700 ms by the proxy.
+  auto a = start(t0, [&] { return text_of(pipeline.call(get_a, Clock::now() + 5s, "GET a")); });
+  std::this_thread::sleep_for(150ms);
+  // B: queued behind A; handed to the I/O thread when A is done, held 700 ms.
+  auto b = start(t0, [&] { return text_of(pipeline.call(get_b, Clock::now() + 5s, "GET b")); });
+  std::this_thread::sleep_for(100ms);
+  // 1: queued behind A's exchange, deadline long before A's reply.
+  auto one = start(t0, [&] { return text_of(pipeline.call(set_1, Clock::now() + 150ms, "SET 1")); });
+  const Outcome first = one.get();
+  // 2: queued while the I/O thread waits for B's reply (it writes nothing
+  // new until that read returns).
+  while (ms_since(t0) < 1000) std::this_thread::sleep_for(10ms);
+  auto two = start(t0, [&] { return text_of(pipeline.call(set_2, Clock::now() + 150ms, "SET 2")); });
+  const Outcome second = two.get();
+  const Outcome got_a = a.get();
+  const Outcome got_b = b.get();
+  EXPECT_EQ(got_a.value, "A");
+  EXPECT_EQ(got_b.value, "B");
+  EXPECT_GE(got_b.at_ms, 1300) << "B was not held behind A";
+  for (const Outcome* unsent : {&first, &second}) {
+    EXPECT_TRUE(unsent->timeout) << unsent->value;
+    EXPECT_NE(unsent->value.find("not sent"), std::string::npos) << unsent->value;
+  }
+  EXPECT_LT(first.at_ms, 250 + 150 + 200) << "SET 1 was not failed at its deadline";
+  EXPECT_LT(second.at_ms, 1000 + 150 + 200) << "SET 2 was not failed at its deadline";
+  EXPECT_GE(pipeline.io_thread_batches(), 1u);
+  // Unsent means never run: after every byte has passed, neither key exists.
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(server.command({"EXISTS", "ap:io:unsent:1"}).integer, 0);
+  EXPECT_EQ(server.command({"EXISTS", "ap:io:unsent:2"}).integer, 0);
+}
+
+TEST(AutoPipelineIoThread, ShortDeadlineInFlightFailsItsBatchTypedAndLateRepliesReachNobody) {
+  RedisServer server;
+  server.command({"SET", "ap:io:batch:a", "A"});
+  server.command({"SET", "ap:io:batch:c", "C"});
+  FaultProxy proxy("127.0.0.1", server.port());
+  proxy.add_rule({.command = "GET", .action = FaultAction::delay, .delay = 800ms, .times = 2});
+  Client client(pipelined_options(proxy.port()));
+  Pipeline& pipeline = pipeline_of(client);
+  const std::array<std::string_view, 2> get_a{"GET", "ap:io:batch:a"};
+  const std::array<std::string_view, 2> get_c{"GET", "ap:io:batch:c"};
+  const std::array<std::string_view, 3> set_d{"SET", "ap:io:batch:d", "D"};
+  const auto t0 = Clock::now();
+  auto a = start(t0, [&] { return text_of(pipeline.call(get_a, Clock::now() + 5s, "GET a")); });
+  std::this_thread::sleep_for(150ms);
+  // C and D queue behind A's exchange and leave in one batch of the I/O
+  // thread at ~800 ms; C's reply is held until ~1600 ms, D's behind it.
+  auto c = start(t0, [&] { return text_of(pipeline.call(get_c, Clock::now() + 5s, "GET c")); });
+  std::this_thread::sleep_for(100ms);
+  const auto d_deadline_ms = ms_since(t0) + 1000;  // ~1250 ms: while the batch is in flight
+  auto d = start(t0, [&] { return text_of(pipeline.call(set_d, Clock::now() + 1000ms, "SET d")); });
+  const Outcome got_a = a.get();
+  const Outcome got_c = c.get();
+  const Outcome got_d = d.get();
+  EXPECT_EQ(got_a.value, "A");
+  ASSERT_TRUE(got_d.timeout) << got_d.value;
+  EXPECT_LT(got_d.at_ms, d_deadline_ms + 600);
+  if (got_d.value.find("not sent") != std::string::npos) {
+    // A's exchange ended only after D's deadline (a slow machine): D never
+    // left, C's batch was C alone and completes.
+    EXPECT_EQ(got_c.value, "C");
+  } else {
+    // D was in flight with C: the read bounded by D's deadline broke the
+    // connection, and C fails with it — typed, at D's deadline, not at its
+    // reply's arrival (~1600 ms).
+    EXPECT_TRUE(got_c.timeout) << got_c.value;
+    EXPECT_LT(got_c.at_ms, d_deadline_ms + 600) << "C's own deadline (~5 s) bounded the read, not D's";
+    EXPECT_GE(pipeline.io_thread_batches(), 1u);
+  }
+  // The held replies arrive on a closed connection: every later call gets
+  // its own reply.
+  std::this_thread::sleep_for(900ms);
+  for (int round = 0; round < 20; ++round) {
+    EXPECT_EQ(text_of(pipeline.call(get_a, Clock::now() + 2s, "GET a")), "A");
+    EXPECT_EQ(text_of(pipeline.call(get_c, Clock::now() + 2s, "GET c")), "C");
+  }
+}
+
+}  // namespace
+}  // namespace lockon::test
