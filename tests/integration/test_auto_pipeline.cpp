@@ -22,6 +22,7 @@
 #include "lockon/lock.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
+#include "integration/auto_pipeline_support.hpp"
 
 namespace lockon::test {
 namespace {
@@ -31,21 +32,7 @@ using Clock = std::chrono::steady_clock;
 using detail::Pipeline;
 using detail::ReplyPtr;
 
-ConnectionOptions pipelined_options(int port) {
-  ConnectionOptions options;
-  options.port = port;
-  options.auto_pipeline = true;
-  options.socket_timeout = 2000ms;
-  return options;
-}
-
-Pipeline& pipeline_of(Client& client) {
-  Pipeline* pipeline = client.impl()->any_node()->pipeline();
-  if (pipeline == nullptr) throw std::runtime_error("auto_pipeline is off");
-  return *pipeline;
-}
-
-std::string text_of(const ReplyPtr& reply) { return reply && reply->str ? std::string(reply->str, reply->len) : "<none>"; }
+ConnectionOptions pipelined_options(int port) { return test::pipelined_options(port, 2000ms); }
 
 // SET then GET of a per-thread key through the shared connection: the GET
 // must return this thread's value (a misdelivered reply would not).

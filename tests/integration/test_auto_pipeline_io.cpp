@@ -22,6 +22,7 @@
 #include "lockon/errors.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
+#include "integration/auto_pipeline_support.hpp"
 
 namespace lockon::test {
 namespace {
@@ -31,25 +32,7 @@ using Clock = std::chrono::steady_clock;
 using detail::Pipeline;
 using detail::ReplyPtr;
 
-ConnectionOptions pipelined_options(int port) {
-  ConnectionOptions options;
-  options.port = port;
-  options.auto_pipeline = true;
-  options.socket_timeout = 3000ms;
-  return options;
-}
-
-Pipeline& pipeline_of(Client& client) {
-  Pipeline* pipeline = client.impl()->any_node()->pipeline();
-  if (pipeline == nullptr) throw std::runtime_error("auto_pipeline is off");
-  return *pipeline;
-}
-
-std::string text_of(const ReplyPtr& reply) { return reply && reply->str ? std::string(reply->str, reply->len) : "<none>"; }
-
-long long ms_since(Clock::time_point at) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - at).count();
-}
+ConnectionOptions pipelined_options(int port) { return test::pipelined_options(port, 3000ms); }
 
 // SET then GET of a per-thread key; the GET must return this thread's value.
 void set_get(Pipeline& pipeline, const std::string& key, const std::string& value, Clock::time_point deadline) {
