@@ -179,7 +179,12 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
                                                std::string_view operation, Clock::time_point until,
                                                std::chrono::milliseconds last_waits) {
   std::shared_ptr<Node> shared_node;
-  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+  // A pipeline ending in WAIT (replica acks) never takes the shared
+  // connection: WAIT holds its connection's replies for up to its timeout,
+  // which would stall every other caller's replies behind it, and its reply
+  // must be read for socket timeout + WAIT timeout (read_bounded below).
+  Pipeline* pipeline = last_waits.count() == 0 ? shared_pipeline(*client_, name_, shared_node) : nullptr;
+  if (pipeline != nullptr) {
     try {
       return pipeline->call_many(commands, until, operation);  // adjacent in one write
     } catch (const TimeoutError&) {

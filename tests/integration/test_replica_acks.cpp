@@ -3,6 +3,7 @@
 // ReplicationError. A real master and a real replica (replicaof).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -11,6 +12,7 @@
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
+#include "support/fixtures.hpp"
 #include "support/redis_server.hpp"
 
 namespace {
@@ -113,6 +115,57 @@ TEST(ReplicaAcks, WaitLongerThanTheSocketTimeoutIsStillAnswered) {
     EXPECT_TRUE(taker.try_lock()) << "the lock was given back";
     taker.unlock();
   }
+  pair.replica.resume();
+}
+
+// With automatic pipelining on (one shared connection for every caller),
+// a pipeline ending in WAIT goes through the pool instead: on the shared
+// connection its reply was read within the socket timeout only (TimeoutError
+// with the outcome unknown instead of WAIT's answer — found by running the
+// whole suite with auto_pipeline on by default), and WAIT would hold every
+// other caller's replies behind it for up to its timeout.
+TEST(ReplicaAcks, WithAutoPipeliningWaitIsAnsweredAndStallsNoOtherCaller) {
+  Pair pair;
+  lockon::Client client(pair.master.url() + "?socket_timeout=300ms&auto_pipeline=1");
+  pair.replica.pause();
+  std::atomic<bool> waiting{true};
+  std::atomic<long long> slowest_other_ms{0};
+  std::atomic<int> other_cycles{0};
+  std::string other_error;
+  std::thread other([&] {
+    lockon::Lock plain(client, "acks:pipelined-other", {.ttl = 10s});
+    try {
+      while (waiting) {
+        const auto start = Clock::now();
+        plain.lock();
+        plain.unlock();
+        slowest_other_ms = std::max<long long>(slowest_other_ms.load(), lockon::test::ms_since(start));
+        ++other_cycles;
+      }
+    } catch (const std::exception& e) {
+      other_error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  lockon::Lock lock(client, "acks:pipelined", with_acks(1, 700ms));
+  const auto start = Clock::now();
+  try {
+    lock.try_lock();
+    ADD_FAILURE() << "expected ReplicationError";
+  } catch (const lockon::ReplicationError& e) {
+    EXPECT_EQ(e.acknowledged(), 0);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected ReplicationError, got: " << e.what();
+  }
+  const auto took = Clock::now() - start;
+  waiting = false;
+  other.join();
+  EXPECT_GE(took, 700ms) << "WAIT's own timeout";
+  EXPECT_LT(took, 700ms + 500ms);
+  EXPECT_FALSE(lock.held());
+  EXPECT_EQ(other_error, "");
+  EXPECT_GT(other_cycles.load(), 20) << "the other caller kept locking during the WAIT";
+  EXPECT_LT(slowest_other_ms.load(), 300) << "no cycle of the other caller waited behind the WAIT";
   pair.replica.resume();
 }
 
