@@ -1,6 +1,7 @@
 // support/cluster_fixture.cpp — see cluster_fixture.hpp.
 #include "support/cluster_fixture.hpp"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -164,6 +165,27 @@ RedisServer& RedisCluster::replica_of(const RedisServer& master) const {
   }
 }
 
+namespace {
+// " slots a-b: port P (first node) vs Q (this node)" for each range the
+// two maps do not share, so a failure names the slot that did not settle.
+std::string differing_ranges(const std::map<std::pair<long long, long long>, int>& first,
+                             const std::map<std::pair<long long, long long>, int>& mine) {
+  std::string text;
+  auto port_in = [](const auto& map, const auto& range) {
+    const auto it = map.find(range);
+    return it == map.end() ? std::string("-") : std::to_string(it->second);
+  };
+  std::map<std::pair<long long, long long>, int> all = first;
+  all.insert(mine.begin(), mine.end());
+  for (const auto& [range, port] : all) {
+    const std::string a = port_in(first, range), b = port_in(mine, range);
+    if (a != b)
+      text += " slots " + std::to_string(range.first) + "-" + std::to_string(range.second) + ": " + a + " vs " + b + ";";
+  }
+  return text;
+}
+}  // namespace
+
 void RedisCluster::wait_consistent(std::chrono::milliseconds timeout) const {
   const auto deadline = Clock::now() + timeout;
   std::string why;
@@ -190,7 +212,7 @@ void RedisCluster::wait_consistent(std::chrono::milliseconds timeout) const {
         }
         if (first) agreed = mine;
         else if (mine != agreed) {
-          why = "node " + std::to_string(server->port()) + " disagrees on slot owners";
+          why = "node " + std::to_string(server->port()) + " disagrees on slot owners:" + differing_ranges(agreed, mine);
           break;
         }
         first = false;
@@ -229,6 +251,29 @@ void RedisCluster::migrate_keys(const Migration& migration) const {
 void RedisCluster::finish_migration(const Migration& migration) const {
   const std::string s = std::to_string(migration.slot);
   const std::string to_id = node_id(*migration.to);
+  // SETSLOT NODE on the importing node bumps its config epoch only when it
+  // is not already the highest it knows of. Right after an earlier move
+  // (a slot moved there and straight back) the target may not yet have
+  // heard of the epoch the other node took by gossip: it then keeps its
+  // old epoch, the other nodes reject its claim as older than the previous
+  // owner's, and the cluster stays split on that slot for good (seen in
+  // ClusterMoves run in one process: the next test's SetUp waited 20 s).
+  // So wait until the target knows the cluster's current epoch.
+  const auto epoch_of = [](const RedisServer& server) {
+    const std::string text = info_field(server, "INFO", "cluster_current_epoch");
+    return text.empty() ? -1LL : std::stoll(text);
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (true) {
+    long long newest = -1;
+    for (const auto& server : nodes_)
+      if (server->running()) newest = std::max(newest, epoch_of(*server));
+    if (epoch_of(*migration.to) >= newest) break;
+    if (Clock::now() >= deadline)
+      throw std::runtime_error("node " + std::to_string(migration.to->port()) + " never learnt epoch " +
+                               std::to_string(newest));
+    std::this_thread::sleep_for(10ms);
+  }
   expect_ok(migration.to->command({"CLUSTER", "SETSLOT", s, "NODE", to_id}), "SETSLOT NODE (target)");
   expect_ok(migration.from->command({"CLUSTER", "SETSLOT", s, "NODE", to_id}), "SETSLOT NODE (source)");
   for (RedisServer* master : masters())
