@@ -139,11 +139,9 @@ asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_po
   if (record_.empty()) {
     answer = co_await client_->command(set, "acquire lock", until);
   } else {
-    // The holder record rides in the same write, NX: an attempt that loses
-    // never overwrites the holder's (as the blocking Lock's fast path).
-    const std::array<std::string_view, 6> who{"SET", who_key_, record_, "NX", "PX", ttl_text_};
-    const std::array<std::span<const std::string_view>, 2> commands{
-        set, std::span<const std::string_view>(who).first(options_.no_expiry ? 4 : 6)};
+    // The holder record rides in the same write (as the blocking Lock's).
+    std::array<std::string_view, 6> who;
+    const std::array<std::span<const std::string_view>, 2> commands{set, who_args(who)};
     auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
     answer.ended = outcome.ended;
     if (outcome.ended == Ended::replied) {
@@ -174,11 +172,11 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
   const std::array<std::string_view, 4> expire{"PEXPIRE", keys_[2], "3600000", "NX"};
   const std::array<std::string_view, 1> exec{"EXEC"};
   // The holder record (NX: never the holder's) follows EXEC.
-  const std::array<std::string_view, 6> who{"SET", who_key_, record_, "NX", "PX", ttl_text_};
+  std::array<std::string_view, 6> who;
   const std::array<std::span<const std::string_view>, 6> all{
       multi, options_.no_expiry ? std::span<const std::string_view>(set_forever)
                                 : std::span<const std::string_view>(set_lease),
-      incr, expire, exec, std::span<const std::string_view>(who).first(options_.no_expiry ? 4 : 6)};
+      incr, expire, exec, who_args(who)};
   const auto commands = std::span<const std::span<const std::string_view>>(all).first(record_.empty() ? 5 : 6);
   auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
   if (outcome.ended != Ended::replied) {
@@ -218,12 +216,10 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
 }
 
 asio::awaitable<void> AsyncLockImpl::drop_record() noexcept {
-  static const Script compare_and_delete(
-      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
   try {
     const std::array<std::string_view, 1> key{who_key_};
     const std::array<std::string_view, 1> args{record_};
-    co_await client_->script(compare_and_delete, key, args, "delete a holder record",
+    co_await client_->script(scripts::delete_record(), key, args, "delete a holder record",
                              bounded_by_socket_timeout(client_->options()));
   } catch (...) {
     // A record left behind expires with the lease it was written for.

@@ -95,6 +95,12 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
     storage = {keys_[0], who_key_};
     return std::span<const std::string_view>(storage).first(with_record ? 2 : 1);
   }
+  /// SET <who> <record> NX [PX ttl]: the fast path's holder record (NX: an
+  /// attempt that loses never overwrites the holder's).
+  std::span<const std::string_view> who_args(std::array<std::string_view, 6>& storage) const noexcept {
+    storage = {"SET", who_key_, record_, "NX", "PX", ttl_text_};
+    return std::span<const std::string_view>(storage).first(options_.no_expiry ? 4 : 6);
+  }
   /// Deletes the holder record if it is still this attempt's (a SET that
   /// failed with an error reply). Best effort, bounded by the socket timeout.
   asio::awaitable<void> drop_record() noexcept;

@@ -174,10 +174,8 @@ Lock::Impl::Attempt Lock::Impl::fast_attempt(Clock::time_point deadline) {
 // a record left behind expires with the lease it was written for.
 void Lock::Impl::drop_record() noexcept {
   if (record_.empty()) return;
-  static const detail::Script compare_and_delete(
-      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
   try {
-    const std::array<std::string_view, 5> eval{"EVAL", compare_and_delete.body(), "1", calls_.who_key(), record_};
+    const std::array<std::string_view, 5> eval{"EVAL", detail::scripts::delete_record().body(), "1", calls_.who_key(), record_};
     calls_.command(eval, "delete a holder record");
   } catch (...) {
   }

@@ -256,6 +256,12 @@ const Script& extend() {
   return script;
 }
 
+const Script& delete_record() {
+  static const Script script(
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
+  return script;
+}
+
 const Script& renew() {
   static const Script script(
       "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"

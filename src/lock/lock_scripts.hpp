@@ -95,6 +95,11 @@ const Script& extend();
 /// shortening a hand-extended lease; "0": reset to ttl). Returns 1 or 0.
 const Script& renew();
 
+/// KEYS: holder record. ARGV: record. Deletes the key if it still holds
+/// that record (an attempt whose SET failed takes its record back, never
+/// the holder's). Returns 1 if deleted, 0 if not.
+const Script& delete_record();
+
 /// KEYS: lock, queue, fence counter, hand-over record. ARGV: queue entry.
 /// Removes a waiter that gives up; if K holds its token (handed to it
 /// meanwhile, or won by an attempt whose reply was lost), passes K on to the
