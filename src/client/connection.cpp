@@ -205,7 +205,7 @@ bool Connection::take_buffered_reply(ReplyPtr& reply) noexcept {
   return true;
 }
 
-ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation) {
+ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation, bool soft) {
   const Clock::time_point until = deadline != nullptr ? *deadline : timeout_deadline();
   std::array<char, 16384> buffer;  // not zeroed: see pump_input
   while (true) {
@@ -240,7 +240,10 @@ ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, 
     // Past the deadline we still looked once (above): a reply that arrived
     // while we waited on a slower node is sitting in the socket buffer.
     // The reply is still owed: this connection's stream is out of step.
-    if (!wait_ready(*transport_, status.want, until)) fail(IoFailure::timeout, status, phase, operation);
+    if (!wait_ready(*transport_, status.want, until)) {
+      if (soft) return nullptr;
+      fail(IoFailure::timeout, status, phase, operation);
+    }
   }
 }
 
@@ -395,6 +398,22 @@ ReplyPtr Connection::read_reply_until(Clock::time_point deadline, std::string_vi
   skip_asking(&deadline, operation);
   ReplyPtr reply = next_reply(&deadline, Phase::command, operation);
   got_reply();
+  return reply;
+}
+
+ReplyPtr Connection::read_reply_by(Clock::time_point deadline, std::string_view operation, bool* deadline_first) {
+  const bool by_deadline = deadline < timeout_deadline();
+  if (deadline_first != nullptr) *deadline_first = by_deadline;
+  return by_deadline ? read_reply_until(deadline, operation) : read_reply(operation);
+}
+
+ReplyPtr Connection::read_reply_before(Clock::time_point deadline, std::string_view operation) {
+  flush(operation);
+  finish_handshake(&deadline, operation);
+  skip_abandoned(&deadline, operation);
+  skip_asking(&deadline, operation);
+  ReplyPtr reply = next_reply(&deadline, Phase::command, operation, true);
+  if (reply) got_reply();
   return reply;
 }
 

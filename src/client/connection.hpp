@@ -90,6 +90,20 @@ class Connection {
   /// As read_reply, but waits for the reply only until `deadline`
   /// (TimeoutError after it; the connection is then broken).
   ReplyPtr read_reply_until(Clock::time_point deadline, std::string_view operation);
+  /// The next reply, waiting until the socket timeout or `deadline`,
+  /// whichever comes first (TimeoutError after it). When the socket timeout
+  /// comes first (no deadline, or a far one) this is read_reply: one
+  /// blocking recv(), where waiting for a deadline costs a recv that finds
+  /// nothing, a poll and a recv. Returns whether `deadline` was the bound
+  /// through `*deadline_first` (a TimeoutError then means it passed).
+  ReplyPtr read_reply_by(Clock::time_point deadline, std::string_view operation, bool* deadline_first = nullptr);
+  /// The next reply if it is in by `deadline`; else nullptr, and the
+  /// connection stays usable: the reply is still owed and a later read
+  /// returns it (the shared connection of auto-pipelining, where one
+  /// caller's deadline must not break the connection under the others).
+  /// A handshake or abandoned reply still pending is read first, bounded by
+  /// `deadline` as in read_reply_until (TimeoutError and broken after it).
+  ReplyPtr read_reply_before(Clock::time_point deadline, std::string_view operation);
 
   /// Cluster ASK redirection (client/asking.hpp): while on, append() puts
   /// ASKING before every command outside MULTI...EXEC, and each read drops
@@ -152,7 +166,10 @@ class Connection {
   void finish_handshake(const Clock::time_point* deadline, std::string_view caller);
   // Reads the next reply, waiting at most until *deadline if given (else the
   // socket timeout); I/O failures are mapped for `phase`.
-  ReplyPtr next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation);
+  // `soft`: when `deadline` passes before a whole reply is in, returns
+  // nullptr and leaves the connection as it is (the reply still owed, any
+  // part of it kept by the reader) instead of failing with TimeoutError.
+  ReplyPtr next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation, bool soft = false);
   // Whether an idle connection must be replaced before use; notes this use.
   bool stale() noexcept;
   void got_reply() noexcept;

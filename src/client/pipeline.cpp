@@ -223,8 +223,9 @@ void Pipeline::execute(Request& request) {
     return;
   }
   lock.unlock();
-  // Taken by the owner: being written or in flight. Its read is bounded by
-  // the earliest deadline in flight (ours), so this wait ends soon.
+  // Taken by the owner: being written or in flight. The owner's read is
+  // bounded by the earliest deadline in flight (ours) and then fails and
+  // detaches this request, so this wait ends soon.
   request.done.wait_until(Clock::time_point::max());
   if (request.wake_next != nullptr) Completion::wake(request.wake_next);
 }
@@ -240,23 +241,13 @@ void Pipeline::exchange(Request& request) noexcept {
     connection_.flush(request.operation);
     batches_.fetch_add(1, std::memory_order_relaxed);
     for (std::size_t i = 0; i < request.commands.size(); ++i) {
-      request.replies[i] = read_reply(request.deadline, request.operation);
+      request.replies[i] = connection_.read_reply_by(request.deadline, request.operation);
     }
   } catch (...) {
     // ConnectError: nothing sent. Anything else: the connection is broken
     // (Connection marks it) and only this request was on it.
     request.error = std::current_exception();
   }
-}
-
-ReplyPtr Pipeline::read_reply(Clock::time_point deadline, std::string_view operation) {
-  // When the socket timeout comes first (no deadline, or a far one), the
-  // connection's timed read is one blocking recv(); waiting for a deadline
-  // costs a recv that finds nothing, a poll and a recv (as read_bounded in
-  // lock_calls.cpp). Either way the read ends by the deadline.
-  const auto socket_timeout = connection_.options().socket_timeout;
-  const auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
-  return deadline >= bound ? connection_.read_reply(operation) : connection_.read_reply_until(deadline, operation);
 }
 
 void Pipeline::hand_over(std::unique_lock<std::mutex>& lock) {
@@ -357,8 +348,17 @@ void Pipeline::write_batch() noexcept {
     error = std::current_exception();
   }
   try {
-    // Strong guarantee (insertion at a deque's end): all or none.
-    if (!error || !unsent) in_flight_.insert(in_flight_.end(), batch_.begin(), batch_.end());
+    if (!error || !unsent) {
+      if (in_flight_.empty()) last_progress_ = Clock::now();  // the socket timeout runs from here
+      // Strong guarantee (insertion at a deque's end): all or none.
+      const std::size_t before = in_flight_.size();
+      try {
+        for (Request* request : batch_) in_flight_.push_back(InFlight{request, request->commands.size()});
+      } catch (...) {
+        in_flight_.resize(before);
+        throw;
+      }
+    }
   } catch (...) {
     // No memory to track the replies owed: nothing on the connection can be
     // matched any more.
@@ -376,13 +376,34 @@ void Pipeline::write_batch() noexcept {
 
 Pipeline::Clock::time_point Pipeline::earliest_in_flight_deadline() const noexcept {
   auto earliest = Clock::time_point::max();
-  for (const Request* request : in_flight_) earliest = std::min(earliest, request->deadline);
+  for (const InFlight& slot : in_flight_)
+    if (slot.request != nullptr) earliest = std::min(earliest, slot.request->deadline);
   return earliest;
 }
 
 void Pipeline::fail_in_flight(const std::exception_ptr& error) noexcept {
-  for (Request* request : in_flight_) request->fail(own_copy(error));
+  for (const InFlight& slot : in_flight_)
+    if (slot.request != nullptr) slot.request->fail(own_copy(error));
   in_flight_.clear();
+  detached_owed_ = 0;
+}
+
+void Pipeline::detach_expired() noexcept {
+  const auto now = Clock::now();
+  for (InFlight& slot : in_flight_) {
+    Request* request = slot.request;
+    if (request == nullptr || request->deadline > now) continue;
+    slot.request = nullptr;  // its caller may be gone as soon as it is failed
+    detached_owed_ += slot.owed;
+    request->fail(std::make_exception_ptr(
+        TimeoutError(std::string(request->operation) + " on " + connection_.endpoint() +
+                     ": deadline passed while its reply was owed on the shared connection (outcome unknown)")));
+  }
+  if (detached_owed_ > kMaxDetachedReplies) {
+    connection_.mark_broken();
+    fail_in_flight(std::make_exception_ptr(
+        TimeoutError(connection_.endpoint() + ": too many replies owed to callers that gave up (connection dropped)")));
+  }
 }
 
 void Pipeline::read_replies() noexcept {
@@ -391,24 +412,52 @@ void Pipeline::read_replies() noexcept {
   // between two such rounds (drain). The earliest deadline in flight is
   // recomputed only when the request that had it leaves (a scan per reply
   // was quadratic in the batch).
+  //
+  // The wait is bounded by the socket timeout since the last reply (a
+  // stall: the connection breaks) and, before that, by the earliest
+  // deadline in flight (soft: that request is detached, the owner returns
+  // to its loop and reads on). The stall bound has 5 ms of slack so that a
+  // connection that just answered waits in one blocking recv() (the
+  // connection's own timed read) instead of recv, poll and recv.
+  const auto timeout = connection_.options().socket_timeout;
   auto deadline = earliest_in_flight_deadline();
   do {
-    Request* front = in_flight_.front();
+    InFlight& front = in_flight_.front();
+    const std::string_view operation =
+        front.request != nullptr ? front.request->operation : std::string_view("reply owed to a caller that gave up");
+    ReplyPtr reply;
     try {
-      ReplyPtr reply = read_reply(deadline, front->operation);
-      front->replies[front->received++] = std::move(reply);
+      const auto stall = timeout.count() > 0 ? last_progress_ + timeout + std::chrono::milliseconds(5)
+                                             : Clock::time_point::max();
+      if (deadline < stall) {
+        reply = connection_.read_reply_before(deadline, operation);
+        if (!reply) {
+          detach_expired();
+          return;  // drain() writes what queued meanwhile and reads on
+        }
+      } else {
+        reply = connection_.read_reply_by(stall, operation);
+      }
     } catch (...) {
       // The connection is broken (Connection marks it): its later replies
       // can never reach a request, every request in flight fails.
       fail_in_flight(std::current_exception());
       return;
     }
-    if (front->received == front->commands.size()) {
-      in_flight_.pop_front();
-      const bool had_earliest = front->deadline == deadline && deadline != Clock::time_point::max();
-      completed_.push_back(front);  // done (and woken) in wake_completed
-      if (had_earliest) deadline = earliest_in_flight_deadline();
+    last_progress_ = Clock::now();
+    Request* request = front.request;
+    const bool last = --front.owed == 0;
+    if (request == nullptr) {
+      --detached_owed_;  // dropped: its caller already has its TimeoutError
+      if (last) in_flight_.pop_front();
+      continue;
     }
+    request->replies[request->received++] = std::move(reply);
+    if (!last) continue;
+    in_flight_.pop_front();
+    const bool had_earliest = request->deadline == deadline && deadline != Clock::time_point::max();
+    completed_.push_back(request);  // done (and woken) in wake_completed
+    if (had_earliest) deadline = earliest_in_flight_deadline();
   } while (!in_flight_.empty() && connection_.has_buffered_input());
 }
 

@@ -29,10 +29,17 @@
 // Correctness:
 // - replies are matched to requests strictly in order (one connection, a
 //   FIFO of requests in flight);
-// - the owner reads with the earliest deadline of the requests in flight;
-//   when it passes (or any I/O fails) the connection is broken and closed
-//   and every request in flight on it fails with the typed error (outcome
-//   unknown): no later reply can reach the wrong request. Requests still
+// - a request whose deadline passes while its reply is owed fails alone
+//   with TimeoutError (outcome unknown) at its deadline; it stays in the
+//   FIFO as a detached slot whose replies are read and dropped when they
+//   come, so the connection and the other callers' requests go on (as
+//   Lettuce and ioredis do; one caller's try_lock_for(1ms) must not fail
+//   its neighbours' unlock()). The socket timeout bounds how long replies
+//   may stay owed without one arriving: past it (or when any I/O fails,
+//   or more than kMaxDetachedReplies are owed to nobody) the connection is
+//   broken and closed and every request in flight fails with the typed
+//   error (outcome unknown): no later reply can reach the wrong request.
+//   Requests still
 //   queued (never written) whose deadline passes fail with TimeoutError and
 //   are certainly not run (the waiter removes itself from the queue under
 //   the mutex, so the writer can never take it afterwards);
@@ -93,6 +100,16 @@ class Pipeline {
  private:
   struct Request;
   enum class Owner { idle, caller, io_thread };
+  // A written request whose replies are owed, in order. `request` null:
+  // its caller gave up (deadline); its `owed` remaining replies are dropped.
+  struct InFlight {
+    Request* request;
+    std::size_t owed;
+  };
+  // Replies owed to detached requests beyond which the connection is
+  // dropped instead (a server that stopped answering while callers with
+  // short deadlines keep coming).
+  static constexpr std::size_t kMaxDetachedReplies = 4096;
 
   // Runs `request` to completion (its error or replies set; never throws).
   void execute(Request& request);
@@ -107,15 +124,15 @@ class Pipeline {
   void drain(std::unique_lock<std::mutex>& lock, bool on_io_thread);
   // Writes batch_ in one write; moves it to in_flight_ (or fails it).
   void write_batch() noexcept;
-  // The next reply, by `deadline` at the latest (the socket timeout may end
-  // the wait first).
-  ReplyPtr read_reply(Clock::time_point deadline, std::string_view operation);
   // One blocking read, then every reply already buffered.
   void read_replies() noexcept;
   // Completes the requests read_replies finished and wakes their callers.
   void wake_completed() noexcept;
   // Fails every request in flight with `error` (connection already broken).
   void fail_in_flight(const std::exception_ptr& error) noexcept;
+  // Fails the requests in flight whose deadline passed and detaches them.
+  void detach_expired() noexcept;
+  // The earliest deadline of the requests in flight (detached ones aside).
   Clock::time_point earliest_in_flight_deadline() const noexcept;
 
   std::mutex mutex_;
@@ -125,7 +142,9 @@ class Pipeline {
   bool stop_ = false;                // guarded by mutex_
   // Touched only by the owner of the connection:
   Connection connection_;
-  std::deque<Request*> in_flight_;  // written, replies owed in this order
+  std::deque<InFlight> in_flight_;  // written, replies owed in this order
+  std::size_t detached_owed_ = 0;   // replies owed to detached requests
+  Clock::time_point last_progress_{};  // last reply read, or first write with none owed
   std::vector<Request*> batch_;
   std::vector<Request*> completed_;  // replies in, not marked done yet (see wake_completed)
   std::atomic<std::uint64_t> batches_{0};

@@ -37,8 +37,9 @@ Pipeline* shared_pipeline(ClientImpl& client, std::string_view key, std::shared_
 }
 
 // One command through the shared connection; null when `until` passed (as
-// read_bounded below). A TimeoutError caused by another request's deadline
-// on the shared connection is thrown (outcome unknown).
+// read_bounded below: outcome unknown, the reply dropped when it comes). A
+// TimeoutError from the socket timeout (the server stalled with replies
+// owed) is thrown (outcome unknown).
 ReplyPtr pipelined(Pipeline& pipeline, std::span<const std::string_view> args, std::string_view operation,
                    SteadyClock::time_point until) {
   try {
@@ -115,15 +116,12 @@ ReplyPtr read_bounded(Connection& connection, std::string_view operation, std::c
       throw;
     }
   }
-  const auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
-  // The socket timeout comes first (lock() without a deadline, or a far
-  // one): the connection's own timed read is one blocking recv(); the
-  // deadline path below costs a recv that finds nothing, a poll and a recv.
-  if (until >= bound) return connection.read_reply(operation);
+  bool deadline_first = false;
   try {
-    return connection.read_reply_until(until, operation);
+    return connection.read_reply_by(until, operation, &deadline_first);
   } catch (const TimeoutError&) {
-    return nullptr;  // the caller's deadline passed first
+    if (deadline_first) return nullptr;  // the caller's deadline passed first
+    throw;
   }
 }
 
