@@ -28,7 +28,7 @@ std::string with_auto_pipeline(const std::string& url) {
 void BM_AutoPipelineUncontended(benchmark::State& state) {
   const std::string url = lockon::bench::server_url();
   lockon::bench::RawFloor floor(url, "bench:apu:floor");
-  const lockon::Client pooled(url);
+  const lockon::Client pooled(url + (url.find('?') == std::string::npos ? "?" : "&") + "auto_pipeline=0");
   const lockon::Client shared(with_auto_pipeline(url));
   lockon::Lock pooled_lock(pooled, "bench:apu:lock:pool");
   lockon::Lock shared_lock(shared, "bench:apu:lock:shared");

@@ -11,7 +11,11 @@ namespace lockon::detail {
 
 Node::Node(ConnectionOptions options, PoolOptions limits, PubSubSettings pubsub)
     : pool_(std::move(options), limits),
-      pipeline_(pool_.options().auto_pipeline ? std::make_unique<Pipeline>(pool_.options()) : nullptr),
+      // Only a single server pipelines (lock_calls.cpp): routed calls on
+      // Sentinel and Cluster need the pool's failover and MOVED/ASK handling.
+      pipeline_(pool_.options().auto_pipeline && pool_.options().deployment == Deployment::standalone
+                    ? std::make_unique<Pipeline>(pool_.options())
+                    : nullptr),
       endpoint_(pool_.options().endpoint()),
       pubsub_(std::move(pubsub)) {}
 

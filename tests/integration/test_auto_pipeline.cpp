@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -45,8 +46,10 @@ void set_get(Pipeline& pipeline, const std::string& key, const std::string& valu
   if (text_of(got) != value) throw std::runtime_error("GET " + key + " answered " + text_of(got) + ", wanted " + value);
 }
 
-TEST(AutoPipeline, UrlParameterAndDefaultOff) {
-  EXPECT_FALSE(ConnectionOptions{}.auto_pipeline);
+TEST(AutoPipeline, UrlParameterAndDefaultOn) {
+  EXPECT_TRUE(ConnectionOptions{}.auto_pipeline);
+  EXPECT_TRUE(ConnectionOptions::from_url("redis://127.0.0.1:6379").auto_pipeline);
+  EXPECT_FALSE(ConnectionOptions::from_url("redis://127.0.0.1:6379?auto_pipeline=0").auto_pipeline);
   EXPECT_TRUE(ConnectionOptions::from_url("redis://127.0.0.1:6379?auto_pipeline=1").auto_pipeline);
   EXPECT_FALSE(ConnectionOptions::from_url("redis://127.0.0.1:6379?auto_pipeline=false").auto_pipeline);
   EXPECT_THROW(ConnectionOptions::from_url("redis://127.0.0.1:6379?auto_pipeline=maybe"), ConfigError);
@@ -290,6 +293,67 @@ TEST(AutoPipeline, ForkedChildGetsItsOwnSharedConnection) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   set_get(parent, "ap:fork:parent", "p2", Clock::now() + 2s);  // the parent's connection is intact
   EXPECT_EQ(server.command({"GET", "ap:fork:child"}).str, "c1");
+}
+
+// The default Client (auto_pipeline on): threads locking with short
+// windows (try_lock_for 3 ms) share the connection with threads locking
+// without one, while the server stalls 40 ms at a time. Short windows
+// pass while their replies are owed; that must cost the other threads
+// nothing: not one exception, not one unlock error.
+TEST(AutoPipeline, DefaultClientShortWindowsNeverFailOtherThreadsLocks) {
+  RedisServer server;
+  const Client client(server.url());
+  ASSERT_NE(client.impl()->any_node()->pipeline(), nullptr) << "auto_pipeline is the default";
+  constexpr int kPlain = 8, kShort = 4;
+  std::atomic<bool> stop{false};
+  std::atomic<int> plain_cycles{0}, plain_failures{0}, short_got{0}, short_missed{0}, short_timeouts{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kPlain + kShort; ++t)
+    threads.emplace_back([&, t] {
+      const bool short_window = t >= kPlain;
+      Lock lock(client, "ap:default:" + std::to_string(t), {.ttl = short_window ? 2s : 10s});
+      for (int i = 0; !stop.load() && i < 100000; ++i) {
+        try {
+          if (!short_window) {
+            lock.lock();
+            lock.unlock();
+            if (lock.last_unlock_error() != nullptr) {
+              ++plain_failures;
+              ADD_FAILURE() << "unlock failed beside short windows";
+            }
+            ++plain_cycles;
+          } else if (lock.try_lock_for(3ms)) {
+            ++short_got;
+            lock.unlock();
+          } else {
+            ++short_missed;
+          }
+        } catch (const TimeoutError& e) {
+          if (!short_window) {
+            ++plain_failures;
+            ADD_FAILURE() << "a call without a window timed out: " << e.what();
+          } else {
+            ++short_timeouts;  // outcome unknown: allowed for the 3 ms caller
+          }
+        } catch (const std::exception& e) {
+          ++plain_failures;
+          ADD_FAILURE() << "thread " << t << ": " << e.what();
+          return;
+        }
+      }
+    });
+  RawConnection staller = server.connect();
+  for (int stall = 0; stall < 15; ++stall) {
+    std::this_thread::sleep_for(30ms);
+    staller.command({"DEBUG", "SLEEP", "0.04"});
+  }
+  stop = true;
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(plain_failures.load(), 0);
+  EXPECT_GT(plain_cycles.load(), 100);
+  EXPECT_GT(short_missed.load() + short_timeouts.load(), 0) << "no short window passed: the stalls did not bite";
+  std::printf("[auto-pipeline default] plain cycles %d, short got %d, missed %d, timeouts %d\n", plain_cycles.load(),
+              short_got.load(), short_missed.load(), short_timeouts.load());
 }
 
 }  // namespace
