@@ -250,26 +250,29 @@ ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, 
 // Reads and checks the handshake's replies. Requests written behind the
 // handshake make an I/O failure here ambiguous (they may have run), so it
 // maps as any command's; without them nothing was sent (ConnectError).
-void Connection::finish_handshake(const Clock::time_point* deadline, std::string_view caller) {
-  if (handshake_replies_ == 0) return;
+bool Connection::finish_handshake(const Clock::time_point* deadline, std::string_view caller, bool soft) {
+  if (handshake_replies_ == 0) return true;
   // Names both: "SET (connection handshake: HELLO with AUTH)".
   const std::string operation = std::string(caller) + (options_.password.empty()
                                                            ? " (connection handshake: HELLO)"
                                                            : " (connection handshake: HELLO with AUTH)");
   const Phase phase = in_flight_ > 0 ? Phase::command : Phase::connect;
-  std::array<ReplyPtr, 2> replies;
-  const int expected = handshake_replies_;
-  for (int i = 0; i < expected; ++i) {
-    replies[static_cast<std::size_t>(i)] = next_reply(deadline, phase, operation);
+  // Each reply is checked as it comes (HELLO, then SELECT when db != 0), so
+  // a soft read can stop between them and go on later.
+  while (handshake_replies_ > 0) {
+    const bool hello = handshake_replies_ == (options_.db != 0 ? 2 : 1);
+    ReplyPtr reply = next_reply(deadline, phase, operation, soft);
+    if (!reply) return false;  // soft: not in by the deadline
     --handshake_replies_;
+    try {
+      if (hello) check_hello_reply(*reply, endpoint_, operation);
+      else check_reply(*reply, endpoint_, "SELECT " + std::to_string(options_.db));
+    } catch (...) {
+      broken_ = true;  // the requests behind it are answered by errors, or unknown
+      throw;
+    }
   }
-  try {
-    check_hello_reply(*replies[0], endpoint_, operation);
-    if (expected == 2) check_reply(*replies[1], endpoint_, "SELECT " + std::to_string(options_.db));
-  } catch (...) {
-    broken_ = true;  // the requests behind it are answered by errors, or unknown
-    throw;
-  }
+  return true;
 }
 
 void Connection::complete_handshake() {
@@ -298,13 +301,15 @@ void Connection::set_asking(bool on) noexcept {
   asked_read_ = 0;
 }
 
-void Connection::skip_asking(const Clock::time_point* deadline, std::string_view operation) {
-  if (asked_read_ >= asked_.size()) return;
-  if (asked_[asked_read_++]) {
+bool Connection::skip_asking(const Clock::time_point* deadline, std::string_view operation, bool soft) {
+  if (asked_read_ >= asked_.size()) return true;
+  if (asked_[asked_read_]) {
     // +OK, or an error the command's own reply will explain.
-    next_reply(deadline, Phase::command, operation);
+    if (!next_reply(deadline, Phase::command, operation, soft)) return false;  // soft: not in yet
     got_reply();
   }
+  ++asked_read_;
+  return true;
 }
 
 std::size_t Connection::send_buffer(IoStatus* failure) {
@@ -380,11 +385,12 @@ bool Connection::drop_arrived_abandoned() noexcept {
   return true;
 }
 
-void Connection::skip_abandoned(const Clock::time_point* deadline, std::string_view operation) {
+bool Connection::skip_abandoned(const Clock::time_point* deadline, std::string_view operation, bool soft) {
   while (discard_ > 0) {
-    next_reply(deadline, Phase::command, operation);
+    if (!next_reply(deadline, Phase::command, operation, soft)) return false;  // soft: not in yet
     --discard_;
   }
+  return true;
 }
 
 void Connection::got_reply() noexcept {
@@ -409,9 +415,11 @@ ReplyPtr Connection::read_reply_by(Clock::time_point deadline, std::string_view 
 
 ReplyPtr Connection::read_reply_before(Clock::time_point deadline, std::string_view operation) {
   flush(operation);
-  finish_handshake(&deadline, operation);
-  skip_abandoned(&deadline, operation);
-  skip_asking(&deadline, operation);
+  // Every read soft, the handshake's too: a fresh connection's HELLO that
+  // misses a short deadline must not break it under the other requests.
+  if (!finish_handshake(&deadline, operation, true) || !skip_abandoned(&deadline, operation, true) ||
+      !skip_asking(&deadline, operation, true))
+    return nullptr;
   ReplyPtr reply = next_reply(&deadline, Phase::command, operation, true);
   if (reply) got_reply();
   return reply;

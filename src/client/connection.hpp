@@ -101,8 +101,8 @@ class Connection {
   /// connection stays usable: the reply is still owed and a later read
   /// returns it (the shared connection of auto-pipelining, where one
   /// caller's deadline must not break the connection under the others).
-  /// A handshake or abandoned reply still pending is read first, bounded by
-  /// `deadline` as in read_reply_until (TimeoutError and broken after it).
+  /// A handshake, abandoned or ASKING reply still pending is read first,
+  /// as softly (a handshake error reply still throws and breaks it).
   ReplyPtr read_reply_before(Clock::time_point deadline, std::string_view operation);
 
   /// Cluster ASK redirection (client/asking.hpp): while on, append() puts
@@ -163,7 +163,7 @@ class Connection {
   // Opens a new socket and sends the handshake; queued requests are kept
   // only if `keep_queued` (a resend of requests that never left).
   void open(bool keep_queued);
-  void finish_handshake(const Clock::time_point* deadline, std::string_view caller);
+  bool finish_handshake(const Clock::time_point* deadline, std::string_view caller, bool soft = false);
   // Reads the next reply, waiting at most until *deadline if given (else the
   // socket timeout); I/O failures are mapped for `phase`.
   // `soft`: when `deadline` passes before a whole reply is in, returns
@@ -174,10 +174,10 @@ class Connection {
   bool stale() noexcept;
   void got_reply() noexcept;
   // Reads and drops the abandoned replies (bounded like a read).
-  void skip_abandoned(const Clock::time_point* deadline, std::string_view operation);
+  bool skip_abandoned(const Clock::time_point* deadline, std::string_view operation, bool soft = false);
   // In ASK mode: reads and drops the ASKING reply in front of the next
   // command's, if it has one.
-  void skip_asking(const Clock::time_point* deadline, std::string_view operation);
+  bool skip_asking(const Clock::time_point* deadline, std::string_view operation, bool soft = false);
 
   ConnectionOptions options_;
   std::string endpoint_;
