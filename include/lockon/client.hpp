@@ -1,9 +1,11 @@
 // lockon/client.hpp — a thread-safe handle to one Redis server.
 //
-// A Client owns a bounded pool of connections, the script cache and, once a
-// lock waits, the process's subscriber connection for that server. It is a
-// cheap, copyable handle: copies share the same pool. Locks keep the client
-// they were made from alive.
+// A Client owns a bounded pool of connections, on one server a shared
+// connection on which the lock calls of all threads are pipelined
+// (ConnectionOptions::auto_pipeline, on by default), the script cache and,
+// once a lock waits, the process's subscriber connection for that server. It
+// is a cheap, copyable handle: copies share all of these. Locks keep the
+// client they were made from alive.
 //
 // hiredis stays behind this header; replies come back as `lockon::Reply`.
 #pragma once
