@@ -55,7 +55,7 @@ void echo(Pipeline& pipeline, const std::string& payload, Clock::time_point dead
 // try_lock_for(2 s), each doing a racy GET+SET of the key's counter inside,
 // while the server is frozen (SIGSTOP 150 ms; once 1.3 s, past the 1 s
 // socket timeout: the shared connection breaks) and stalled (DEBUG SLEEP
-// 200 ms). Each counter must equal the sections done on its key, nobody may
+// 200 ms, and 20 ms ones every ~45 ms). Each counter must equal the sections done on its key, nobody may
 // find another holder inside, fences must strictly increase.
 TEST(AutoPipelineAttack, MutualExclusionAcrossThreadsAndProcessesUnderFreezesAndStalls) {
   RedisServer server;
@@ -86,7 +86,13 @@ TEST(AutoPipelineAttack, MutualExclusionAcrossThreadsAndProcessesUnderFreezesAnd
     std::this_thread::sleep_for(150ms);
     staller.command({"DEBUG", "SLEEP", "0.2"});
     ++stalls;
-    std::this_thread::sleep_for(150ms);
+    // Short stalls, often: requests with 1-3 ms deadlines in flight when
+    // one begins are detached (their SET NX runs after they gave up).
+    for (int k = 0; k < 6; ++k) {
+      std::this_thread::sleep_for(25ms);
+      staller.command({"DEBUG", "SLEEP", "0.02"});
+      ++stalls;
+    }
   }
   for (auto& thread : threads) thread.join();
   std::array<long long, attack::kLocks> sections{};
@@ -205,7 +211,10 @@ TEST(AutoPipelineAttack, OrphanedAcquisitionsBlockOthersNoLongerThanWithThePool)
   // Orphans: first clean-up 20 ms after giving up, a second sweep 1 s after
   // the first success (a late SET may run after the first clean-up).
   EXPECT_LT(worst_pipelined, 2500);
-  EXPECT_LT(worst_pipelined, worst_pooled + 1000) << "the pipeline blocks others much longer than the pool";
+  // Either path may need the second sweep (the late SET and the first
+  // clean-up travel on different connections): much longer is a finding.
+  EXPECT_LT(worst_pipelined, std::max<long long>(worst_pooled, 1300) + 1000)
+      << "the pipeline blocks others much longer than the pool";
 }
 
 // Callers flood the shared connection (call_many of 64 ECHOs, 20-22 ms
