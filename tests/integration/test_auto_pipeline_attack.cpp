@@ -6,7 +6,7 @@
 // threads and processes while the server is frozen and stalled; how long
 // orphaned acquisitions block others (against the pool); the detached-reply
 // cap; the server killed and restarted on its port; fork() while the I/O
-// thread works; a stall and a cut reply with detached slots around them.
+// thread works. Proxy-driven attacks: test_auto_pipeline_attack_proxy.cpp.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,7 +28,6 @@
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
-#include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -462,102 +461,6 @@ TEST(AutoPipelineAttack, ForkWhileTheIoThreadIsBusy) {
   stop = true;
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(wrong.load(), 0);
-}
-
-struct Outcome {
-  std::string value;  // the reply, or the error's message
-  bool timeout = false;
-  bool typed = false;
-  long long at_ms = 0;
-};
-
-template <class F>
-std::future<Outcome> start(Clock::time_point t0, F f) {
-  return std::async(std::launch::async, [t0, f] {
-    Outcome outcome;
-    try {
-      outcome.value = f();
-      outcome.typed = true;
-    } catch (const TimeoutError& e) {
-      outcome.value = e.what();
-      outcome.timeout = outcome.typed = true;
-    } catch (const Error& e) {
-      outcome.value = e.what();
-      outcome.typed = true;
-    } catch (const std::exception& e) {
-      outcome.value = std::string("untyped: ") + e.what();
-    }
-    outcome.at_ms = ms_since(t0);
-    return outcome;
-  });
-}
-
-// Through a proxy: A's exchange is held 400 ms, so D1, M, D2 and C queue and
-// leave in one batch of the I/O thread at ~400 ms; D1 is held 600 ms more
-// (and all behind it), so D1 and D2 (deadlines ~700 and ~810 ms) are
-// detached while M and C wait. Then M's reply is cut (half delivered, then EOF) or
-// M is never answered (a stall: the 600 ms socket timeout breaks the
-// connection). Either way: D1, D2 TimeoutError at their deadlines, M and C
-// typed errors, and the next calls get their own replies.
-void cut_or_stall_among_detached(FaultAction action) {
-  RedisServer server;
-  server.command({"SET", "attack:a", "A"});
-  FaultProxy proxy("127.0.0.1", server.port());
-  proxy.add_rule({.command = "GET", .action = FaultAction::delay, .delay = 400ms, .times = 1});
-  proxy.add_rule({.command = "ECHO", .argument_contains = "d1", .action = FaultAction::delay, .delay = 600ms});
-  proxy.add_rule({.command = "ECHO", .argument_contains = "mid", .action = action, .times = 1});
-  Client client(pipelined_options(proxy.port(), 600ms));
-  Pipeline& pipeline = pipeline_of(client);
-  const std::string big(100000, 'm');
-  const std::string m_payload = "mid" + big;
-  auto call = [&](std::string payload, std::chrono::milliseconds within) {
-    const std::array<std::string_view, 2> args{"ECHO", payload};
-    const std::string got = text_of(pipeline.call(args, Clock::now() + within, "ECHO"));
-    if (got != payload) throw std::logic_error("misdelivered: " + got.substr(0, 20));
-    return got.substr(0, 8);
-  };
-  const std::array<std::string_view, 2> get_a{"GET", "attack:a"};
-  const auto t0 = Clock::now();
-  auto a = start(t0, [&] { return text_of(pipeline.call(get_a, Clock::now() + 5s, "GET a")); });
-  std::this_thread::sleep_for(100ms);
-  auto d1 = start(t0, [&] { return call("d1", 600ms); });  // deadline ~700 ms
-  std::this_thread::sleep_for(30ms);
-  auto m = start(t0, [&] { return call(m_payload, 5s); });
-  std::this_thread::sleep_for(30ms);
-  auto d2 = start(t0, [&] { return call("d2", 650ms); });  // ~810 ms
-  std::this_thread::sleep_for(30ms);
-  auto c = start(t0, [&] { return call("c", 5s); });
-  const Outcome got_a = a.get(), got_d1 = d1.get(), got_m = m.get(), got_d2 = d2.get(), got_c = c.get();
-  EXPECT_EQ(got_a.value, "A");
-  for (const Outcome* o : {&got_d1, &got_d2}) {
-    EXPECT_TRUE(o->timeout) << o->value;
-    EXPECT_NE(o->value.find("outcome unknown"), std::string::npos) << "not detached: " << o->value;
-    EXPECT_LT(o->at_ms, 950) << "not failed at its own deadline";
-  }
-  for (const Outcome* o : {&got_m, &got_c}) {
-    EXPECT_TRUE(o->typed) << o->value;
-    EXPECT_EQ(o->value.find("misdelivered"), std::string::npos) << o->value;
-    EXPECT_EQ(o->value.find("untyped"), std::string::npos) << o->value;
-    EXPECT_NE(o->value, "c") << "C was answered although the connection broke before its reply";
-  }
-  if (action == FaultAction::blackhole) {
-    // No reply after D1's (~1000 ms): the socket timeout runs from there.
-    EXPECT_GE(got_m.at_ms, 1500);
-    EXPECT_LT(got_m.at_ms, 2500);
-    EXPECT_TRUE(got_m.timeout) << got_m.value;
-  }
-  for (int i = 0; i < 30; ++i) EXPECT_EQ(call("after-" + std::to_string(i), 2s), ("after-" + std::to_string(i)).substr(0, 8));
-  EXPECT_EQ(text_of(pipeline.call(get_a, Clock::now() + 2s, "GET a")), "A");
-  std::printf("[attack] A %lld ms, D1 %lld ms, M %lld ms (%s), D2 %lld ms, C %lld ms\n", got_a.at_ms, got_d1.at_ms,
-              got_m.at_ms, got_m.value.substr(0, 60).c_str(), got_d2.at_ms, got_c.at_ms);
-}
-
-TEST(AutoPipelineAttack, CutReplyAmongDetachedSlotsFailsTypedAndMisdeliversNothing) {
-  cut_or_stall_among_detached(FaultAction::close_mid_reply);
-}
-
-TEST(AutoPipelineAttack, StallAmongDetachedSlotsBreaksAtTheSocketTimeoutAndRecovers) {
-  cut_or_stall_among_detached(FaultAction::blackhole);
 }
 
 }  // namespace
