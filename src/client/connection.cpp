@@ -250,26 +250,31 @@ ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, 
 // Reads and checks the handshake's replies. Requests written behind the
 // handshake make an I/O failure here ambiguous (they may have run), so it
 // maps as any command's; without them nothing was sent (ConnectError).
-void Connection::finish_handshake(const Clock::time_point* deadline, std::string_view caller) {
-  if (handshake_replies_ == 0) return;
+bool Connection::finish_handshake(const Clock::time_point* deadline, std::string_view caller, bool soft) {
+  if (handshake_replies_ == 0) return true;
   // Names both: "SET (connection handshake: HELLO with AUTH)".
   const std::string operation = std::string(caller) + (options_.password.empty()
                                                            ? " (connection handshake: HELLO)"
                                                            : " (connection handshake: HELLO with AUTH)");
   const Phase phase = in_flight_ > 0 ? Phase::command : Phase::connect;
-  std::array<ReplyPtr, 2> replies;
-  const int expected = handshake_replies_;
-  for (int i = 0; i < expected; ++i) {
-    replies[static_cast<std::size_t>(i)] = next_reply(deadline, phase, operation);
+  const int total = options_.db != 0 ? 2 : 1;  // HELLO [+ SELECT], as open() sent them
+  // Each reply is checked as it comes, so that a soft read (a shared
+  // connection's caller whose deadline passed: Pipeline) can stop between
+  // them and go on later without breaking the connection.
+  while (handshake_replies_ > 0) {
+    ReplyPtr reply = next_reply(deadline, phase, operation, soft);
+    if (!reply) return false;
+    const bool hello = handshake_replies_ == total;
     --handshake_replies_;
+    try {
+      if (hello) check_hello_reply(*reply, endpoint_, operation);
+      else check_reply(*reply, endpoint_, "SELECT " + std::to_string(options_.db));
+    } catch (...) {
+      broken_ = true;  // the requests behind it are answered by errors, or unknown
+      throw;
+    }
   }
-  try {
-    check_hello_reply(*replies[0], endpoint_, operation);
-    if (expected == 2) check_reply(*replies[1], endpoint_, "SELECT " + std::to_string(options_.db));
-  } catch (...) {
-    broken_ = true;  // the requests behind it are answered by errors, or unknown
-    throw;
-  }
+  return true;
 }
 
 void Connection::complete_handshake() {
@@ -409,7 +414,9 @@ ReplyPtr Connection::read_reply_by(Clock::time_point deadline, std::string_view 
 
 ReplyPtr Connection::read_reply_before(Clock::time_point deadline, std::string_view operation) {
   flush(operation);
-  finish_handshake(&deadline, operation);
+  // Soft here too: a deadline passing while a fresh connection's HELLO is
+  // owed must not break it (it would fail every request in flight).
+  if (!finish_handshake(&deadline, operation, true)) return nullptr;
   skip_abandoned(&deadline, operation);
   skip_asking(&deadline, operation);
   ReplyPtr reply = next_reply(&deadline, Phase::command, operation, true);

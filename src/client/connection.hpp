@@ -101,8 +101,9 @@ class Connection {
   /// connection stays usable: the reply is still owed and a later read
   /// returns it (the shared connection of auto-pipelining, where one
   /// caller's deadline must not break the connection under the others).
-  /// A handshake or abandoned reply still pending is read first, bounded by
-  /// `deadline` as in read_reply_until (TimeoutError and broken after it).
+  /// A fresh connection's handshake replies are read first, as softly
+  /// (nullptr at `deadline`, still owed); an abandoned reply still pending
+  /// is read as in read_reply_until (TimeoutError and broken after it).
   ReplyPtr read_reply_before(Clock::time_point deadline, std::string_view operation);
 
   /// Cluster ASK redirection (client/asking.hpp): while on, append() puts
@@ -163,7 +164,9 @@ class Connection {
   // Opens a new socket and sends the handshake; queued requests are kept
   // only if `keep_queued` (a resend of requests that never left).
   void open(bool keep_queued);
-  void finish_handshake(const Clock::time_point* deadline, std::string_view caller);
+  // Reads and checks the handshake's replies; false only if `soft` and the
+  // deadline passed first (the rest still owed, nothing broken).
+  bool finish_handshake(const Clock::time_point* deadline, std::string_view caller, bool soft = false);
   // Reads the next reply, waiting at most until *deadline if given (else the
   // socket timeout); I/O failures are mapped for `phase`.
   // `soft`: when `deadline` passes before a whole reply is in, returns
