@@ -104,6 +104,9 @@ class Connection {
   /// A handshake, abandoned or ASKING reply still pending is read first,
   /// as softly (a handshake error reply still throws and breaks it).
   ReplyPtr read_reply_before(Clock::time_point deadline, std::string_view operation);
+  /// Now plus the socket timeout (time_point::max() without one): when a
+  /// read_reply() started now would give up.
+  Clock::time_point timeout_deadline() const noexcept;
 
   /// Cluster ASK redirection (client/asking.hpp): while on, append() puts
   /// ASKING before every command outside MULTI...EXEC, and each read drops
@@ -159,7 +162,6 @@ class Connection {
   std::size_t send_buffer(IoStatus* failure);
   // Marks the connection broken and throws the mapped IoError.
   [[noreturn]] void fail(IoFailure failure, const IoStatus& status, Phase phase, std::string_view operation);
-  Clock::time_point timeout_deadline() const noexcept;
   // Opens a new socket and sends the handshake; queued requests are kept
   // only if `keep_queued` (a resend of requests that never left).
   void open(bool keep_queued);

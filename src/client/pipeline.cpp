@@ -108,6 +108,12 @@ std::exception_ptr unsent_timeout(std::string_view operation, const std::string&
                                               ": deadline passed while queued for the shared connection (not sent)"));
 }
 
+std::exception_ptr owed_timeout(std::string_view operation, const std::string& endpoint) {
+  return std::make_exception_ptr(TimeoutError(std::string(operation) + " on " + endpoint +
+                                              ": deadline passed while its reply was owed on the shared connection "
+                                              "(outcome unknown)"));
+}
+
 // A fresh exception object of the same lockon type and message for each
 // caller failed together: one object (or one message: runtime_error keeps
 // a reference-counted string) shared by several threads is read by one
@@ -240,8 +246,26 @@ void Pipeline::exchange(Request& request) noexcept {
     for (const auto& command : request.commands) connection_.append(command);
     connection_.flush(request.operation);
     batches_.fetch_add(1, std::memory_order_relaxed);
-    for (std::size_t i = 0; i < request.commands.size(); ++i) {
-      request.replies[i] = connection_.read_reply_by(request.deadline, request.operation);
+    const auto written_at = Clock::now();
+    const std::size_t count = request.commands.size();
+    for (std::size_t i = 0; i < count; ++i) {
+      if (request.deadline >= connection_.timeout_deadline()) {
+        // The socket timeout comes first: one blocking recv().
+        request.replies[i] = connection_.read_reply(request.operation);
+        continue;
+      }
+      ReplyPtr reply = connection_.read_reply_before(request.deadline, request.operation);
+      if (!reply) {
+        // Our deadline passed with replies owed: they are left to the next
+        // owner (hand_over gives the I/O thread a connection owing replies),
+        // which reads and drops them, instead of breaking the connection:
+        // the next caller needs no reconnection (a frozen server could not
+        // even answer its HELLO).
+        leave_owed(count - i, written_at);
+        request.error = owed_timeout(request.operation, connection_.endpoint());
+        return;
+      }
+      request.replies[i] = std::move(reply);
     }
   } catch (...) {
     // ConnectError: nothing sent. Anything else: the connection is broken
@@ -250,8 +274,18 @@ void Pipeline::exchange(Request& request) noexcept {
   }
 }
 
+void Pipeline::leave_owed(std::size_t owed, Clock::time_point written_at) noexcept {
+  try {
+    in_flight_.push_back(InFlight{nullptr, owed});
+    detached_owed_ += owed;
+    last_progress_ = written_at;  // the socket timeout runs from the write
+  } catch (...) {
+    connection_.mark_broken();  // nothing can track the replies owed
+  }
+}
+
 void Pipeline::hand_over(std::unique_lock<std::mutex>& lock) {
-  if (queued_.empty()) {
+  if (queued_.empty() && in_flight_.empty()) {
     owner_ = Owner::idle;
     return;
   }
@@ -395,9 +429,7 @@ void Pipeline::detach_expired() noexcept {
     if (request == nullptr || request->deadline > now) continue;
     slot.request = nullptr;  // its caller may be gone as soon as it is failed
     detached_owed_ += slot.owed;
-    request->fail(std::make_exception_ptr(
-        TimeoutError(std::string(request->operation) + " on " + connection_.endpoint() +
-                     ": deadline passed while its reply was owed on the shared connection (outcome unknown)")));
+    request->fail(owed_timeout(request->operation, connection_.endpoint()));
   }
   if (detached_owed_ > kMaxDetachedReplies) {
     connection_.mark_broken();

@@ -30,6 +30,8 @@
 // - replies are matched to requests strictly in order (one connection, a
 //   FIFO of requests in flight);
 // - a request whose deadline passes while its reply is owed fails alone
+//   (also a caller's own exchange on an idle connection: its owed replies
+//   go to the I/O thread, which reads and drops them)
 //   with TimeoutError (outcome unknown) at its deadline; it stays in the
 //   FIFO as a detached slot whose replies are read and dropped when they
 //   come, so the connection and the other callers' requests go on (as
@@ -115,8 +117,12 @@ class Pipeline {
   void execute(Request& request);
   // The caller's own exchange on an idle connection.
   void exchange(Request& request) noexcept;
+  // The caller's own exchange gave up on its last `owed` replies (its
+  // deadline): they become a detached slot for the next owner.
+  void leave_owed(std::size_t owed, Clock::time_point written_at) noexcept;
   // Called by the caller that owned the connection, with `lock` held: gives
-  // the connection to the I/O thread if requests are queued, else idles it.
+  // the connection to the I/O thread if requests are queued or replies are
+  // owed, else idles it.
   void hand_over(std::unique_lock<std::mutex>& lock);
   void io_loop();
   // Owner's work until nothing is queued or in flight; `lock` held on entry

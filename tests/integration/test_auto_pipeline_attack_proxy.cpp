@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -121,16 +122,17 @@ TEST(AutoPipelineAttack, StallAmongDetachedSlotsBreaksAtTheSocketTimeoutAndRecov
   cut_or_stall_among_detached(FaultAction::blackhole);
 }
 
-// A's own exchange on the idle connection (GET held 400 ms by the proxy)
-// misses its 200 ms deadline: that breaks the connection (only A was on
-// it). L (5 s) and S (deadline ~460 ms), queued meanwhile, leave in the I/O
-// thread's first batch on a new connection, behind its HELLO, which the
-// proxy holds 400 ms. S's deadline passes while HELLO's reply is owed: S
-// must fail alone (TimeoutError) and L get its own reply. Before the fix,
-// the handshake's read was bounded by S's deadline and broke the
-// connection, failing L too ("connection handshake: HELLO ... timed out"):
-// the old rule, back through every reconnection (AutoPipelineIoThread.
-// ShortDeadlinesFailAlone... failed so under load).
+// A's own exchange on the idle connection (GET held 400 ms by the proxy,
+// then a PING after which the proxy closes the connection) fails at
+// ~400 ms with the connection broken. L (5 s) and S (deadline ~460 ms),
+// queued meanwhile, leave in the I/O thread's first batch on a new
+// connection, behind its HELLO, which the proxy holds 400 ms. S's deadline
+// passes while HELLO's reply is owed: S must fail alone (TimeoutError) and
+// L get its own reply. Before the fix, the handshake's read was bounded by
+// S's deadline and broke the connection, failing L too ("connection
+// handshake: HELLO ... timed out"): the old rule, back through every
+// reconnection. (Until a caller's own exchange stopped breaking the
+// connection at its deadline, A's 200 ms deadline did the breaking.)
 TEST(AutoPipelineAttack, ShortDeadlineDuringAReconnectionsHandshakeFailsAlone) {
   RedisServer server;
   server.command({"SET", "attack:hs", "V"});
@@ -140,18 +142,23 @@ TEST(AutoPipelineAttack, ShortDeadlineDuringAReconnectionsHandshakeFailsAlone) {
   const std::array<std::string_view, 2> ping{"ECHO", "warm"};
   ASSERT_EQ(text_of(pipeline.call(ping, Clock::now() + 2s, "ECHO")), "warm");  // connection 0 is up
   proxy.add_rule({.command = "GET", .action = FaultAction::delay, .delay = 400ms, .times = 1});
+  proxy.add_rule({.command = "PING", .action = FaultAction::close_after_forward, .times = 1});
   const int hello = proxy.add_rule({.command = "HELLO", .action = FaultAction::delay, .delay = 400ms, .times = 1});
   const std::array<std::string_view, 2> get{"GET", "attack:hs"};
+  const std::array<std::string_view, 1> ping_a{"PING"};
+  const std::array<std::span<const std::string_view>, 2> get_then_ping{get, ping_a};
   const std::array<std::string_view, 2> echo_l{"ECHO", "long"};
   const std::array<std::string_view, 2> echo_s{"ECHO", "short"};
   const auto t0 = Clock::now();
-  auto a = start(t0, [&] { return text_of(pipeline.call(get, Clock::now() + 200ms, "GET a")); });
+  auto a = start(t0, [&] {
+    return text_of(pipeline.call_many(get_then_ping, Clock::now() + 5s, "GET+PING a").front());
+  });
   std::this_thread::sleep_for(50ms);
   auto l = start(t0, [&] { return text_of(pipeline.call(echo_l, Clock::now() + 5s, "ECHO long")); });
   std::this_thread::sleep_for(10ms);
   auto s = start(t0, [&] { return text_of(pipeline.call(echo_s, Clock::now() + 400ms, "ECHO short")); });
   const Outcome got_a = a.get(), got_l = l.get(), got_s = s.get();
-  EXPECT_TRUE(got_a.timeout) << got_a.value;
+  EXPECT_TRUE(got_a.typed && !got_a.timeout) << got_a.value;  // ClosedError: closed after the PING
   EXPECT_EQ(proxy.matched(hello), 1u) << "no reconnection: the attack did not happen";
   EXPECT_EQ(got_l.value, "long") << "a short deadline during the handshake failed its neighbour";
   EXPECT_TRUE(got_s.timeout) << got_s.value;

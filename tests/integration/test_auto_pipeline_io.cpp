@@ -311,5 +311,43 @@ TEST(AutoPipelineIoThread, ShortDeadlinesFailAloneUnderStallsAndMisdeliverNothin
               short_ok.load(), short_timeouts.load());
 }
 
+// A caller alone on the idle connection (its own exchange, no I/O thread)
+// whose deadline passes while the server sleeps fails alone, and the
+// connection is kept: its reply is read and dropped by the I/O thread, the
+// next calls get their own replies on the same connection (same CLIENT ID:
+// no reconnection, which a frozen server could not even answer). Until
+// session 8 the caller's own exchange broke the connection at its deadline.
+TEST(AutoPipelineIoThread, OwnExchangePastItsDeadlineKeepsTheConnection) {
+  RedisServer server;
+  server.command({"SET", "ap:io:own", "V"});
+  Client client(pipelined_options(server.port()));
+  Pipeline& pipeline = pipeline_of(client);
+  const std::array<std::string_view, 2> client_id{"CLIENT", "ID"};
+  const ReplyPtr id_before = pipeline.call(client_id, Clock::now() + 2s, "CLIENT ID");
+  ASSERT_EQ(id_before->type, REDIS_REPLY_INTEGER);
+  RawConnection sleeper = server.connect();
+  std::thread sleep([&] { sleeper.command({"DEBUG", "SLEEP", "0.3"}); });
+  std::this_thread::sleep_for(50ms);  // the server is asleep now
+  const std::array<std::string_view, 2> get{"GET", "ap:io:own"};
+  const auto started = Clock::now();
+  bool timed_out = false;
+  std::string message;
+  try {
+    static_cast<void>(pipeline.call(get, Clock::now() + 50ms, "GET"));
+  } catch (const TimeoutError& e) {
+    timed_out = true;
+    message = e.what();
+  }
+  const long long took = ms_since(started);
+  sleep.join();
+  EXPECT_TRUE(timed_out);
+  EXPECT_NE(message.find("outcome unknown"), std::string::npos) << message;
+  EXPECT_LT(took, 50 + 150) << "not failed at its own deadline";
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(text_of(pipeline.call(get, Clock::now() + 2s, "GET")), "V");
+  const ReplyPtr id_after = pipeline.call(client_id, Clock::now() + 2s, "CLIENT ID");
+  ASSERT_EQ(id_after->type, REDIS_REPLY_INTEGER);
+  EXPECT_EQ(id_after->integer, id_before->integer) << "the connection was dropped and made again";
+}
+
 }  // namespace
 }  // namespace lockon::test
