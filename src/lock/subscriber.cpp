@@ -75,6 +75,7 @@ Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until) {
     if (Clock::now() >= until) return Slot::Wake::timeout;
     int fd = -1;
     std::uint64_t generation = 0;
+    if (before_direct_read_for_tests != nullptr) before_direct_read_for_tests(slot);
     if (owner_->become_reader(slot, fd, generation)) {
       owner_->read_directly(fd, generation, until);
       continue;
@@ -185,9 +186,18 @@ void Subscriber::poke_reader() noexcept { signal_fd(reader_fd_); }
 // Only the process's single waiter, on a confirmed subscription: with more
 // waiters the thread reads, so nobody's wake-up depends on another waiter's
 // schedule.
-bool Subscriber::become_reader(const Slot& slot, int& fd, std::uint64_t& generation) {
+bool Subscriber::become_reader(Slot& slot, int& fd, std::uint64_t& generation) {
   std::lock_guard lock(mutex_);
   if (stopping_ || direct_reader_ != nullptr || !lone_waiter_subscribed()) return false;
+  {
+    // The thread may have dispatched our hand-over (or nudge) after our
+    // caller last looked and before we hold mutex_: it then saw no direct
+    // reader to poke, and the socket will stay silent. Dispatch holds
+    // mutex_, so looking again here closes that window (lock order:
+    // mutex_, then the slot's).
+    std::lock_guard slot_lock(slot.mutex);
+    if (slot.handed || slot.nudged) return false;  // the caller's wait returns at once
+  }
   direct_reader_ = &slot;
   fd = connection_fd_;
   generation = generation_;

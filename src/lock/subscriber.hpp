@@ -106,6 +106,12 @@ class Subscriber {
 
   /// Random id naming this subscriber's channels (queue entries carry it).
   const std::string& id() const noexcept { return id_; }
+
+  /// Tests only (null otherwise): called by a waiter between its last look
+  /// at its slot and its bid to read the socket directly, so a test can
+  /// force a dispatch into that window (test_subscriber_direct_reader.cpp).
+  /// Set it before the waiting thread starts and reset it after it ended.
+  static inline void (*before_direct_read_for_tests)(Slot&) = nullptr;
  private:
   enum class SubState { none, subscribing, subscribed, unsubscribing, denied };
   /// A refused channel is asked for again after this long (permissions may
@@ -136,7 +142,7 @@ class Subscriber {
   void poke() noexcept;
   void poke_reader() noexcept;
   // Direct reading (see the header comment).
-  bool become_reader(const Slot& slot, int& fd, std::uint64_t& generation);
+  bool become_reader(Slot& slot, int& fd, std::uint64_t& generation);
   void read_directly(int fd, std::uint64_t generation, Clock::time_point until) noexcept;
   void leave_reader() noexcept;
 
