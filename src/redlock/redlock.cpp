@@ -222,9 +222,13 @@ class Redlock::Impl {
     // the previous holder's fence.
     if (fencing) {
       const std::array<std::string_view, 2> args{token, ttl_text_};
+      // Yes only for a reply the verdict below counts as acquired: a grant
+      // whose fence counter is garbage is a failed node there, and voting
+      // yes for it decided the fan-out early (a 2 ms grace), leaving a
+      // slower healthy node unheard: a spurious QuorumError.
       const detail::Voter granted_fenced = [](const redisReply& r) {
         const bool ok = r.type == REDIS_REPLY_ARRAY && r.elements >= 1 && r.element[0]->type == REDIS_REPLY_INTEGER &&
-                        r.element[0]->integer == 1;
+                        r.element[0]->integer == 1 && detail::fence_candidate(r).has_value();
         return ok ? detail::Vote::yes : detail::Vote::no;
       };
       replies = nodes().script(detail::redlock_scripts::acquire_fenced(), keys, args, "redlock acquire", not_after,
