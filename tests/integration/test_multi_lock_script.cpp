@@ -324,6 +324,10 @@ TEST_F(MultiLockScript, AdoptedKeysAreRenewedAndALostKeyIsReported) {
   EXPECT_TRUE(all.owned());
   raw({"DEL", b});  // stolen: the next renewal finds it gone
   ASSERT_TRUE(eventually(3s, [&] { return all.lost(); }));
+  // lost() turns true before the callback runs (on the watchdog's thread):
+  // wait for the call, then make sure no second one follows.
+  ASSERT_TRUE(eventually(3s, [&] { return lost_calls.load() >= 1; }));
+  std::this_thread::sleep_for(700ms);  // more than a renewal period
   EXPECT_EQ(lost_calls.load(), 1);
   {
     const std::lock_guard guard(mutex);

@@ -344,7 +344,10 @@ TEST_F(RedlockBasics, MutualExclusionAcrossFourProcesses) {
   ASSERT_EQ(list.elements.size(), static_cast<std::size_t>(kProcesses * kSections));
   for (std::size_t i = 1; i < list.elements.size(); ++i)
     EXPECT_LT(std::stoull(list.elements[i - 1].str), std::stoull(list.elements[i].str)) << "at " << i;
-  EXPECT_EQ(holders(name), 0);
+  // Released everywhere, except that a node not waited for (the attempt was
+  // decided by the others) may run its SET after the release and keep our
+  // token until its TTL (10 s; seen once under ASan): by the TTL, never later.
+  EXPECT_TRUE(eventually(12s, [&] { return holders(name) == 0; })) << holders(name) << " node(s) still hold it";
 }
 
 }  // namespace
