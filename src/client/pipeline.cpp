@@ -88,7 +88,6 @@ struct Pipeline::Request {
   Clock::time_point deadline;
   std::string_view operation;
   ReplyPtr* replies;  // commands.size() slots, the caller's
-  std::size_t received = 0;
   std::exception_ptr error;
   Completion done;
 
@@ -478,13 +477,15 @@ void Pipeline::read_replies() noexcept {
     }
     last_progress_ = Clock::now();
     Request* request = front.request;
+    // The slot's count of replies owed says which of the caller's replies
+    // this is.
+    if (request != nullptr) request->replies[request->commands.size() - front.owed] = std::move(reply);
     const bool last = --front.owed == 0;
     if (request == nullptr) {
       --detached_owed_;  // dropped: its caller already has its TimeoutError
       if (last) in_flight_.pop_front();
       continue;
     }
-    request->replies[request->received++] = std::move(reply);
     if (!last) continue;
     in_flight_.pop_front();
     const bool had_earliest = request->deadline == deadline && deadline != Clock::time_point::max();
