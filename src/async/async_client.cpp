@@ -301,11 +301,11 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
 
 namespace {
 
-asio::awaitable<void> clean_up(std::shared_ptr<AsyncClientImpl> client, std::array<std::string, 4> keys,
+asio::awaitable<void> clean_up(std::shared_ptr<AsyncClientImpl> client, LockScriptKeys keys,
                                std::string entry) {
   asio::steady_timer timer(client->executor());
   auto delay = std::chrono::milliseconds(100);
-  const std::array<std::string_view, 4> key_views{keys[0], keys[1], keys[2], keys[3]};
+  const std::array<std::string_view, kLockScriptKeys> key_views{keys[0], keys[1], keys[2], keys[3], keys[4], keys[5]};
   const std::array<std::string_view, 1> args{entry};
   for (int attempt = 0; attempt < 12; ++attempt) {
     try {
@@ -325,7 +325,7 @@ asio::awaitable<void> clean_up(std::shared_ptr<AsyncClientImpl> client, std::arr
 
 }  // namespace
 
-void AsyncClientImpl::abandon(std::array<std::string, 4> keys, std::string entry) noexcept {
+void AsyncClientImpl::abandon(LockScriptKeys keys, std::string entry) noexcept {
   try {
     asio::co_spawn(executor_, clean_up(shared_from_this(), std::move(keys), std::move(entry)), asio::detached);
   } catch (...) {

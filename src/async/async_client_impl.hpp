@@ -35,6 +35,7 @@
 #include "async/async_connection.hpp"
 #include "async/async_subscriber.hpp"
 #include "client/script.hpp"
+#include "lock/lock_scripts.hpp"
 #include "lockon/async.hpp"
 
 namespace lockon::detail {
@@ -90,7 +91,7 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   /// (lock, queue, fence, record) in the background, retried with back-off
   /// for about half a minute, until it ran: removes the entry and passes the
   /// key on if it holds the entry's token. Never throws.
-  void abandon(std::array<std::string, 4> keys, std::string entry) noexcept;
+  void abandon(LockScriptKeys keys, std::string entry) noexcept;
 
   void close() noexcept;
 

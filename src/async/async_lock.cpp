@@ -48,9 +48,8 @@ AsyncLockImpl::AsyncLockImpl(std::shared_ptr<AsyncClientImpl> client, std::strin
   if (options_.max_hold.count() < 0) throw ConfigError("lock '" + name + "': max_hold must not be negative");
   if (options_.keep_queue_place)
     throw ConfigError("lock '" + name + "': keep_queue_place is not supported by AsyncLock");
-  keys_ = {name, companion_key(name, "q"), companion_key(name, "fence"), companion_key(name, "hf")};
+  keys_ = lock_script_keys(name);
   ttl_text_ = options_.no_expiry ? "0" : std::to_string(options_.ttl.count());
-  who_key_ = companion_key(name, "who");
 }
 
 std::string AsyncLockImpl::orphan_entry() const {
@@ -217,7 +216,7 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
 
 asio::awaitable<void> AsyncLockImpl::drop_record() noexcept {
   try {
-    const std::array<std::string_view, 1> key{who_key_};
+    const std::array<std::string_view, 1> key{keys_[4]};
     const std::array<std::string_view, 1> args{record_};
     co_await client_->script(scripts::delete_record(), key, args, "delete a holder record",
                              bounded_by_socket_timeout(client_->options()));

@@ -88,17 +88,19 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   };
   struct Renewal;
 
-  std::array<std::string_view, 4> keys() const noexcept { return {keys_[0], keys_[1], keys_[2], keys_[3]}; }
+  std::array<std::string_view, kLockScriptKeys> keys() const noexcept {
+    return {keys_[0], keys_[1], keys_[2], keys_[3], keys_[4], keys_[5]};
+  }
   /// The keys a renewal or extension keeps alive: the lock, and its holder
   /// record (lock/holder.hpp) when this acquisition wrote one.
   std::span<const std::string_view> lease_keys(std::array<std::string_view, 2>& storage, bool with_record) const noexcept {
-    storage = {keys_[0], who_key_};
+    storage = {keys_[0], keys_[4]};
     return std::span<const std::string_view>(storage).first(with_record ? 2 : 1);
   }
   /// SET <who> <record> NX [PX ttl]: the fast path's holder record (NX: an
   /// attempt that loses never overwrites the holder's).
   std::span<const std::string_view> who_args(std::array<std::string_view, 6>& storage) const noexcept {
-    storage = {"SET", who_key_, record_, "NX", "PX", ttl_text_};
+    storage = {"SET", keys_[4], record_, "NX", "PX", ttl_text_};
     return std::span<const std::string_view>(storage).first(options_.no_expiry ? 4 : 6);
   }
   /// Deletes the holder record if it is still this attempt's (a SET that
@@ -124,8 +126,7 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   static asio::awaitable<void> renew_loop(std::shared_ptr<AsyncLockImpl> self, std::shared_ptr<Renewal> renewal);
 
   std::shared_ptr<AsyncClientImpl> client_;
-  std::array<std::string, 4> keys_;  // lock, queue, fence, hand-over record
-  std::string who_key_;              // holder record (`lockon status`)
+  LockScriptKeys keys_;  // lock_script_keys(): [4] is the holder record (`lockon status`)
   LockOptions options_;
   std::string ttl_text_;
   bool busy_ = false;  // an acquisition/extension is running

@@ -65,7 +65,7 @@ void Lock::Impl::release() {
   const std::array<std::string_view, 1> args{state_.token};
   ReplyPtr reply;
   try {
-    reply = calls_.run4(detail::scripts::release(calls_.sharded()), args, "release lock");
+    reply = calls_.run_lock_script(detail::scripts::release(calls_.sharded()), args, "release lock");
   } catch (const Error& e) {
     // Whether the release ran is unknown, so the lease cannot be proven
     // held to its end. The clean-up releases it if it is still ours.
@@ -268,7 +268,7 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
   long long fence = outcome.element[1]->integer;
   if (fence < detail::scripts::kFenceFloor) {
     const std::array<std::string_view, 1> args{token_};
-    const ReplyPtr floored = calls_.run4_until(detail::scripts::floor_fence(), args, "raise the fence counter", until);
+    const ReplyPtr floored = calls_.run_lock_script_until(detail::scripts::floor_fence(), args, "raise the fence counter", until);
     if (!floored) {
       result.acquired = false;
       return deadline_passed(result);
@@ -318,7 +318,7 @@ void Lock::Impl::require_acks(int acks) {
   if (required <= 0 || acks >= required) return;
   try {
     const std::array<std::string_view, 1> args{token_};
-    calls_.run4(detail::scripts::release(), args, "release an unreplicated lock");
+    calls_.run_lock_script(detail::scripts::release(), args, "release an unreplicated lock");
   } catch (...) {
     calls_.abandon(orphan_entry(token_), true);
   }
@@ -342,7 +342,7 @@ bool Lock::Impl::confirm_lease(Attempt& attempt, Clock::time_point until) {
   const auto sent_at = Clock::now();
   ReplyPtr reply;
   try {
-    reply = calls_.run4_until(detail::scripts::renew(), args, "confirm a late grant", until);
+    reply = calls_.run_lock_script_until(detail::scripts::renew(), args, "confirm a late grant", until);
   } catch (...) {
     calls_.abandon(orphan_entry(token_), true);
     throw;

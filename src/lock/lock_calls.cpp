@@ -15,11 +15,7 @@ namespace lockon::detail {
 
 LockCalls::LockCalls(std::shared_ptr<ClientImpl> client, std::string name)
     : client_(std::move(client)),
-      name_(std::move(name)),
-      queue_key_(companion_key(name_, "q")),
-      fence_key_(companion_key(name_, "fence")),
-      record_key_(companion_key(name_, "hf")),
-      who_key_(companion_key(name_, "who")),
+      keys_(lock_script_keys(name)),
       sharded_(sharded_wake(*client_)) {}
 
 
@@ -70,20 +66,20 @@ ReplyPtr pipelined_eval(Pipeline& pipeline, const Script& script, const std::arr
 
 }  // namespace
 
-ReplyPtr LockCalls::run4(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
-  return run4_until(script, args, operation, Clock::time_point::max());
+ReplyPtr LockCalls::run_lock_script(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
+  return run_lock_script_until(script, args, operation, Clock::time_point::max());
 }
 
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
-  const std::array<std::string_view, 2> keys{name_, who_key_};
+  const std::array<std::string_view, 2> keys{name(), who_key()};
   std::shared_ptr<Node> shared_node;
-  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+  if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
     ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args, operation, Clock::time_point::max());
     check_reply(*reply, shared_node->endpoint(), operation);
     return reply;
   }
   std::string endpoint;
-  ReplyPtr reply = routed_call(*client_, name_, Clock::time_point::max(), [&](Connection& connection, Node& node) {
+  ReplyPtr reply = routed_call(*client_, name(), Clock::time_point::max(), [&](Connection& connection, Node& node) {
     endpoint = node.endpoint();
     return eval(connection, script, keys, args, operation);
   });
@@ -135,17 +131,18 @@ ReplyPtr eval_bounded(Connection& connection, const Script& script, std::span<co
   return resolve_noscript(connection, script, keys, args, std::move(first), operation);
 }
 
-ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string_view> args,
+ReplyPtr LockCalls::run_lock_script_until(const Script& script, std::span<const std::string_view> args,
                                std::string_view operation, Clock::time_point until) {
-  const std::array<std::string_view, 4> keys{name_, queue_key_, fence_key_, record_key_};
+  const std::array<std::string_view, kLockScriptKeys> keys{keys_[0], keys_[1], keys_[2],
+                                                           keys_[3], keys_[4], keys_[5]};
   std::shared_ptr<Node> shared_node;
-  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+  if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
     ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args, operation, until);
     if (reply) check_reply(*reply, shared_node->endpoint(), operation);
     return reply;
   }
   std::string endpoint;
-  ReplyPtr reply = routed_call(*client_, name_, until, [&](Connection& connection, Node& node) -> ReplyPtr {
+  ReplyPtr reply = routed_call(*client_, name(), until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
     connection.ensure_connected();
     return eval_bounded(connection, script, keys, args, operation, until);
@@ -157,13 +154,13 @@ ReplyPtr LockCalls::run4_until(const Script& script, std::span<const std::string
 ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::string_view operation,
                                   Clock::time_point until) {
   std::shared_ptr<Node> shared_node;
-  if (Pipeline* pipeline = shared_pipeline(*client_, name_, shared_node)) {
+  if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
     ReplyPtr reply = pipelined(*pipeline, args, operation, until);
     if (reply) check_reply(*reply, shared_node->endpoint(), operation);
     return reply;
   }
   std::string endpoint;
-  ReplyPtr reply = routed_call(*client_, name_, until, [&](Connection& connection, Node& node) {
+  ReplyPtr reply = routed_call(*client_, name(), until, [&](Connection& connection, Node& node) {
     endpoint = node.endpoint();
     connection.ensure_connected();
     connection.append(args);
@@ -181,7 +178,7 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
   // connection: WAIT holds its connection's replies for up to its timeout,
   // which would stall every other caller's replies behind it, and its reply
   // must be read for socket timeout + WAIT timeout (read_bounded below).
-  Pipeline* pipeline = last_waits.count() == 0 ? shared_pipeline(*client_, name_, shared_node) : nullptr;
+  Pipeline* pipeline = last_waits.count() == 0 ? shared_pipeline(*client_, name(), shared_node) : nullptr;
   if (pipeline != nullptr) {
     try {
       return pipeline->call_many(commands, until, operation);  // adjacent in one write
@@ -190,7 +187,7 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
       throw;
     }
   }
-  return routed_call(*client_, name_, until, [&](Connection& connection, Node&) {
+  return routed_call(*client_, name(), until, [&](Connection& connection, Node&) {
     connection.ensure_connected();
     for (const auto& command : commands) connection.append(command);
     std::vector<ReplyPtr> replies;
@@ -211,7 +208,7 @@ void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const no
     // clean-up thread: OpenSSL's per-thread state allocated while a thread
     // first uses it is never freed (LeakSanitizer reports it).
     (void)scripts::cancel_wait(sharded_).sha();
-    Orphans::instance().adopt(Orphan{client_, name_, queue_key_, fence_key_, record_key_, entry, unknown_outcome});
+    Orphans::instance().adopt(Orphan{client_, keys_, entry, unknown_outcome});
   } catch (...) {
   }
 }
@@ -219,7 +216,7 @@ void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const no
 long long LockCalls::cancel_now(const std::string& entry, std::chrono::milliseconds grace) noexcept {
   try {
     const std::array<std::string_view, 1> args{entry};
-    const ReplyPtr reply = run4_until(scripts::cancel_wait(sharded_), args, "cancel wait", Clock::now() + grace);
+    const ReplyPtr reply = run_lock_script_until(scripts::cancel_wait(sharded_), args, "cancel wait", Clock::now() + grace);
     if (reply && reply->type == REDIS_REPLY_INTEGER) return reply->integer;
   } catch (...) {
   }

@@ -12,6 +12,7 @@
 #include "client/client_impl.hpp"
 #include "client/hiredis_handles.hpp"
 #include "client/script.hpp"
+#include "lock/lock_scripts.hpp"
 
 namespace lockon::detail {
 
@@ -36,36 +37,39 @@ class LockCalls {
 
   LockCalls(std::shared_ptr<ClientImpl> client, std::string name);
 
-  const std::string& name() const noexcept { return name_; }
-  const std::string& queue_key() const noexcept { return queue_key_; }
-  const std::string& fence_key() const noexcept { return fence_key_; }
-  const std::string& record_key() const noexcept { return record_key_; }
+  const std::string& name() const noexcept { return keys_[0]; }
+  const std::string& queue_key() const noexcept { return keys_[1]; }
+  const std::string& fence_key() const noexcept { return keys_[2]; }
+  const std::string& record_key() const noexcept { return keys_[3]; }
   /// The holder record (lock/holder.hpp).
-  const std::string& who_key() const noexcept { return who_key_; }
+  const std::string& who_key() const noexcept { return keys_[4]; }
+  /// Every key of the queue scripts, in KEYS order (lock_script_keys()).
+  const LockScriptKeys& keys() const noexcept { return keys_; }
   const std::shared_ptr<ClientImpl>& client() const noexcept { return client_; }
   /// Whether wake-ups go over sharded pub/sub (a cluster): pass it to the
   /// hand-over scripts (scripts::wait_attempt(sharded()), ...).
   bool sharded() const noexcept { return sharded_; }
 
-  /// Runs `script` with the lock's four keys (lock, queue, fence, record)
-  /// and returns the reply; error replies are thrown (mapped).
-  ReplyPtr run4(const Script& script, std::span<const std::string_view> args, std::string_view operation);
+  /// Runs `script` with the lock's script keys (lock_script_keys(): lock,
+  /// queue, fence, hand-over record, holder records) and returns the reply;
+  /// error replies are thrown (mapped).
+  ReplyPtr run_lock_script(const Script& script, std::span<const std::string_view> args, std::string_view operation);
   /// Runs `script` with the lock key and the holder record key.
   ReplyPtr run1(const Script& script, std::span<const std::string_view> args, std::string_view operation);
   /// One plain command; error replies are thrown.
   ReplyPtr command(std::span<const std::string_view> args, std::string_view operation);
 
-  /// As run4/command, but returns null when `until` passes before the reply
+  /// As run_lock_script/command, but returns null when `until` passes before the reply
   /// arrives (the request's outcome is then unknown: it may still execute).
   /// A reply is waited for at most the socket timeout as usual; `until` is
   /// the earlier bound when it comes first. until == time_point::max():
   /// no extra bound.
-  ReplyPtr run4_until(const Script& script, std::span<const std::string_view> args, std::string_view operation,
+  ReplyPtr run_lock_script_until(const Script& script, std::span<const std::string_view> args, std::string_view operation,
                       Clock::time_point until);
   ReplyPtr command_until(std::span<const std::string_view> args, std::string_view operation, Clock::time_point until);
 
   /// Sends `commands` in one write and reads every reply, each wait bounded
-  /// like run4_until. Error replies are returned, not thrown: all replies
+  /// like run_lock_script_until. Error replies are returned, not thrown: all replies
   /// are read before the caller looks at any. Empty when `until` passed
   /// before all replies arrived (outcome unknown). `last_waits`: the last
   /// command is held back by the server for up to this long (WAIT n ms), so
@@ -85,11 +89,7 @@ class LockCalls {
 
  private:
   std::shared_ptr<ClientImpl> client_;
-  std::string name_;
-  std::string queue_key_;
-  std::string fence_key_;
-  std::string record_key_;
-  std::string who_key_;
+  LockScriptKeys keys_;
   bool sharded_ = false;
 };
 

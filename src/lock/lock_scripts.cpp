@@ -29,6 +29,11 @@ std::string companion_key(std::string_view key, std::string_view suffix) {
   return out;
 }
 
+LockScriptKeys lock_script_keys(std::string_view key) {
+  return {std::string(key),           companion_key(key, "q"),   companion_key(key, "fence"),
+          companion_key(key, "hf"),   companion_key(key, "who"), companion_key(key, "qwho")};
+}
+
 bool sharded_wake(const ClientImpl& client) noexcept {
   return client.options().deployment == Deployment::cluster;
 }
@@ -64,8 +69,8 @@ namespace {
   LOCKON_LUA_NEXT_FENCE_AT "local function next_fence() return next_fence_at(KEYS[3]) end\n"
 
 // Gives K to the first queued waiter whose process still listens, or
-// deletes K when there is none. KEYS[1..4] = lock, queue, fence, hand-over
-// record. Defined in every script that hands over. The wake-up channel is
+// deletes K when there is none. KEYS[1..6] = lock, queue, fence, hand-over
+// record, holder record, queued holders' records (lock_script_keys()). Defined in every script that hands over. The wake-up channel is
 // the queue key with "q" replaced by "wake:<subscriber id>" (wake_channel()).
 // The record "<waiter id> <fence>" is how a waiter that missed its message
 // tells a hand-over to *it* from a key that merely holds the same token.
@@ -90,8 +95,8 @@ namespace {
 #define LOCKON_LUA_HAND_OVER                                                                        \
   LOCKON_LUA_NEXT_FENCE                                                                             \
   "local wake_prefix = string.sub(KEYS[2], 1, -2) .. 'wake:'\n"                                    \
-  "local who_key = string.sub(KEYS[2], 1, -2) .. 'who'\n"                                          \
-  "local qwho_key = string.sub(KEYS[2], 1, -2) .. 'qwho'\n"                                        \
+  "local who_key = KEYS[5]\n"                                                                       \
+  "local qwho_key = KEYS[6]\n"                                                                      \
   "local publish_denied = 0\n"                                                                      \
   LOCKON_LUA_SET_HOLDER                                                                             \
   "local function hand_over()\n"                                                                    \
@@ -231,7 +236,7 @@ const Script& release(bool sharded) {
   static const Script script(
       "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
       "if redis.call('EXISTS', KEYS[2]) == 0 then\n"
-      "  redis.call('DEL', KEYS[1], KEYS[4], string.sub(KEYS[2], 1, -2) .. 'who')\n"
+      "  redis.call('DEL', KEYS[1], KEYS[4], KEYS[5])\n"
       "  return 1\n"
       "end\n"
       LOCKON_LUA_HAND_OVER

@@ -17,6 +17,8 @@
 //   companion(K, "hf")     "<waiter id> <fence>" of the last hand-over: how a
 //                          waiter that missed its wake-up message knows K was
 //                          handed to *it* (not merely set to an equal token)
+//   companion(K, "who")    the holder record (lock/holder.hpp); "qwho" the
+//                          queued waiters' records (HASH waiter id -> record)
 //   companion(K, "wake:<subscriber id>")  pub/sub channel of one waiting process
 //                          (per Client) for K; payload "<waiter id> <fence>"
 //                          tells a waiter it now owns K
@@ -29,6 +31,8 @@
 // in: K is never free while a live waiter is queued.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -44,6 +48,16 @@ namespace lockon::detail {
 /// non-empty hash tag, "{K}:suffix" if K has no '}', else "{T}K:suffix"
 /// with T = tag_for_slot(slot of K). Distinct keys give distinct results.
 std::string companion_key(std::string_view key, std::string_view suffix);
+
+/// The keys the queue scripts (wait_attempt, floor_fence, release,
+/// cancel_wait) are given, in KEYS order: K, "q", "fence", "hf", "who",
+/// "qwho". Every key a script touches is declared (Redis's scripting rule,
+/// which servers and proxies such as Dragonfly and cloud cluster proxies
+/// enforce; tests/integration/test_script_keys.cpp checks it on a real
+/// server); all share K's hash slot.
+inline constexpr std::size_t kLockScriptKeys = 6;
+using LockScriptKeys = std::array<std::string, kLockScriptKeys>;
+LockScriptKeys lock_script_keys(std::string_view key);
 
 /// The channel on which subscriber `subscriber_id` (Subscriber::id()) hears
 /// of hand-overs of `key`: in key's hash slot, like the companion keys.

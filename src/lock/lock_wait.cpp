@@ -20,7 +20,7 @@ Lock::Impl::Attempt Lock::Impl::wait_attempt(const std::string& entry, bool enqu
   const auto args = std::span<const std::string_view>(all).first(record_.empty() ? 4 : 5);
   Attempt result;
   result.sent_at = Clock::now();
-  const ReplyPtr reply = calls_.run4_until(detail::scripts::wait_attempt(calls_.sharded()), args, "acquire lock", deadline);
+  const ReplyPtr reply = calls_.run_lock_script_until(detail::scripts::wait_attempt(calls_.sharded()), args, "acquire lock", deadline);
   if (!reply) {
     result.deadline_passed = true;
     return result;

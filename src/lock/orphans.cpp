@@ -60,9 +60,10 @@ std::size_t Orphans::pending() {
 bool Orphans::clean(const Orphan& orphan) noexcept {
   try {
     if (orphan.clean) return orphan.clean();
-    const std::array<std::string_view, 4> keys{orphan.name, orphan.queue_key, orphan.fence_key, orphan.record_key};
+    const auto& k = orphan.keys;
+    const std::array<std::string_view, kLockScriptKeys> keys{k[0], k[1], k[2], k[3], k[4], k[5]};
     const std::array<std::string_view, 1> args{orphan.entry};
-    ReplyPtr reply = routed_call(*orphan.client, orphan.name, std::chrono::steady_clock::time_point::max(),
+    ReplyPtr reply = routed_call(*orphan.client, orphan.keys[0], std::chrono::steady_clock::time_point::max(),
                                  [&](Connection& connection, Node&) {
                                    return eval(connection, scripts::cancel_wait(sharded_wake(*orphan.client)), keys, args,
                                                "clean up an abandoned wait");

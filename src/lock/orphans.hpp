@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/fork.hpp"
+#include "lock/lock_scripts.hpp"
 
 namespace lockon::detail {
 
@@ -39,10 +40,7 @@ class ClientImpl;
 
 struct Orphan {
   std::shared_ptr<ClientImpl> client;
-  std::string name;          // lock key
-  std::string queue_key;
-  std::string fence_key;
-  std::string record_key;
+  LockScriptKeys keys;       // the lock key first (lock_script_keys())
   std::string entry;         // "<sid>|<waiter id>|<ttl>|<fenced>|<token>" (see lock_scripts.hpp)
   bool unknown_outcome = false;  // a request may still execute later: sweep twice
   /// When set, the clean-up to retry instead of the Lock's cancel script (a

@@ -250,7 +250,7 @@ void SharedHolder::cancel_now(const std::string& entry) noexcept {
   try {
     Orphan orphan;
     orphan.client = client_.impl();
-    orphan.name = name_;
+    orphan.keys[0] = name_;
     orphan.unknown_outcome = true;
     orphan.clean = [client = client_.impl(), name = name_, keys = std::array<std::string, 2>{holders_key_, queue_key_},
                     args = std::array<std::string, 3>{wake_prefix_, limit_text_, entry}, sharded = sharded_] {

@@ -310,7 +310,11 @@ TEST_F(RedlockBasics, LossIsSignalledWhenAMajorityIsTaken) {
   ASSERT_NE(lock.last_unlock_error(), nullptr);
   EXPECT_THROW(std::rethrow_exception(lock.last_unlock_error()), LockNotOwned);
   EXPECT_EQ(get(0, name), "intruder");
-  EXPECT_EQ(get(2, name), "");  // our own key was released
+  // Our own key is released: unlock() returns once the answers decide the
+  // outcome (here the two taken nodes' "not owned"), and a third node's
+  // release may still be on its way (settled in the background, by design:
+  // issue 18's paused minority); seen once under ctest -j2.
+  EXPECT_TRUE(eventually(2000ms, [&] { return get(2, name).empty(); })) << "our key still on node 2";
 }
 
 TEST_F(RedlockBasics, MutualExclusionAcrossFourProcesses) {

@@ -71,8 +71,25 @@ TEST(Slots, CompanionKeysAndChannelsShareTheLockKeysSlot) {
   EXPECT_EQ(companion_key("{orders}:42", "q"), "{orders}:42:q");
 }
 
-// Every script names only the keys LockCalls passes (run4: lock, queue,
-// fence, record; run1: lock and holder record, the latter optional), all of which share a slot (test above), and
+// The queue scripts' KEYS, in the order the scripts index them, all in the
+// lock key's slot.
+TEST(Slots, LockScriptKeysAreTheSixCompanionsInScriptOrder) {
+  using lockon::detail::companion_key;
+  const auto keys = lockon::detail::lock_script_keys("orders:42");
+  const std::vector<std::string> expected{"orders:42",           "{orders:42}:q",   "{orders:42}:fence",
+                                          "{orders:42}:hf",      "{orders:42}:who", "{orders:42}:qwho"};
+  ASSERT_EQ(keys.size(), expected.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(keys[i], expected[i]);
+    EXPECT_EQ(lockon::detail::key_slot(keys[i]), lockon::detail::key_slot("orders:42")) << keys[i];
+  }
+}
+
+// Every script names only the keys LockCalls passes (run_lock_script:
+// lock_script_keys(), six; run1: lock and holder record, the latter
+// optional), all of which share a slot (test above), builds no key name of
+// its own (Redis's rule that every key a script touches is declared; the
+// integration test ScriptKeys checks the keys actually touched), and
 // publishes only on a channel derived from KEYS[2].
 TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
   namespace s = lockon::detail::scripts;
@@ -81,8 +98,9 @@ TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
     const lockon::detail::Script& script;
     int keys;
   };
-  const std::vector<Entry> scripts{{"wait_attempt", s::wait_attempt(), 4}, {"floor_fence", s::floor_fence(), 4},
-                                   {"release", s::release(), 4},          {"cancel_wait", s::cancel_wait(), 4},
+  const int six = static_cast<int>(lockon::detail::kLockScriptKeys);
+  const std::vector<Entry> scripts{{"wait_attempt", s::wait_attempt(), six}, {"floor_fence", s::floor_fence(), six},
+                                   {"release", s::release(), six},          {"cancel_wait", s::cancel_wait(), six},
                                    {"extend", s::extend(), 2},            {"renew", s::renew(), 2}};
   const std::regex key_ref(R"(KEYS\[(\d+)\])");
   for (const Entry& entry : scripts) {
@@ -92,6 +110,10 @@ TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
       highest = std::max(highest, std::stoi((*it)[1]));
     EXPECT_GE(highest, 1) << entry.name;
     EXPECT_LE(highest, entry.keys) << entry.name << " reads a key its caller does not pass";
+    // Key names derived in Lua (the holder records once were): only the
+    // wake-up channel's prefix may be built from a key, and it is a channel.
+    for (const char* derived : {".. 'who'", ".. 'qwho'", ".. 'q'", ".. 'fence'", ".. 'hf'"})
+      EXPECT_EQ(body.find(derived), std::string::npos) << entry.name << " builds a key name: " << derived;
     // Any publish goes to wake_prefix, built from KEYS[2].
     if (body.find("PUBLISH") != std::string::npos) {
       EXPECT_NE(body.find("wake_prefix .. sid"), std::string::npos) << entry.name;
