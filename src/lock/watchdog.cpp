@@ -9,6 +9,7 @@
 #include "client/client_impl.hpp"
 #include "lockon/errors.hpp"
 #include "common/fork.hpp"
+#include "lock/eviction_check.hpp"
 #include "lock/lock_scripts.hpp"
 #include "client/script.hpp"
 #include "lockon/errors.hpp"
@@ -138,6 +139,15 @@ class Watchdog::Lane {
     if (thread_.joinable()) thread_.join();
   }
 
+  /// Before anything else, the lane's thread checks whether the server
+  /// serving `key` may evict lock keys (eviction_check.hpp): once per
+  /// server and process, off the callers' threads.
+  void check_eviction_first(std::shared_ptr<ClientImpl> client, std::string key) {
+    std::lock_guard lock(mutex_);
+    check_client_ = std::move(client);
+    check_key_ = std::move(key);
+  }
+
   void add(std::shared_ptr<RenewalEntry> entry) {
     bool wake = false;
     {
@@ -169,6 +179,14 @@ class Watchdog::Lane {
 
   void run() {
     std::unique_lock lock(mutex_);
+    if (check_client_) {
+      const auto client = std::move(check_client_);
+      const std::string key = std::move(check_key_);
+      check_client_.reset();
+      lock.unlock();
+      check_eviction_policy(*client, key);  // one round trip, before the first renewal is due
+      lock.lock();
+    }
     auto idle_since = Clock::now();
     while (!stopping_) {
       auto next_wake = Clock::time_point::max();
@@ -256,6 +274,8 @@ class Watchdog::Lane {
   std::size_t compact_at_ = 256;
   bool stopping_ = false;
   bool running_ = false;
+  std::shared_ptr<ClientImpl> check_client_;  // set once, taken by run()
+  std::string check_key_;
   std::thread thread_;
 };
 
@@ -302,7 +322,10 @@ void Watchdog::add(std::shared_ptr<RenewalEntry> entry) {
       }
     }
     auto& slot = all.by_server[server];
-    if (!slot) slot = std::make_shared<Lane>();
+    if (!slot) {
+      slot = std::make_shared<Lane>();
+      if (entry->client) slot->check_eviction_first(entry->client, entry->name);
+    }
     lane = slot;
   }
   lane->add(std::move(entry));

@@ -4,7 +4,10 @@
 //     acquisitions are refused with a typed error (ReplyError, code OOM);
 //   - any evicting policy can drop a held lock (lock keys carry a TTL, so
 //     even volatile-* policies take them; volatile-ttl first of all): the
-//     exclusion does not hold, and the holder is told (loss signal).
+//     exclusion does not hold, and the holder is told (loss signal);
+//   - lockon says so once per server (set_warning_handler) when the first
+//     auto-renewed lock there is acquired, and stays quiet when the server
+//     cannot evict or the user may not read its configuration.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lockon/lockon.hpp"
 #include "support/fixtures.hpp"
@@ -99,6 +103,95 @@ TEST(Eviction, VolatileTtlEvictsAHeldLockAndTheHolderIsTold) {
   EXPECT_THROW(std::rethrow_exception(held.last_unlock_error()), LockNotOwned);
   EXPECT_TRUE(other.owned());  // the failed release did not touch the new holder's key
   other.unlock();
+}
+
+// Warnings seen by the process-wide handler while it lives.
+class Warnings {
+ public:
+  Warnings() {
+    set_warning_handler([this](std::string_view topic, std::string_view message) {
+      std::lock_guard guard(mutex_);
+      seen_.emplace_back(std::string(topic), std::string(message));
+    });
+  }
+  ~Warnings() { set_warning_handler({}); }
+  std::vector<std::pair<std::string, std::string>> about(const std::string& topic) {
+    std::lock_guard guard(mutex_);
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& w : seen_)
+      if (w.first == topic) out.push_back(w);
+    return out;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::string, std::string>> seen_;
+};
+
+// How many CONFIG calls the server served (INFO commandstats): the check ran.
+long long config_calls(RedisServer& server) {
+  const RawReply info = server.command({"INFO", "commandstats"});
+  const auto at = info.str.find("cmdstat_config|get:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(info.str.substr(at + 25));
+}
+
+TEST(Eviction, AServerThatMayEvictIsReportedOnceWhenAnAutoRenewedLockIsTakenThere) {
+  Warnings warnings;
+  RedisServer server({.extra_args = {"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"}});
+  const Client client(server.url());
+  const std::string topic = "eviction:" + server.host() + ":" + std::to_string(server.port());
+  Lock lock(client, "evict:warned", {.ttl = 30s, .token = std::string("secret-token-0123456789")});
+  lock.lock();
+  ASSERT_TRUE(eventually(3000ms, [&] { return !warnings.about(topic).empty(); })) << "no warning for " << topic;
+  const auto [_, message] = warnings.about(topic).front();
+  EXPECT_NE(message.find("maxmemory-policy allkeys-lru"), std::string::npos) << message;
+  EXPECT_NE(message.find("104857600"), std::string::npos) << message;
+  EXPECT_NE(message.find("noeviction"), std::string::npos) << message;
+  EXPECT_EQ(message.find("secret-token"), std::string::npos) << message;
+  lock.unlock();
+  // Once per server and process: more locks there say nothing more.
+  for (int i = 0; i < 3; ++i) {
+    Lock again(client, "evict:warned:" + std::to_string(i), {.ttl = 30s});
+    again.lock();
+    again.unlock();
+  }
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(warnings.about(topic).size(), 1u);
+}
+
+TEST(Eviction, NoWarningWhenTheServerCannotEvictOrMayNotBeAsked) {
+  Warnings warnings;
+  RedisServer noeviction({.extra_args = {"--maxmemory", "100mb", "--maxmemory-policy", "noeviction"}});
+  RedisServer unlimited({.extra_args = {"--maxmemory", "0", "--maxmemory-policy", "allkeys-lru"}});
+  RedisServer restricted({.acl_users = {"app on >app-pass ~* &* +@all -config"},
+                          .extra_args = {"--maxmemory", "100mb", "--maxmemory-policy", "volatile-ttl"}});
+  struct Case {
+    RedisServer* server;
+    std::string url;
+    const char* what;
+  };
+  const std::vector<Case> cases{
+      {&noeviction, noeviction.url(), "noeviction"},
+      {&unlimited, unlimited.url(), "maxmemory 0"},
+      {&restricted, "redis://app:app-pass@" + restricted.host() + ":" + std::to_string(restricted.port()),
+       "a user without +config"}};
+  for (const Case& c : cases) {
+    const Client client(c.url);
+    Lock lock(client, "evict:quiet", {.ttl = 30s});
+    lock.lock();
+    // The check ran (the server served, or refused, a CONFIG GET)...
+    const bool asked = eventually(3000ms, [&] {
+      const RawReply info = c.server->command({"INFO", "commandstats"});
+      return info.str.find("cmdstat_config|get:") != std::string::npos;
+    });
+    EXPECT_TRUE(asked) << c.what << ": the check never reached the server";
+    lock.unlock();
+    // ...and said nothing.
+    const std::string topic = "eviction:" + c.server->host() + ":" + std::to_string(c.server->port());
+    EXPECT_TRUE(warnings.about(topic).empty()) << c.what << ": " << warnings.about(topic).front().second;
+  }
+  EXPECT_GE(config_calls(noeviction), 1);
 }
 
 }  // namespace
