@@ -1,15 +1,19 @@
 // integration/auto_pipeline_support.hpp — helpers shared by the automatic
 // pipelining tests (test_auto_pipeline*.cpp): a Client's shared Pipeline,
-// options turning it on, a reply's text.
+// options turning it on, a reply's text, a call run on its own thread.
 #pragma once
 
 #include <chrono>
+#include <exception>
+#include <future>
 #include <stdexcept>
 #include <string>
 
 #include "client/client_impl.hpp"
 #include "client/pipeline.hpp"
 #include "lockon/client.hpp"
+#include "lockon/errors.hpp"
+#include "support/fixtures.hpp"
 
 namespace lockon::test {
 
@@ -29,6 +33,39 @@ inline detail::Pipeline& pipeline_of(Client& client) {
 
 inline std::string text_of(const detail::ReplyPtr& reply) {
   return reply && reply->str ? std::string(reply->str, reply->len) : "<none>";
+}
+
+/// How a call run by start() ended.
+struct Outcome {
+  std::string value;     // the reply's text, or the error's message
+  bool timeout = false;  // TimeoutError
+  bool failed = false;   // any exception
+  bool typed = false;    // a reply or a lockon::Error: never an untyped exception
+  long long at_ms = 0;   // since the test's start
+};
+
+/// Runs `call` (returning the reply's text) on another thread; the future
+/// holds how it ended.
+template <class Call>
+std::future<Outcome> start(std::chrono::steady_clock::time_point t0, Call call) {
+  return std::async(std::launch::async, [t0, call] {
+    Outcome outcome;
+    try {
+      outcome.value = call();
+      outcome.typed = true;
+    } catch (const TimeoutError& e) {
+      outcome.value = e.what();
+      outcome.failed = outcome.timeout = outcome.typed = true;
+    } catch (const Error& e) {
+      outcome.value = e.what();
+      outcome.failed = outcome.typed = true;
+    } catch (const std::exception& e) {
+      outcome.value = std::string("untyped: ") + e.what();
+      outcome.failed = true;
+    }
+    outcome.at_ms = ms_since(t0);
+    return outcome;
+  });
 }
 
 }  // namespace lockon::test

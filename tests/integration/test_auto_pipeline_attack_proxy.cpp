@@ -25,34 +25,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using detail::Pipeline;
 
-struct Outcome {
-  std::string value;  // the reply, or the error's message
-  bool timeout = false;
-  bool typed = false;
-  long long at_ms = 0;
-};
-
-template <class F>
-std::future<Outcome> start(Clock::time_point t0, F f) {
-  return std::async(std::launch::async, [t0, f] {
-    Outcome outcome;
-    try {
-      outcome.value = f();
-      outcome.typed = true;
-    } catch (const TimeoutError& e) {
-      outcome.value = e.what();
-      outcome.timeout = outcome.typed = true;
-    } catch (const Error& e) {
-      outcome.value = e.what();
-      outcome.typed = true;
-    } catch (const std::exception& e) {
-      outcome.value = std::string("untyped: ") + e.what();
-    }
-    outcome.at_ms = ms_since(t0);
-    return outcome;
-  });
-}
-
 // Through a proxy: A's exchange is held 400 ms, so D1, M, D2 and C queue and
 // leave in one batch of the I/O thread at ~400 ms; D1 is held 500 ms more
 // (and all behind it), so D1 and D2 (deadlines ~700 and ~810 ms) are

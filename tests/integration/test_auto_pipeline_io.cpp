@@ -137,32 +137,6 @@ TEST(AutoPipelineIoThread, WakeChainLosesNobody) {
   EXPECT_LT(pipeline.batches(), pipeline.requests());
 }
 
-// Runs `call` on another thread; the future holds how it ended.
-struct Outcome {
-  std::string value;  // the reply's text, or the error message
-  bool timeout = false;
-  bool failed = false;
-  long long at_ms = 0;  // since the test's start
-};
-
-template <class Call>
-std::future<Outcome> start(Clock::time_point t0, Call call) {
-  return std::async(std::launch::async, [t0, call] {
-    Outcome outcome;
-    try {
-      outcome.value = call();
-    } catch (const TimeoutError& e) {
-      outcome.failed = outcome.timeout = true;
-      outcome.value = e.what();
-    } catch (const std::exception& e) {
-      outcome.failed = true;
-      outcome.value = e.what();
-    }
-    outcome.at_ms = ms_since(t0);
-    return outcome;
-  });
-}
-
 TEST(AutoPipelineIoThread, DeadlineWhileQueuedBehindASlowReplyFailsUnsent) {
   RedisServer server;
   server.command({"SET", "ap:io:slow:a", "A"});
