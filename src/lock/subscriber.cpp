@@ -77,6 +77,7 @@ Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until) {
     std::uint64_t generation = 0;
     if (before_direct_read_for_tests != nullptr) before_direct_read_for_tests(slot);
     if (owner_->become_reader(slot, fd, generation)) {
+      if (before_direct_poll_for_tests != nullptr) before_direct_poll_for_tests(slot);
       owner_->read_directly(fd, generation, until);
       continue;
     }

@@ -112,6 +112,11 @@ class Subscriber {
   /// force a dispatch into that window (test_subscriber_direct_reader.cpp).
   /// Set it before the waiting thread starts and reset it after it ended.
   static inline void (*before_direct_read_for_tests)(Slot&) = nullptr;
+  /// Tests only (null otherwise): called by a waiter that has just become
+  /// the direct reader, before it polls the socket, so a test can have the
+  /// thread (whose "who reads" decision is stale) read a message meant for
+  /// it in that window (test_subscriber_slot_moved.cpp).
+  static inline void (*before_direct_poll_for_tests)(Slot&) = nullptr;
  private:
   enum class SubState { none, subscribing, subscribed, unsubscribing, denied };
   /// A refused channel is asked for again after this long (permissions may
@@ -136,7 +141,7 @@ class Subscriber {
     std::string topic;
     std::string message;
   };
-  Warning on_error_reply(std::string_view text);
+  Warning on_error_reply(std::string_view text, bool direct);
   // Caller holds io_mutex_.
   void drop_connection() noexcept;
   void poke() noexcept;
@@ -187,8 +192,9 @@ class Subscriber {
   bool denied(const std::string& channel) const;
   bool lone_waiter_subscribed() const;
 
-  // Caller holds mutex_: marks `channel` as moved away and nudges its waiters.
-  void slot_moved(Channel& channel, const std::string& name);
+  // Caller holds mutex_: marks `channel` as moved away and nudges its waiters
+  // (poking the direct reader among them unless it is the caller: `direct`).
+  void slot_moved(Channel& channel, const std::string& name, bool direct);
 
   std::map<std::string, Waiter> waiters_;    // by waiter id
   std::map<std::string, Channel> channels_;  // by channel name

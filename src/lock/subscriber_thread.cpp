@@ -195,7 +195,7 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
     Warning warning;
     {
       std::lock_guard lock(mutex_);
-      warning = on_error_reply({reply.str, reply.len});
+      warning = on_error_reply({reply.str, reply.len}, direct);
     }
     // Outside the mutex: a slow warning handler delays no waiter.
     if (!warning.topic.empty()) warn_once(warning.topic, warning.message);
@@ -213,7 +213,7 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
     const bool asked = !pending_.empty() && !pending_.front().subscribe && pending_.front().channel == channel;
     const auto it = channels_.find(std::string(channel));
     if (!asked) {
-      if (it != channels_.end() && it->second.state == SubState::subscribed) slot_moved(it->second, it->first);
+      if (it != channels_.end() && it->second.state == SubState::subscribed) slot_moved(it->second, it->first, direct);
       return;
     }
   }
@@ -256,7 +256,7 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
   }
 }
 
-Subscriber::Warning Subscriber::on_error_reply(std::string_view text) {
+Subscriber::Warning Subscriber::on_error_reply(std::string_view text, bool direct) {
   if (pending_.empty()) return {};
   const Pending command = std::move(pending_.front());
   pending_.pop_front();
@@ -270,7 +270,7 @@ Subscriber::Warning Subscriber::on_error_reply(std::string_view text) {
   const std::string_view error_code = text.substr(0, text.find(' '));
   if (sharded_ && (error_code == "MOVED" || error_code == "ASK" || error_code == "CLUSTERDOWN" ||
                    error_code == "TRYAGAIN")) {
-    slot_moved(it->second, it->first);
+    slot_moved(it->second, it->first, direct);
     return {};
   }
   it->second.state = SubState::denied;
@@ -291,13 +291,22 @@ Subscriber::Warning Subscriber::on_error_reply(std::string_view text) {
                                        "): lock waiters fall back to polling every wait_poll_interval"};
 }
 
-void Subscriber::slot_moved(Channel& channel, const std::string& name) {
+void Subscriber::slot_moved(Channel& channel, const std::string& name, bool direct) {
   channel.state = SubState::denied;
   channel.moved = true;
   channel.denied_at = Clock::now();
   confirmed_.notify_all();  // its waiters stop waiting for a confirmation
-  for (auto& [id, waiter] : waiters_)
-    if (waiter.channel == name) nudge(*waiter.slot);
+  bool reader_nudged = false;
+  for (auto& [id, waiter] : waiters_) {
+    if (waiter.channel != name) continue;
+    nudge(*waiter.slot);
+    reader_nudged = reader_nudged || waiter.slot.get() == direct_reader_;
+  }
+  // Its owner polls the socket, not the condition variable. The thread may
+  // read this while the lone waiter holds the socket (the thread decides who
+  // reads once per loop), and then the next bytes there are the answer to
+  // the retry, kMovedRetry later at best. Dispatch pokes alike.
+  if (reader_nudged && !direct) poke_reader();
   poke();  // the thread schedules the retry
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "client/client_impl.hpp"
 #include "client/error_map.hpp"
@@ -155,14 +156,35 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
   auto& subscriber = node->subscriber();
   const std::string waiter_id = random_hex(8);
   const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + kind_ + "|" + token_;
-  Subscriber::Watch watch = subscriber.watch(waiter_id, wake_channel(name_, subscriber.id()));
+  std::optional<Subscriber::Watch> watch;
+  watch.emplace(subscriber.watch(waiter_id, wake_channel(name_, subscriber.id())));
   // Subscribed before queueing: no hand-over can precede our ability to hear
   // it. Bounded: a dead subscriber only costs polling.
-  watch.wait_subscribed(std::min(deadline, add_saturating(Clock::now(), options_.wait_poll_interval)));
+  watch->wait_subscribed(std::min(deadline, add_saturating(Clock::now(), options_.wait_poll_interval)));
   // Sent before our entry is queued, so before any hand-over to it: a lease
   // handed to us is proven from here.
   const auto queued_at = Clock::now();
   const auto handed_in_time = [&] { return Clock::now() < add_saturating(queued_at, options_.ttl / 2); };
+  // Cluster: the name's slot moved to another master (our last attempt
+  // followed the MOVED, so the map knows): listen on that master's shard
+  // channel instead, as Lock::Impl::follow_slot does. Otherwise a release
+  // there publishes our hand-over to nobody, and the script, taking us for
+  // gone, drops our queue place. Subscriber ids are the same on every node of
+  // a cluster, so our entry stays valid.
+  const auto follow_slot = [&](Clock::time_point until) {
+    if (!sharded_) return;
+    auto serving = client_.impl()->node_for(name_);
+    if (serving == node) return;
+    {
+      std::lock_guard lock(watch->slot().mutex);
+      if (watch->slot().handed) return;  // the loop takes it first
+    }
+    auto& now_subscriber = serving->subscriber();
+    watch.reset();
+    node = std::move(serving);
+    watch.emplace(now_subscriber.watch(waiter_id, wake_channel(name_, now_subscriber.id())));
+    watch->wait_subscribed(until);
+  };
   try {
     Attempt last = attempt(entry, "1", deadline);
     while (true) {
@@ -170,7 +192,7 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
       const auto now = Clock::now();
       if (last.deadline_passed || now >= deadline) {
         // A hand-over that raced with the deadline is taken rather than bounced.
-        if (watch.wait_until(Clock::time_point::min()) == Subscriber::Slot::Wake::handed && handed_in_time())
+        if (watch->wait_until(Clock::time_point::min()) == Subscriber::Slot::Wake::handed && handed_in_time())
           return on_acquired(queued_at);
         cancel_now(entry);
         return false;
@@ -179,12 +201,13 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
       // A crashed holder releases nothing: look again when its lease ends.
       if (last.wait_ms >= 0)
         wake_at = std::min(wake_at, add_saturating(last.sent_at, std::chrono::milliseconds(last.wait_ms + 1)));
-      if (watch.wait_until(wake_at) == Subscriber::Slot::Wake::handed) {
+      follow_slot(wake_at);
+      if (watch->wait_until(wake_at) == Subscriber::Slot::Wake::handed) {
         if (handed_in_time()) return on_acquired(queued_at);
         // Woken too late to prove half a lease: the next attempt confirms
         // (and restarts) the share if it is still ours.
-        std::lock_guard lock(watch.slot().mutex);
-        watch.slot().handed = false;
+        std::lock_guard lock(watch->slot().mutex);
+        watch->slot().handed = false;
       }
       last = attempt(entry, "r", deadline);
     }
