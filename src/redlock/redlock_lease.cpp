@@ -74,6 +74,15 @@ Tally RedlockLease::release(const std::string& token, Clock::time_point not_afte
   };
   auto replies = nodes->script(redlock_scripts::release(), keys, args, "redlock release", not_after,
                                until_decided ? deleted : Voter{});
+  // A node the release was never sent to because its connection was still
+  // being dialed when the others decided would keep our key until its TTL:
+  // retried in the background until then. (Sent ones run there even if not
+  // waited for; a node that refused the connection is left to the TTL, so a
+  // dead node cannot keep the shared clean-up thread busy.)
+  const auto expired_by = Clock::now() + ttl;
+  for (std::size_t k = 0; k < replies.size(); ++k)
+    if (replies[k].abandoned && !replies[k].sent)
+      nodes->run_in_background(k, redlock_scripts::release(), {name}, {token}, expired_by);
   return settle(*nodes, replies, NodeOperation::release, token, [](std::size_t, const redisReply& r) {
     if (r.type != REDIS_REPLY_INTEGER) return unexpected_reply();
     if (r.integer == 1) return Verdict{NodeOutcome::ok, "released"};

@@ -8,6 +8,8 @@
 
 #include "client/client_impl.hpp"
 #include "client/fanout.hpp"
+#include "client/routed.hpp"
+#include "lock/orphans.hpp"
 #include "lockon/errors.hpp"
 #include "client/pool.hpp"
 
@@ -287,6 +289,31 @@ std::vector<NodeReply> RedlockNodes::command(std::span<const std::string_view> a
                                              Clock::time_point not_after, const Voter& voter) const {
   return run([args](Connection& connection) { connection.append(args); }, {}, operation,
              timeout.value_or(per_node_timeout_), not_after, voter);
+}
+
+void RedlockNodes::run_in_background(std::size_t node, const Script& script, std::vector<std::string> keys,
+                                     std::vector<std::string> args, Clock::time_point give_up_at) const noexcept {
+  try {
+    Orphan orphan;
+    orphan.client = clients_[node].impl();
+    orphan.keys[0] = keys.empty() ? name_ : keys.front();
+    // `script` is a function-local static (redlock_scripts): it outlives the job.
+    orphan.clean = [client = orphan.client, &script, keys = std::move(keys), args = std::move(args), give_up_at,
+                    timeout = per_node_timeout_] {
+      if (Clock::now() >= give_up_at) return true;  // expired by its TTL: nothing left to do
+      const std::vector<std::string_view> key_views(keys.begin(), keys.end());
+      const std::vector<std::string_view> arg_views(args.begin(), args.end());
+      const ReplyPtr reply =
+          routed_call(*client, key_views.empty() ? std::string_view() : key_views.front(), Clock::now() + timeout,
+                      [&](Connection& connection, Node&) {
+                        return eval(connection, script, key_views, arg_views, "redlock release (retried)");
+                      });
+      return reply && reply->type == REDIS_REPLY_INTEGER;
+    };
+    Orphans::instance().adopt(std::move(orphan));
+  } catch (...) {
+    // No memory: the key expires by its TTL.
+  }
 }
 
 std::vector<NodeReply> RedlockNodes::script(const Script& script, std::span<const std::string_view> keys,

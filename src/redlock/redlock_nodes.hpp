@@ -128,6 +128,15 @@ class RedlockNodes {
                                 Clock::time_point not_after = Clock::time_point::max(),
                                 const Voter& voter = {}) const;
 
+  /// Runs `script` on node `node` in the background (lock/orphans.hpp),
+  /// retried until the node answers or `give_up_at` passes (when the key it
+  /// targets has expired anyway). For a release the fan-out could not even
+  /// send to a node (its connection was still being dialed when the other
+  /// nodes decided, or failed): a healthy node must not keep the key for a
+  /// whole TTL. Never blocks on I/O, never throws.
+  void run_in_background(std::size_t node, const Script& script, std::vector<std::string> keys,
+                         std::vector<std::string> args, Clock::time_point give_up_at) const noexcept;
+
   /// The least a fan-out cut short by a caller's deadline still waits: one
   /// round trip to a healthy node (replies are read up to there).
   static constexpr std::chrono::milliseconds kOneRoundTrip{5};

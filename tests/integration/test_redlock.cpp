@@ -277,7 +277,10 @@ TEST_F(RedlockBasics, WatchdogRenewsOnAMajority) {
   EXPECT_EQ(holders(name), 3);
   lock.unlock();
   EXPECT_EQ(lost_calls.load(), 0);
-  EXPECT_EQ(holders(name), 0);
+  // unlock() returns once a majority confirmed; a third node's release may
+  // still be on its way (not waited for, or retried in the background when
+  // its connection was being re-dialed). Seen under ASan.
+  EXPECT_TRUE(eventually(1000ms, [&] { return holders(name) == 0; })) << holders(name) << " nodes still hold it";
   std::this_thread::sleep_for(200ms);  // no renewal after unlock re-creates a key
   EXPECT_EQ(holders(name), 0);
 }
