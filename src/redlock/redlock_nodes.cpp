@@ -183,6 +183,8 @@ RedlockNodes::RedlockNodes(std::vector<Client> clients, std::string name, std::c
   }
   next_probe_ns_ = std::make_unique<std::atomic<std::int64_t>[]>(clients_.size());
   for (std::size_t i = 0; i < clients_.size(); ++i) next_probe_ns_[i].store(0, std::memory_order_relaxed);
+  background_busy_ = std::shared_ptr<std::atomic<bool>[]>(new std::atomic<bool>[clients_.size()]);
+  for (std::size_t i = 0; i < clients_.size(); ++i) background_busy_[i].store(false);
 }
 
 namespace {
@@ -293,14 +295,25 @@ std::vector<NodeReply> RedlockNodes::command(std::span<const std::string_view> a
 
 void RedlockNodes::run_in_background(std::size_t node, const Script& script, std::vector<std::string> keys,
                                      std::vector<std::string> args, Clock::time_point give_up_at) const noexcept {
+  if (!background_busy_ || background_busy_[node].exchange(true)) return;  // one at a time: this one is left to the TTL
   try {
+    // Clears the node's flag when the job ends, however it ends.
+    struct Done {
+      std::shared_ptr<std::atomic<bool>[]> busy;
+      std::size_t node;
+      ~Done() { busy[node].store(false); }
+    };
+    // (Built in place: a moved-from temporary's destructor would clear it now.)
+    const std::shared_ptr<Done> done(new Done{background_busy_, node});
+    auto attempts = std::make_shared<int>(0);
     Orphan orphan;
     orphan.client = clients_[node].impl();
     orphan.keys[0] = keys.empty() ? name_ : keys.front();
     // `script` is a function-local static (redlock_scripts): it outlives the job.
     orphan.clean = [client = orphan.client, &script, keys = std::move(keys), args = std::move(args), give_up_at,
-                    timeout = per_node_timeout_] {
-      if (Clock::now() >= give_up_at) return true;  // expired by its TTL: nothing left to do
+                    timeout = per_node_timeout_, done, attempts] {
+      // Expired by its TTL, or tried enough: the TTL does the rest.
+      if (Clock::now() >= give_up_at || ++*attempts > kBackgroundAttempts) return true;
       const std::vector<std::string_view> key_views(keys.begin(), keys.end());
       const std::vector<std::string_view> arg_views(args.begin(), args.end());
       const ReplyPtr reply =
@@ -312,7 +325,8 @@ void RedlockNodes::run_in_background(std::size_t node, const Script& script, std
     };
     Orphans::instance().adopt(std::move(orphan));
   } catch (...) {
-    // No memory: the key expires by its TTL.
+    // No memory: the key expires by its TTL (and the flag stays set: no
+    // more background jobs for this node, the behaviour before them).
   }
 }
 
