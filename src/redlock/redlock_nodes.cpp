@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -183,8 +184,6 @@ RedlockNodes::RedlockNodes(std::vector<Client> clients, std::string name, std::c
   }
   next_probe_ns_ = std::make_unique<std::atomic<std::int64_t>[]>(clients_.size());
   for (std::size_t i = 0; i < clients_.size(); ++i) next_probe_ns_[i].store(0, std::memory_order_relaxed);
-  background_busy_ = std::shared_ptr<std::atomic<bool>[]>(new std::atomic<bool>[clients_.size()]);
-  for (std::size_t i = 0; i < clients_.size(); ++i) background_busy_[i].store(false);
 }
 
 namespace {
@@ -295,16 +294,26 @@ std::vector<NodeReply> RedlockNodes::command(std::span<const std::string_view> a
 
 void RedlockNodes::run_in_background(std::size_t node, const Script& script, std::vector<std::string> keys,
                                      std::vector<std::string> args, Clock::time_point give_up_at) const noexcept {
-  if (!background_busy_ || background_busy_[node].exchange(true)) return;  // one at a time: this one is left to the TTL
+  // Servers with a background job pending, in this process (every Redlock
+  // object shares them): one at a time per server, later ones are left to
+  // the TTL. Leaked on purpose: jobs may end during static destruction.
+  static std::mutex& busy_mutex = *new std::mutex;
+  static std::set<std::string>& busy = *new std::set<std::string>;
   try {
-    // Clears the node's flag when the job ends, however it ends.
+    {
+      std::lock_guard guard(busy_mutex);
+      if (!busy.insert(endpoints_[node]).second) return;
+    }
+    // Frees the server's place when the job ends, however it ends (built in
+    // place: a moved-from temporary's destructor would free it at once).
     struct Done {
-      std::shared_ptr<std::atomic<bool>[]> busy;
-      std::size_t node;
-      ~Done() { busy[node].store(false); }
+      std::string endpoint;
+      ~Done() {
+        std::lock_guard guard(busy_mutex);
+        busy.erase(endpoint);
+      }
     };
-    // (Built in place: a moved-from temporary's destructor would clear it now.)
-    const std::shared_ptr<Done> done(new Done{background_busy_, node});
+    const std::shared_ptr<Done> done(new Done{endpoints_[node]});
     auto attempts = std::make_shared<int>(0);
     Orphan orphan;
     orphan.client = clients_[node].impl();
@@ -325,8 +334,8 @@ void RedlockNodes::run_in_background(std::size_t node, const Script& script, std
     };
     Orphans::instance().adopt(std::move(orphan));
   } catch (...) {
-    // No memory: the key expires by its TTL (and the flag stays set: no
-    // more background jobs for this node, the behaviour before them).
+    // No memory: the key expires by its TTL (and the server's place may stay
+    // taken: no more background jobs for it, the behaviour before them).
   }
 }
 

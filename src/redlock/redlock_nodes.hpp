@@ -135,7 +135,7 @@ class RedlockNodes {
   /// nodes decided, or failed): a healthy node must not keep the key for a
   /// whole TTL. Bounded so that a node that is really down cannot keep
   /// the process's shared clean-up thread busy: at most one such job per
-  /// node at a time (later ones are left to the TTL), at most
+  /// server and process at a time (later ones are left to the TTL), at most
   /// kBackgroundAttempts attempts, each within per_node_timeout(). Never
   /// blocks on I/O, never throws.
   void run_in_background(std::size_t node, const Script& script, std::vector<std::string> keys,
@@ -172,10 +172,7 @@ class RedlockNodes {
   std::vector<std::string> endpoints_;
   // Per node: steady-clock ns of its next probe while suspected; 0: trusted.
   std::unique_ptr<std::atomic<std::int64_t>[]> next_probe_ns_;
-  // Per node: a run_in_background job is pending (shared with the job,
-  // which may outlive this object).
   static constexpr int kBackgroundAttempts = 3;
-  std::shared_ptr<std::atomic<bool>[]> background_busy_;
   std::string name_;
   std::chrono::milliseconds per_node_timeout_;
   std::function<void(const NodeEvent&)> on_event_;
