@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "lock/orphans.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "redlock_support.hpp"
@@ -41,6 +42,143 @@ long long script_calls(RedisServer& server) {
     if (at != std::string::npos) total += std::stoll(info.str.substr(at + std::string(name).size()));
   }
   return total;
+}
+
+// One orphan on the healthy server behind `proxy`: a custom-token Lock whose
+// acquiring SET ran but whose reply was lost (the Lock cannot tell its own
+// grant from another holder's: IoError, and the key is handed to Orphans).
+// Returns the ms from the failed call to the key being gone (5000 if never).
+long long orphan_clean_ms(const Client& client, FaultProxy& proxy, RedisServer& server, const std::string& name) {
+  const int rule =
+      proxy.add_rule({.command = "SET", .argument_contains = name, .action = FaultAction::close_after_forward, .times = 1});
+  Lock lock(client, name, {.ttl = 30s, .token = std::string("orphan-token-of-") + name});
+  EXPECT_THROW(lock.try_lock(), IoError) << name;
+  const auto failed = Clock::now();
+  EXPECT_EQ(proxy.matched(rule), 1u) << name;
+  RawConnection raw = server.connect();
+  EXPECT_EQ(raw.command({"EXISTS", name}).integer, 1) << name << ": the lost SET did not grant the key";
+  if (!eventually(5000ms, [&] { return raw.command({"EXISTS", name}).integer == 0; })) return 5000;
+  return ms_since(failed);
+}
+
+std::string describe(std::vector<long long> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return "none";
+  return "median " + std::to_string(v[v.size() / 2]) + " ms, max " + std::to_string(v.back()) + " ms (n=" +
+         std::to_string(v.size()) + ")";
+}
+
+// Redlock over 3 servers, node 2 paused (SIGSTOP) behind a proxy whose
+// connections are dropped every few iterations: releases re-dial it, the
+// dial hangs, and a background release job for it (3 attempts of
+// per_node_timeout each) occupies the Orphans thread. Meanwhile Lock
+// orphans on a fourth, healthy server must still be cleaned promptly.
+TEST_F(RedlockBackgroundAttack, PausedNodeDoesNotStarveLockOrphanCleanUp) {
+  start(4);
+  constexpr auto kPerNode = 200ms;  // the automatic per_node_timeout's maximum
+  FaultProxy node2(server(2).host(), server(2).port());
+  FaultProxy healthy(server(3).host(), server(3).port());
+  const Client locks(healthy.url());
+  const std::vector<Client> nodes{Client(server(0).url()), Client(server(1).url()), Client(node2.url())};
+  const std::string redlock_name = unique_key("redlock-load");
+  server(2).pause();
+
+  std::atomic<bool> load{false};
+  std::atomic<bool> stop{false};
+  std::atomic<int> cycles{0};
+  std::thread loader([&] {
+    for (int i = 0; i < 100'000 && !stop; ++i) {
+      if (!load) {
+        std::this_thread::sleep_for(5ms);
+        continue;
+      }
+      try {
+        Redlock lock(nodes, redlock_name, {.ttl = 5s, .auto_renew = false},
+                     {.per_node_timeout = kPerNode, .check_nodes = false});
+        if (lock.try_lock()) lock.unlock();
+        ++cycles;
+      } catch (const Error&) {
+      }
+      if (i % 500 == 0) node2.drop_connections();  // rarely: frequent drops would cut the jobs short
+    }
+  });
+
+  std::vector<long long> quiet, loaded;
+  // Sequential phases: quiet first (the load's jobs would outlive it).
+  for (int i = 0; i < 4; ++i) {
+    quiet.push_back(orphan_clean_ms(locks, healthy, server(3), unique_key("quiet-" + std::to_string(i))));
+    std::this_thread::sleep_for(60ms);
+  }
+  std::this_thread::sleep_for(1100ms);  // their second sweeps (1 s) end: nothing pending
+  const std::size_t pending_before = detail::Orphans::instance().pending();
+  load = true;
+  // The load really queues background releases for the paused node.
+  const bool background_seen =
+      eventually(2000ms, [&] { return detail::Orphans::instance().pending() > pending_before; });
+  for (int i = 0; i < 6; ++i) {
+    loaded.push_back(orphan_clean_ms(locks, healthy, server(3), unique_key("loaded-" + std::to_string(i))));
+    std::printf("[attack9] loaded orphan %d: %lld ms (Orphans pending %zu, Redlock cycles %d)\n", i, loaded.back(),
+                detail::Orphans::instance().pending(), cycles.load());
+    std::this_thread::sleep_for(60ms);
+  }
+  stop = true;
+  loader.join();
+  server(2).resume();
+  std::printf("[attack9] Lock orphan clean-up: quiet %s; with a paused Redlock node under load %s; %d Redlock "
+              "cycles\n",
+              describe(quiet).c_str(), describe(loaded).c_str(), cycles.load());
+  EXPECT_GT(cycles.load(), 5) << "the Redlock load did not run";
+  EXPECT_TRUE(background_seen) << "the load never queued a background job: the attack did not happen";
+  const long long worst_quiet = *std::max_element(quiet.begin(), quiet.end());
+  const long long worst_loaded = *std::max_element(loaded.begin(), loaded.end());
+  // The paused node's job blocks the thread for one attempt (≤ per_node_timeout)
+  // at a time; a Lock orphan due meanwhile runs next. 250 ms of slack for a
+  // loaded 2-core machine.
+  EXPECT_LE(worst_loaded, worst_quiet + kPerNode.count() + 250)
+      << "a paused Redlock node delayed Lock orphan clean-up: quiet " << describe(quiet) << ", loaded "
+      << describe(loaded);
+}
+
+// One background release for a paused node (its release could not be sent:
+// the connection was being re-dialed; the dial hangs on the stopped process)
+// occupies the shared Orphans thread for at most one attempt of
+// per_node_timeout at a time: Lock orphans on a healthy server adopted right
+// after it are cleaned within per_node_timeout (+ slack) of the quiet figure.
+TEST_F(RedlockBackgroundAttack, OneJobForAPausedNodeDelaysLockOrphansAtMostPerNodeTimeout) {
+  start(4);
+  constexpr auto kPerNode = 200ms;
+  FaultProxy node2(server(2).host(), server(2).port());
+  FaultProxy healthy(server(3).host(), server(3).port());
+  const Client locks(healthy.url());
+  std::vector<long long> quiet, after_unlock;
+  for (int i = 0; i < 3; ++i)
+    quiet.push_back(orphan_clean_ms(locks, healthy, server(3), unique_key("quiet-" + std::to_string(i))));
+  std::this_thread::sleep_for(1100ms);  // their second sweeps end
+  std::vector<std::string> nodes = urls();
+  nodes[2] = node2.url();
+  const std::string name = unique_key("one-job");
+  Redlock lock(nodes, name, {.ttl = 10s, .auto_renew = false}, {.per_node_timeout = kPerNode});
+  ASSERT_TRUE(lock.try_lock());
+  const std::size_t pending_before = detail::Orphans::instance().pending();
+  server(2).pause();
+  node2.drop_connections();  // the release must re-dial node 2: never sent
+  const auto unlocked = Clock::now();
+  lock.unlock();
+  EXPECT_EQ(detail::Orphans::instance().pending(), pending_before + 1) << "no background job was queued";
+  std::string timeline;
+  for (int i = 0; i < 6 && Clock::now() - unlocked < 3s; ++i) {
+    after_unlock.push_back(orphan_clean_ms(locks, healthy, server(3), unique_key("after-" + std::to_string(i))));
+    timeline += " " + std::to_string(after_unlock.back()) + "@" + std::to_string(ms_since(unlocked));
+    std::this_thread::sleep_for(100ms);
+  }
+  server(2).resume();
+  std::printf("[attack9] one paused-node job: quiet %s; after the unlock %s; (clean ms @ ms since unlock:%s)\n",
+              describe(quiet).c_str(), describe(after_unlock).c_str(), timeline.c_str());
+  const long long worst_quiet = *std::max_element(quiet.begin(), quiet.end());
+  const long long worst = *std::max_element(after_unlock.begin(), after_unlock.end());
+  EXPECT_LE(worst, worst_quiet + kPerNode.count() + 250)
+      << "a background release for a paused node blocked the shared clean-up thread longer than per_node_timeout ("
+      << kPerNode.count() << " ms): Lock orphan clean-ups after the unlock:" << timeline;
 }
 
 // The background release is compare-and-delete: the node's key expired (here:
