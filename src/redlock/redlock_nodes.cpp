@@ -328,6 +328,16 @@ void RedlockNodes::run_in_background(std::size_t node, const Script& script, std
       const ReplyPtr reply =
           routed_call(*client, key_views.empty() ? std::string_view() : key_views.front(), Clock::now() + timeout,
                       [&](Connection& connection, Node&) {
+                        // Each read within per_node_timeout, not the socket
+                        // timeout a (re)connection sets: a paused node must
+                        // hold the shared clean-up thread no longer than a
+                        // fan-out would (found by RedlockBackgroundAttack).
+                        connection.ensure_connected();
+                        connection.set_timeout(timeout);
+                        struct Restore {
+                          Connection& c;
+                          ~Restore() { c.restore_timeout(); }
+                        } restore{connection};
                         return eval(connection, script, key_views, arg_views, "redlock release (retried)");
                       });
       return reply && reply->type == REDIS_REPLY_INTEGER;
