@@ -305,14 +305,14 @@ asio::awaitable<void> clean_up(std::shared_ptr<AsyncClientImpl> client, LockScri
                                std::string entry) {
   asio::steady_timer timer(client->executor());
   auto delay = std::chrono::milliseconds(100);
-  const std::array<std::string_view, kLockScriptKeys> key_views{keys[0], keys[1], keys[2], keys[3], keys[4], keys[5]};
+  const auto views = key_views(keys);
   const std::array<std::string_view, 1> args{entry};
   for (int attempt = 0; attempt < 12; ++attempt) {
     try {
       const auto socket_timeout = client->options().socket_timeout.count() > 0
                                       ? client->options().socket_timeout
                                       : std::chrono::milliseconds(5000);
-      auto answer = co_await client->script(scripts::cancel_wait(client->sharded()), key_views, args, "cancel wait",
+      auto answer = co_await client->script(scripts::cancel_wait(client->sharded()), views, args, "cancel wait",
                                             std::chrono::steady_clock::now() + socket_timeout);
       if (answer.ended == AsyncConnection::Ended::replied) co_return;
     } catch (...) {

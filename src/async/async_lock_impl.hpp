@@ -88,9 +88,7 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   };
   struct Renewal;
 
-  std::array<std::string_view, kLockScriptKeys> keys() const noexcept {
-    return {keys_[0], keys_[1], keys_[2], keys_[3], keys_[4], keys_[5]};
-  }
+  std::array<std::string_view, kLockScriptKeys> keys() const noexcept { return key_views(keys_); }
   /// The keys a renewal or extension keeps alive: the lock, and its holder
   /// record (lock/holder.hpp) when this acquisition wrote one.
   std::span<const std::string_view> lease_keys(std::array<std::string_view, 2>& storage, bool with_record) const noexcept {

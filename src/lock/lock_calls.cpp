@@ -133,8 +133,7 @@ ReplyPtr eval_bounded(Connection& connection, const Script& script, std::span<co
 
 ReplyPtr LockCalls::run_lock_script_until(const Script& script, std::span<const std::string_view> args,
                                std::string_view operation, Clock::time_point until) {
-  const std::array<std::string_view, kLockScriptKeys> keys{keys_[0], keys_[1], keys_[2],
-                                                           keys_[3], keys_[4], keys_[5]};
+  const auto keys = key_views(keys_);
   std::shared_ptr<Node> shared_node;
   if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
     ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args, operation, until);

@@ -30,8 +30,9 @@ std::string companion_key(std::string_view key, std::string_view suffix) {
 }
 
 LockScriptKeys lock_script_keys(std::string_view key) {
-  return {std::string(key),           companion_key(key, "q"),   companion_key(key, "fence"),
-          companion_key(key, "hf"),   companion_key(key, "who"), companion_key(key, "qwho")};
+  return {std::string(key),         companion_key(key, "q"),    companion_key(key, "fence"),
+          companion_key(key, "hf"), companion_key(key, "who"),  companion_key(key, "qwho"),
+          companion_key(key, "hs")};
 }
 
 bool sharded_wake(const ClientImpl& client) noexcept {
@@ -69,8 +70,9 @@ namespace {
   LOCKON_LUA_NEXT_FENCE_AT "local function next_fence() return next_fence_at(KEYS[3]) end\n"
 
 // Gives K to the first queued waiter whose process still listens, or
-// deletes K when there is none. KEYS[1..6] = lock, queue, fence, hand-over
-// record, holder record, queued holders' records (lock_script_keys()). Defined in every script that hands over. The wake-up channel is
+// deletes K when there is none. KEYS[1..7] = lock, queue, fence, hand-over
+// record, holder record, queued holders' records, hand-over subscriber
+// (lock_script_keys()). Defined in every script that hands over. The wake-up channel is
 // the queue key with "q" replaced by "wake:<subscriber id>" (wake_channel()).
 // The record "<waiter id> <fence>" is how a waiter that missed its message
 // tells a hand-over to *it* from a key that merely holds the same token.
@@ -92,6 +94,30 @@ namespace {
   "  if ttl == '0' then redis.call('SET', who_key, v) else redis.call('SET', who_key, v, 'PX', ttl) end\n" \
   "end\n"
 
+// KEYS[7] names the process (subscriber id) the last hand-over went to,
+// for two leases. K found free with waiters queued means its lease lapsed:
+// if that process was handed K and let it lapse, it is paused or gone, and
+// each of its other queued waiters would be handed K for one more lease in
+// turn (verify --seed 29: a 6 s gap). Its entries are dropped instead; its
+// waiters queue again, at the tail, when it runs (wait_attempt). `my_sid`:
+// the caller's own process, which is evidently running. A release deletes
+// KEYS[7]: only a lapse finds it.
+#define LOCKON_LUA_DROP_LAPSED                                                                      \
+  "local function drop_lapsed(my_sid)\n"                                                             \
+  "  local lapsed = redis.call('GET', KEYS[7])\n"                                                    \
+  "  if not lapsed then return end\n"                                                               \
+  "  redis.call('DEL', KEYS[7])\n"                                                                  \
+  "  if lapsed == my_sid then return end\n"                                                         \
+  "  local prefix = lapsed .. '|'\n"                                                                \
+  "  for _, e in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do\n"                                 \
+  "    if string.sub(e, 1, #prefix) == prefix then\n"                                               \
+  "      redis.call('LREM', KEYS[2], 1, e)\n"                                                       \
+  "      local wid = string.match(e, '^[^|]*|([^|]*)|')\n"                                          \
+  "      if wid then redis.call('HDEL', qwho_key, wid) end\n"                                       \
+  "    end\n"                                                                                       \
+  "  end\n"                                                                                         \
+  "end\n"
+
 #define LOCKON_LUA_HAND_OVER                                                                        \
   LOCKON_LUA_NEXT_FENCE                                                                             \
   "local wake_prefix = string.sub(KEYS[2], 1, -2) .. 'wake:'\n"                                    \
@@ -103,8 +129,7 @@ namespace {
   "  while true do\n"                                                                               \
   "    local entry = redis.call('LPOP', KEYS[2])\n"                                                 \
   "    if not entry then\n"                                                                         \
-  "      redis.call('DEL', KEYS[1])\n"                                                              \
-  "      redis.call('DEL', who_key)\n"                                                                \
+  "      redis.call('DEL', KEYS[1], who_key, KEYS[7])\n"                                            \
   "      return false\n"                                                                            \
   "    end\n"                                                                                       \
   "    local sid, wid, ttl, fenced, token = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n" \
@@ -116,6 +141,7 @@ namespace {
   "      if fenced == '1' then fence = next_fence() end\n"                                          \
   "      local record = wid .. ' ' .. string.format('%.0f', fence)\n"                               \
   "      redis.call('SET', KEYS[4], record, 'PX', ttl == '0' and 86400000 or ttl)\n"                \
+  "      if ttl ~= '0' then redis.call('SET', KEYS[7], sid, 'PX', 2 * tonumber(ttl)) end\n"         \
   "      local heard = redis.pcall('PUBLISH', wake_prefix .. sid, record)\n"                        \
   "      if type(heard) == 'number' then\n"                                                         \
   "        if heard > 0 then return true end\n"                                                     \
@@ -124,7 +150,8 @@ namespace {
   "      end\n"                                                                                     \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \
-  "end\n"
+  "end\n"                                                                                           \
+  LOCKON_LUA_DROP_LAPSED
 
 // The same script publishing with SPUBLISH (Redis Cluster: the receiver
 // count then covers the subscribers of the channel's shard, which is what
@@ -184,6 +211,7 @@ const Script& wait_attempt(bool sharded) {
       "  if head and head ~= ARGV[1] then\n"
       // Free with others first in line (the holder expired without a
       // release): hand it down the line; it may reach us.
+      "    drop_lapsed(string.match(ARGV[1], '^([^|]*)|'))\n"
       "    hand_over()\n"
       "    holder = redis.call('GET', KEYS[1])\n"
       "    if holder == my_token then return holding_our_token() end\n"
@@ -236,7 +264,7 @@ const Script& release(bool sharded) {
   static const Script script(
       "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
       "if redis.call('EXISTS', KEYS[2]) == 0 then\n"
-      "  redis.call('DEL', KEYS[1], KEYS[4], KEYS[5])\n"
+      "  redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[7])\n"
       "  return 1\n"
       "end\n"
       LOCKON_LUA_HAND_OVER
@@ -324,6 +352,7 @@ const Script& acquire_all() {
 #undef LOCKON_LUA_NEXT_FENCE_AT
 #undef LOCKON_LUA_MY_ENTRY
 #undef LOCKON_LUA_HAND_OVER
+#undef LOCKON_LUA_DROP_LAPSED
 #undef LOCKON_LUA_NEXT_FENCE
 #undef LOCKON_LUA_SET_HOLDER
 

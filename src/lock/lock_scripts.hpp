@@ -51,13 +51,19 @@ std::string companion_key(std::string_view key, std::string_view suffix);
 
 /// The keys the queue scripts (wait_attempt, floor_fence, release,
 /// cancel_wait) are given, in KEYS order: K, "q", "fence", "hf", "who",
-/// "qwho". Every key a script touches is declared (Redis's scripting rule,
+/// "qwho", "hs" (the process the last hand-over went to). Every key a script touches is declared (Redis's scripting rule,
 /// which servers and proxies such as Dragonfly and cloud cluster proxies
 /// enforce; tests/integration/test_script_keys.cpp checks it on a real
 /// server); all share K's hash slot.
-inline constexpr std::size_t kLockScriptKeys = 6;
+inline constexpr std::size_t kLockScriptKeys = 7;
 using LockScriptKeys = std::array<std::string, kLockScriptKeys>;
 LockScriptKeys lock_script_keys(std::string_view key);
+/// Views of `keys`, as the script calls take them.
+inline std::array<std::string_view, kLockScriptKeys> key_views(const LockScriptKeys& keys) noexcept {
+  std::array<std::string_view, kLockScriptKeys> views;
+  for (std::size_t i = 0; i < kLockScriptKeys; ++i) views[i] = keys[i];
+  return views;
+}
 
 /// The channel on which subscriber `subscriber_id` (Subscriber::id()) hears
 /// of hand-overs of `key`: in key's hash slot, like the companion keys.

@@ -60,8 +60,7 @@ std::size_t Orphans::pending() {
 bool Orphans::clean(const Orphan& orphan) noexcept {
   try {
     if (orphan.clean) return orphan.clean();
-    const auto& k = orphan.keys;
-    const std::array<std::string_view, kLockScriptKeys> keys{k[0], k[1], k[2], k[3], k[4], k[5]};
+    const auto keys = key_views(orphan.keys);
     const std::array<std::string_view, 1> args{orphan.entry};
     ReplyPtr reply = routed_call(*orphan.client, orphan.keys[0], std::chrono::steady_clock::time_point::max(),
                                  [&](Connection& connection, Node&) {

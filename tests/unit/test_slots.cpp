@@ -76,8 +76,8 @@ TEST(Slots, CompanionKeysAndChannelsShareTheLockKeysSlot) {
 TEST(Slots, LockScriptKeysAreTheSixCompanionsInScriptOrder) {
   using lockon::detail::companion_key;
   const auto keys = lockon::detail::lock_script_keys("orders:42");
-  const std::vector<std::string> expected{"orders:42",           "{orders:42}:q",   "{orders:42}:fence",
-                                          "{orders:42}:hf",      "{orders:42}:who", "{orders:42}:qwho"};
+  const std::vector<std::string> expected{"orders:42",      "{orders:42}:q",    "{orders:42}:fence", "{orders:42}:hf",
+                                          "{orders:42}:who", "{orders:42}:qwho", "{orders:42}:hs"};
   ASSERT_EQ(keys.size(), expected.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(keys[i], expected[i]);
@@ -86,7 +86,7 @@ TEST(Slots, LockScriptKeysAreTheSixCompanionsInScriptOrder) {
 }
 
 // Every script names only the keys LockCalls passes (run_lock_script:
-// lock_script_keys(), six; run1: lock and holder record, the latter
+// lock_script_keys(), seven; run1: lock and holder record, the latter
 // optional), all of which share a slot (test above), builds no key name of
 // its own (Redis's rule that every key a script touches is declared; the
 // integration test ScriptKeys checks the keys actually touched), and
@@ -98,9 +98,9 @@ TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
     const lockon::detail::Script& script;
     int keys;
   };
-  const int six = static_cast<int>(lockon::detail::kLockScriptKeys);
-  const std::vector<Entry> scripts{{"wait_attempt", s::wait_attempt(), six}, {"floor_fence", s::floor_fence(), six},
-                                   {"release", s::release(), six},          {"cancel_wait", s::cancel_wait(), six},
+  const int all = static_cast<int>(lockon::detail::kLockScriptKeys);
+  const std::vector<Entry> scripts{{"wait_attempt", s::wait_attempt(), all}, {"floor_fence", s::floor_fence(), all},
+                                   {"release", s::release(), all},          {"cancel_wait", s::cancel_wait(), all},
                                    {"extend", s::extend(), 2},            {"renew", s::renew(), 2}};
   const std::regex key_ref(R"(KEYS\[(\d+)\])");
   for (const Entry& entry : scripts) {
@@ -112,7 +112,7 @@ TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
     EXPECT_LE(highest, entry.keys) << entry.name << " reads a key its caller does not pass";
     // Key names derived in Lua (the holder records once were): only the
     // wake-up channel's prefix may be built from a key, and it is a channel.
-    for (const char* derived : {".. 'who'", ".. 'qwho'", ".. 'q'", ".. 'fence'", ".. 'hf'"})
+    for (const char* derived : {".. 'who'", ".. 'qwho'", ".. 'q'", ".. 'fence'", ".. 'hf'", ".. 'hs'"})
       EXPECT_EQ(body.find(derived), std::string::npos) << entry.name << " builds a key name: " << derived;
     // Any publish goes to wake_prefix, built from KEYS[2].
     if (body.find("PUBLISH") != std::string::npos) {

@@ -15,6 +15,9 @@
 //   wait_acquire URL LOCK TIMEOUT_MS
 //       try_lock_for(TIMEOUT_MS); prints "acquired <steady-ns>" (the moment
 //       it returned) or "timeout", releases and exits 0.
+//   wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS
+//       THREADS threads of this process each try_lock_for(TIMEOUT_MS) with a
+//       TTL_MS lease, releasing at once; prints "ready" when they started.
 //   fence URL LOCK N LIST
 //       N fenced acquisitions; while holding, RPUSHes the fence to LIST.
 //       Prints "fences <first> <last>".
@@ -26,6 +29,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
@@ -121,6 +125,24 @@ LOCKON_WORKER_COMMAND(wait_acquire)(const std::vector<std::string>& args) -> int
   }
   std::cout << "acquired " << at << std::endl;
   lock.release();
+  return 0;
+}
+
+// THREADS threads of one process (one Client, one subscriber) each wait for
+// LOCK with a TTL_MS lease: a process with several waiters queued on a key.
+LOCKON_WORKER_COMMAND(wait_acquire_threads)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 5) return usage("wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS");
+  const lockon::Client client(args[0]);
+  client.ping();
+  std::vector<std::thread> threads;
+  for (long long t = 0; t < to_number(args[3]); ++t) {
+    threads.emplace_back([&] {
+      lockon::Lock lock(client, args[1], {.ttl = std::chrono::milliseconds(to_number(args[2]))});
+      if (lock.try_lock_for(std::chrono::milliseconds(to_number(args[4])))) lock.unlock();
+    });
+  }
+  std::cout << "ready" << std::endl;
+  for (auto& thread : threads) thread.join();
   return 0;
 }
 
