@@ -85,6 +85,7 @@ RedisCluster::RedisCluster(int masters, int replicas) : masters_(masters), repli
     bus_ports_.push_back(reserve_free_port());
     const ServerOptions options{.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                                                "--cluster-node-timeout", "2000", "--appendonly", "no",
+                                               "--repl-diskless-sync-delay", "0",
                                                "--cluster-port", std::to_string(bus_ports_.back())}};
     nodes_.push_back(std::make_unique<RedisServer>(options));
   }
