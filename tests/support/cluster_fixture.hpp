@@ -59,11 +59,12 @@ class RedisCluster {
   /// the owner of every slot. Throws after `timeout`.
   void wait_consistent(std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
 
-  /// Waits until the cluster is settled (see the top of this file) in two
-  /// checks in a row; nodes that are stopped are left out, and the shape
-  /// (masters, replicas each) is checked only while every node runs. Throws
-  /// after `timeout`, naming each node that disagrees and about what.
-  void wait_settled(std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
+  /// Waits until the cluster is settled (see the top of this file) in
+  /// `confirmations` checks in a row, 100 ms apart; nodes that are stopped
+  /// are left out, and the shape (masters, replicas each) is checked only
+  /// while every node runs. Throws after `timeout`, naming each node that
+  /// disagrees and about what.
+  void wait_settled(std::chrono::milliseconds timeout = std::chrono::seconds(20), int confirmations = 2) const;
 
   /// How long forming took, by phase ("start 300 ms, create 1900 ms, ...").
   const std::string& formation_report() const noexcept { return formation_report_; }
@@ -83,7 +84,8 @@ class RedisCluster {
   void finish_migration(const Migration& migration) const;
 
   /// CLUSTER FAILOVER on `replica` (a manual, coordinated failover: no write
-  /// is lost) and waits until it is a master seen by every node.
+  /// is lost), once the cluster is settled, and waits until it is a master
+  /// seen by every node.
   void failover(RedisServer& replica, std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;
 
  private:

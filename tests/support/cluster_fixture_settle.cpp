@@ -197,9 +197,9 @@ std::vector<std::string> RedisCluster::settle_problems() const {
   return problems;
 }
 
-void RedisCluster::wait_settled(std::chrono::milliseconds timeout) const {
-  // Settled twice in a row, 100 ms apart: a state seen once may be a
-  // moment between two gossip updates.
+void RedisCluster::wait_settled(std::chrono::milliseconds timeout, int confirmations) const {
+  // By default settled twice in a row, 100 ms apart: a state seen once may
+  // be a moment between two gossip updates.
   const auto start = Clock::now();
   const auto deadline = start + timeout;
   std::vector<std::string> problems;
@@ -211,7 +211,7 @@ void RedisCluster::wait_settled(std::chrono::milliseconds timeout) const {
       problems = {e.what()};
     }
     settled_rounds = problems.empty() ? settled_rounds + 1 : 0;
-    if (settled_rounds == 2) return;
+    if (settled_rounds >= confirmations) return;
     std::this_thread::sleep_for(problems.empty() ? 100ms : 20ms);
   }
   std::string text;
