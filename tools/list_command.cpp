@@ -21,7 +21,7 @@ namespace {
 constexpr std::size_t kMaxScanned = 1'000'000;
 
 bool is_companion(std::string_view key) {
-  for (const std::string_view suffix : {":q", ":fence", ":hf", ":who", ":qwho"}) {
+  for (const std::string_view suffix : {":q", ":fence", ":hf", ":who", ":qwho", ":hs"}) {
     if (key.size() > suffix.size() && key.substr(key.size() - suffix.size()) == suffix) return true;
   }
   return false;

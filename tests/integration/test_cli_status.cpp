@@ -4,6 +4,7 @@
 // record following hand-overs, renewals, release and a SIGKILLed holder.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <future>
@@ -182,6 +183,36 @@ TEST_F(CliStatusHolders, ListShowsHeldLocksMatchingThePattern) {
   b.unlock();
   const ProcessResult after = lockon({"list", "--url", server().url(), base + ":*"});
   EXPECT_TRUE(contains(after.out, "\n1 lock held\n") || after.out.rfind("1 lock held", 0) == 0) << after.out;
+}
+
+// A hand-over leaves its companion keys ({K}:hf, {K}:hs, {K}:who) beside
+// the lock: list shows the lock once, never a companion as a lock.
+TEST_F(CliStatusHolders, ListSkipsTheCompanionKeysOfAHandOver) {
+  // A hash-tagged name: its companions are "<name>:q" etc., matched by the
+  // same pattern as the lock itself.
+  const std::string tag = "{" + key("list-handed") + "}";
+  const std::string name = tag + ":k";
+  Lock holder(Client(server().url()), name, {.ttl = 30s});
+  holder.lock();
+  std::atomic<bool> held{false}, done{false};
+  std::thread waiter([&] {
+    Lock next(Client(server().url()), name, {.ttl = 30s, .holder_label = "next"});
+    if (!next.try_lock_for(10s)) return;
+    held = true;
+    for (int i = 0; i < 1000 && !done; ++i) std::this_thread::sleep_for(10ms);
+    next.unlock();
+  });
+  ASSERT_TRUE(eventually(5000ms, [&] { return exists(lock_companion_key(name, "q")); }));
+  holder.unlock();  // handed to the waiter
+  ASSERT_TRUE(eventually(5000ms, [&] { return held.load(); }));
+  EXPECT_TRUE(exists(lock_companion_key(name, "hs"))) << "no hand-over record: the test proves nothing";
+  const ProcessResult r = lockon({"list", "--url", server().url(), tag + "*"});
+  done = true;
+  waiter.join();
+  ASSERT_TRUE(r.succeeded()) << r.describe();
+  EXPECT_TRUE(contains(r.out, name + "  held for ")) << r.out;
+  EXPECT_TRUE(r.out.find("1 lock held") != std::string::npos) << r.out;
+  for (const char* suffix : {":hs", ":hf", ":who", ":q"}) EXPECT_FALSE(contains(r.out, suffix + std::string("  "))) << r.out;
 }
 
 }  // namespace
