@@ -212,7 +212,7 @@ double raw_pipelined(redisContext* c, const std::string& sha, Clock::duration du
 struct LockonCommands {
   std::vector<std::string> keys;   // K
   std::vector<std::string> whos;   // companion_key(K, "who")
-  std::vector<std::array<std::string, 3>> companions;  // q, fence, hf
+  std::vector<lockon::detail::LockScriptKeys> script_keys;  // lock_script_keys(K): what the release script takes
   std::string sha;                 // lockon's release script
   std::string record;              // a holder record of the real length
 };
@@ -230,8 +230,10 @@ double raw_pipelined_lockon_commands(redisContext* c, const LockonCommands& cmd,
     read_replies(c, 2 * kThreads);
     for (int k = 0; k < kThreads; ++k) {
       const auto i = static_cast<std::size_t>(k);
-      append(c, {"EVALSHA", cmd.sha, "4", cmd.keys[i], cmd.companions[i][0], cmd.companions[i][1],
-                 cmd.companions[i][2], token});
+      std::vector<std::string> release{"EVALSHA", cmd.sha, std::to_string(lockon::detail::kLockScriptKeys)};
+      release.insert(release.end(), cmd.script_keys[i].begin(), cmd.script_keys[i].end());
+      release.push_back(token);
+      append(c, release);
     }
     read_replies(c, kThreads);
     cycles += kThreads;
@@ -372,9 +374,7 @@ void BM_Aggregate64Threads(benchmark::State& state) {
     const std::string key = locked_shared.key_for(t);
     own_commands.keys.push_back(key);
     own_commands.whos.push_back(lockon::detail::companion_key(key, "who"));
-    own_commands.companions.push_back({lockon::detail::companion_key(key, "q"),
-                                       lockon::detail::companion_key(key, "fence"),
-                                       lockon::detail::companion_key(key, "hf")});
+    own_commands.script_keys.push_back(lockon::detail::lock_script_keys(key));
   }
   own_commands.record = lockon::detail::holder_record("0123456789abcdef", "");
   {
