@@ -79,8 +79,11 @@ LOCKON_WORKER_COMMAND(stall_hold)(const std::vector<std::string>& args) -> int {
     return 2;
   }
   const auto lost = [&] { return rw ? rw->lost() : sem ? sem->lost() : multi->lost(); };
-  std::cout << "acquired" << std::endl;
+  // The clock first, then "acquired": the test SIGSTOPs us as soon as it
+  // reads it, and a pause before `last` was set would go unseen (the loop
+  // then ran its 30 s while the test waited 10: CI's ASan stage, once).
   auto last = Clock::now();
+  std::cout << "acquired" << std::endl;
   for (int tick = 0; tick < 15000; ++tick) {
     std::this_thread::sleep_for(2ms);
     const auto now = Clock::now();
