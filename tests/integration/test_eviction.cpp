@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lockon/lockon.hpp"
+#include "integration/warning_log.hpp"
 #include "support/fixtures.hpp"
 #include "support/redis_server.hpp"
 
@@ -105,29 +106,6 @@ TEST(Eviction, VolatileTtlEvictsAHeldLockAndTheHolderIsTold) {
   other.unlock();
 }
 
-// Warnings seen by the process-wide handler while it lives.
-class Warnings {
- public:
-  Warnings() {
-    set_warning_handler([this](std::string_view topic, std::string_view message) {
-      std::lock_guard guard(mutex_);
-      seen_.emplace_back(std::string(topic), std::string(message));
-    });
-  }
-  ~Warnings() { set_warning_handler({}); }
-  std::vector<std::pair<std::string, std::string>> about(const std::string& topic) {
-    std::lock_guard guard(mutex_);
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& w : seen_)
-      if (w.first == topic) out.push_back(w);
-    return out;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<std::string, std::string>> seen_;
-};
-
 // How many CONFIG calls the server served (INFO commandstats): the check ran.
 long long config_calls(RedisServer& server) {
   const RawReply info = server.command({"INFO", "commandstats"});
@@ -137,7 +115,7 @@ long long config_calls(RedisServer& server) {
 }
 
 TEST(Eviction, AServerThatMayEvictIsReportedOnceWhenAnAutoRenewedLockIsTakenThere) {
-  Warnings warnings;
+  WarningLog warnings;
   RedisServer server({.extra_args = {"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"}});
   const Client client(server.url());
   const std::string topic = "eviction:" + server.host() + ":" + std::to_string(server.port());
@@ -161,7 +139,7 @@ TEST(Eviction, AServerThatMayEvictIsReportedOnceWhenAnAutoRenewedLockIsTakenTher
 }
 
 TEST(Eviction, NoWarningWhenTheServerCannotEvictOrMayNotBeAsked) {
-  Warnings warnings;
+  WarningLog warnings;
   RedisServer noeviction({.extra_args = {"--maxmemory", "100mb", "--maxmemory-policy", "noeviction"}});
   RedisServer unlimited({.extra_args = {"--maxmemory", "0", "--maxmemory-policy", "allkeys-lru"}});
   RedisServer restricted({.acl_users = {"app on >app-pass ~* &* +@all -config"},

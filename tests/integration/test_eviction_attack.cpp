@@ -18,6 +18,7 @@
 
 #include "lockon/lockon.hpp"
 #include "support/fault_proxy.hpp"
+#include "integration/warning_log.hpp"
 #include "support/fixtures.hpp"
 #include "support/redis_server.hpp"
 
@@ -28,27 +29,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 const std::vector<std::string> kMayEvict{"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"};
-
-class SeenWarnings {
- public:
-  SeenWarnings() {
-    set_warning_handler([this](std::string_view topic, std::string_view message) {
-      std::lock_guard guard(mutex_);
-      seen_.emplace_back(std::string(topic), std::string(message));
-    });
-  }
-  ~SeenWarnings() { set_warning_handler({}); }
-  std::size_t about(const std::string& topic) {
-    std::lock_guard guard(mutex_);
-    std::size_t n = 0;
-    for (const auto& w : seen_) n += w.first == topic ? 1 : 0;
-    return n;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<std::string, std::string>> seen_;
-};
 
 std::string topic_of(const std::string& host, int port) { return "eviction:" + host + ":" + std::to_string(port); }
 
@@ -84,7 +64,7 @@ TEST(EvictionAttack, StallRightAfterTheFirstAcquisitionLosesNoLease) {
     const std::string what = "ttl " + std::to_string(c.ttl.count()) + " ms, stall " +
                              std::to_string(c.stall.count()) + " ms by " + (c.sigstop ? "SIGSTOP" : "DEBUG SLEEP");
     RedisServer server({.extra_args = kMayEvict});  // fresh: its lane's check is still to come
-    SeenWarnings warnings;
+    WarningLog warnings;
     const Client client(server.url());
     const std::string name = unique_key("stall");
     std::atomic<int> losses{0};
@@ -106,7 +86,7 @@ TEST(EvictionAttack, StallRightAfterTheFirstAcquisitionLosesNoLease) {
     EXPECT_EQ(lock.last_unlock_error(), nullptr) << what;
     // The check ran (it may have timed out in the stall: then no warning).
     std::printf("[attack9] %s: lease kept, eviction warnings %zu\n", what.c_str(),
-                warnings.about(topic_of(server.host(), server.port())));
+                warnings.count(topic_of(server.host(), server.port())));
   }
 }
 
@@ -117,7 +97,7 @@ TEST(EvictionAttack, RenamedConfigMeansNoWarningAndNormalRenewals) {
   args.insert(args.end(), kMayEvict.begin(), kMayEvict.end());
   RedisServer server({.extra_args = args});
   ASSERT_TRUE(server.command({"CONFIG", "GET", "maxmemory"}).is_error()) << "CONFIG was not renamed";
-  SeenWarnings warnings;
+  WarningLog warnings;
   FaultProxy proxy(server.host(), server.port());
   const int config = proxy.add_rule({.command = "CONFIG", .action = FaultAction::pass});
   const Client client(proxy.url());
@@ -128,7 +108,7 @@ TEST(EvictionAttack, RenamedConfigMeansNoWarningAndNormalRenewals) {
   EXPECT_GE(proxy.matched(config), 1u) << "the check never asked";
   lock.unlock();
   EXPECT_EQ(lock.last_unlock_error(), nullptr);
-  EXPECT_EQ(warnings.about(topic_of(proxy.host(), proxy.port())), 0u);
+  EXPECT_EQ(warnings.count(topic_of(proxy.host(), proxy.port())), 0u);
 }
 
 // CONFIG GET answered 2 s late (a proxy delay rule): the check gives up at
@@ -136,7 +116,7 @@ TEST(EvictionAttack, RenamedConfigMeansNoWarningAndNormalRenewals) {
 // another command's reply (the pool is used for everything: auto_pipeline=0).
 TEST(EvictionAttack, SlowConfigGetMeansNoWarningNoLossAndNoStrayReply) {
   RedisServer server({.extra_args = kMayEvict});
-  SeenWarnings warnings;
+  WarningLog warnings;
   FaultProxy proxy(server.host(), server.port());
   const int config = proxy.add_rule({.command = "CONFIG", .action = FaultAction::delay, .delay = 2s});
   const Client client(proxy.url() + "?auto_pipeline=0");
@@ -169,7 +149,7 @@ TEST(EvictionAttack, SlowConfigGetMeansNoWarningNoLossAndNoStrayReply) {
   EXPECT_GT(cycles.load(), 20);
   lock.unlock();
   EXPECT_EQ(lock.last_unlock_error(), nullptr);
-  EXPECT_EQ(warnings.about(topic_of(proxy.host(), proxy.port())), 0u) << "a warning from a reply that came too late";
+  EXPECT_EQ(warnings.count(topic_of(proxy.host(), proxy.port())), 0u) << "a warning from a reply that came too late";
 }
 
 }  // namespace
