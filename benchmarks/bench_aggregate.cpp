@@ -367,6 +367,13 @@ void BM_Aggregate64Threads(benchmark::State& state) {
   // The default: automatic pipelining (ConnectionOptions::auto_pipeline).
   const lockon::RedisLocker shared(url, {.key_prefix = "bench:agg"});
   const auto locked_shared = shared.lock_on<0>("bench::agg", &noop);
+  // The same with ConnectionOptions::reply_spin = 0: the I/O thread always
+  // sleeps for its replies (what the polling buys, in the same run).
+  auto sleeping_options = lockon::ConnectionOptions::from_url(url);
+  sleeping_options.reply_spin = std::chrono::microseconds(0);
+  const lockon::RedisLocker sleeping(lockon::Client(sleeping_options), {.key_prefix = "bench:agg"});
+  const auto locked_sleeping = sleeping.lock_on<0>("bench::agg", &noop);
+  double sleeping_sum = 0;
   Context pipelined = connect(url);
   const std::string sha = load_script(pipelined.get());
   LockonCommands own_commands;
@@ -401,6 +408,8 @@ void BM_Aggregate64Threads(benchmark::State& state) {
       wide_sum += meter.measure("pool64", [&] { return run_threads(kBlock, [&](int t) { locked_wide(t); }); });
       shared_sum +=
           meter.measure("auto_pipeline", [&] { return run_threads(kBlock, [&](int t) { locked_shared(t); }); });
+      sleeping_sum += meter.measure("auto_pipeline_sleep",
+                                    [&] { return run_threads(kBlock, [&](int t) { locked_sleeping(t); }); });
       blocking_sum += meter.measure("raw_64_connections", [&] {
         return run_threads(kBlock, [&](int t) {
           redisContext* c = own[static_cast<std::size_t>(t)].get();
@@ -424,6 +433,7 @@ void BM_Aggregate64Threads(benchmark::State& state) {
   state.counters["lockon_pool_cycles_per_s"] = lockon_sum / kBlocks;
   state.counters["lockon_pool64_cycles_per_s"] = wide_sum / kBlocks;
   state.counters["lockon_auto_pipeline_cycles_per_s"] = shared_sum / kBlocks;
+  state.counters["lockon_auto_pipeline_sleep_cycles_per_s"] = sleeping_sum / kBlocks;
   state.counters["raw_multiplexed_cycles_per_s"] = multiplexed_sum / kBlocks;
   state.counters["raw_pipelined_cycles_per_s"] = raw_sum / kBlocks;
   state.counters["raw_pipelined_lockon_commands_cycles_per_s"] = same_sum / kBlocks;
@@ -460,6 +470,10 @@ const bool registered = [] {
                   .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
                   .metric = "lockon_auto_pipeline_cycles_per_s", .target = 0.7,
                   .baseline_metric = "raw_pipelined_lockon_commands_cycles_per_s"});
+  register_ratio({.label = "  the same with reply_spin 0 (I/O thread always sleeps) / capacity for lockon's own commands",
+                  .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
+                  .metric = "lockon_auto_pipeline_sleep_cycles_per_s",
+                  .baseline_metric = "raw_pipelined_lockon_commands_cycles_per_s", .informational = true});
   register_ratio({.label = "  the same with auto_pipeline=0 (the pool) / raw pipelined capacity",
                   .subject = "BM_Aggregate64Threads", .baseline = "BM_Aggregate64Threads",
                   .metric = "lockon_pool_cycles_per_s", .baseline_metric = "raw_pipelined_cycles_per_s",

@@ -86,6 +86,14 @@ struct ConnectionOptions {
   /// Pub/sub, the watchdog, Redlock, WAIT and Client::command always use
   /// pooled connections.
   bool auto_pipeline = true;
+  /// With auto_pipeline: while replies are owed, the pipeline's I/O thread
+  /// polls the socket for up to this long, yielding the CPU between looks,
+  /// before it sleeps in poll(): a reply arriving meanwhile is read without
+  /// a scheduler wake-up (64 threads through one Client: ~0.66-0.70 of the
+  /// server's capacity for the same commands without, ~0.73-0.82 with, at
+  /// the same client CPU per cycle; docs/benchmarks.md, session 10). At
+  /// most this much per reply awaited. 0: always sleep. Must be ≥ 0.
+  std::chrono::microseconds reply_spin{200};
 
   /// Standalone (default), Sentinel or Cluster. For sentinel and cluster,
   /// `seeds` lists the sentinels / seed nodes; host and port are the first

@@ -61,6 +61,7 @@ void validate(const ConnectionOptions& options) {
   if (options.db < 0) throw ConfigError("connection options: negative database index");
   if (options.connect_timeout.count() < 0 || options.socket_timeout.count() < 0)
     throw ConfigError("connection options: negative timeout");
+  if (options.reply_spin.count() < 0) throw ConfigError("connection options: negative reply_spin");
   if (!options.user.empty() && options.password.empty())
     throw ConfigError("connection options: ACL user given without a password");
   if (options.deployment == Deployment::sentinel && options.master_name.empty())

@@ -1,8 +1,8 @@
 #include "client/pipeline.hpp"
 
-#include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
-#include <sys/syscall.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,70 +13,10 @@
 #include <system_error>
 #include <utility>
 
+#include "client/completion.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
-
-namespace {
-
-// A one-shot completion flag a single waiter sleeps on (a private futex).
-// The waker needs no lock and makes the wake-up syscall only if the waiter
-// announced it is asleep; a condition variable would need the waiter's
-// mutex around the flag.
-class Completion {
- public:
-  /// Marks it done and wakes the waiter. The waiter may return (and free
-  /// this object) as soon as the store is visible: nothing here is touched
-  /// after it but the futex word's address, which FUTEX_WAKE only hashes (a
-  /// stray wake of whatever lives there next is a spurious wake-up, which
-  /// every futex waiter tolerates).
-  void set() noexcept {
-    if (mark_done()) wake(word());
-  }
-  /// set() in two steps: marks it done and returns whether the waiter must
-  /// be woken (it is asleep), with wake(word()) — which may come later.
-  bool mark_done() noexcept { return state_.exchange(kDone, std::memory_order_acq_rel) == kSleeping; }
-  std::uint32_t* word() noexcept { return reinterpret_cast<std::uint32_t*>(&state_); }
-  static void wake(std::uint32_t* word) noexcept {
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-  }
-
-  /// Waits until set or `deadline` (steady clock = CLOCK_MONOTONIC);
-  /// returns whether it was set.
-  bool wait_until(std::chrono::steady_clock::time_point deadline) noexcept {
-    std::uint32_t state = state_.load(std::memory_order_acquire);
-    while (state != kDone) {
-      if (state == kPending &&
-          !state_.compare_exchange_weak(state, kSleeping, std::memory_order_acq_rel, std::memory_order_acquire)) {
-        continue;  // `state` was reloaded (maybe done)
-      }
-      timespec at{};
-      const timespec* timeout = nullptr;
-      if (deadline != std::chrono::steady_clock::time_point::max()) {
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
-        if (deadline <= std::chrono::steady_clock::now()) return false;
-        at.tv_sec = static_cast<time_t>(ns / 1000000000);
-        at.tv_nsec = static_cast<long>(ns % 1000000000);
-        timeout = &at;
-      }
-      // Absolute CLOCK_MONOTONIC deadline (FUTEX_WAIT_BITSET); returns on a
-      // wake, a timeout, EINTR, or EAGAIN if the word changed first.
-      syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), FUTEX_WAIT_BITSET_PRIVATE, kSleeping, timeout,
-              nullptr, FUTEX_BITSET_MATCH_ANY);
-      state = state_.load(std::memory_order_acquire);
-    }
-    return true;
-  }
-
- private:
-  static constexpr std::uint32_t kPending = 0;
-  static constexpr std::uint32_t kSleeping = 1;  // pending, and the waiter is (about to be) in FUTEX_WAIT
-  static constexpr std::uint32_t kDone = 2;
-  static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
-  std::atomic<std::uint32_t> state_{kPending};
-};
-
-}  // namespace
 
 struct Pipeline::Request {
   Request(std::span<const std::span<const std::string_view>> commands_, Clock::time_point deadline_,
@@ -456,6 +396,7 @@ void Pipeline::read_replies() noexcept {
     InFlight& front = in_flight_.front();
     const std::string_view operation =
         front.request != nullptr ? front.request->operation : std::string_view("reply owed to a caller that gave up");
+    poll_before_sleeping(deadline);
     ReplyPtr reply;
     try {
       const auto stall = timeout.count() > 0 ? last_progress_ + timeout + std::chrono::milliseconds(5)
@@ -492,6 +433,27 @@ void Pipeline::read_replies() noexcept {
     completed_.push_back(request);  // done (and woken) in wake_completed
     if (had_earliest) deadline = earliest_in_flight_deadline();
   } while (!in_flight_.empty() && connection_.has_buffered_input());
+}
+
+// The server answers a batch within a round trip or so; sleeping in poll()
+// for it costs a wake-up (on this VM tens of µs: an idle vCPU halts at once)
+// that the 64-thread benchmark paid on every round. So the I/O thread first
+// looks without sleeping, yielding between looks so the callers it just
+// woke get the CPU, for at most reply_spin; a stalled server costs that
+// much CPU per reply awaited, then the read sleeps as before.
+void Pipeline::poll_before_sleeping(Clock::time_point deadline) noexcept {
+  const auto spin = connection_.options().reply_spin;
+  if (spin.count() <= 0 || connection_.has_buffered_input() || connection_.fd() < 0) return;
+  pollfd probe{connection_.fd(), POLLIN, 0};
+  const auto end = std::min(deadline, Clock::now() + spin);
+  while (Clock::now() < end) {
+    const int ready = ::poll(&probe, 1, 0);
+    if (ready != 0) {
+      if (ready > 0) seen_polling_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    ::sched_yield();
+  }
 }
 
 }  // namespace lockon::detail

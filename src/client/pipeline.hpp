@@ -98,6 +98,8 @@ class Pipeline {
   std::uint64_t batches() const noexcept { return batches_.load(std::memory_order_relaxed); }
   std::uint64_t requests() const noexcept { return requests_.load(std::memory_order_relaxed); }
   std::uint64_t io_thread_batches() const noexcept { return io_batches_.load(std::memory_order_relaxed); }
+  /// Reads that found their reply while polling (ConnectionOptions::reply_spin).
+  std::uint64_t replies_seen_polling() const noexcept { return seen_polling_.load(std::memory_order_relaxed); }
 
  private:
   struct Request;
@@ -132,6 +134,8 @@ class Pipeline {
   void write_batch() noexcept;
   // One blocking read, then every reply already buffered.
   void read_replies() noexcept;
+  // Polls for a reply for up to reply_spin before read_replies sleeps.
+  void poll_before_sleeping(Clock::time_point deadline) noexcept;
   // Completes the requests read_replies finished and wakes their callers.
   void wake_completed() noexcept;
   // Fails every request in flight with `error` (connection already broken).
@@ -156,6 +160,7 @@ class Pipeline {
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> io_batches_{0};
+  std::atomic<std::uint64_t> seen_polling_{0};
   std::thread io_;  // started on the first hand-over (guarded by mutex_)
 };
 
