@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -113,7 +114,10 @@ struct SpinLock {
 };
 
 struct LockonLock {
-  LockonLock(const std::string& url, const std::string& key) : client(url), lock(client, key) { client.ping(); }
+  LockonLock(const std::string& url, const std::string& key, lockon::LockOptions options = {})
+      : client(url), lock(client, key, std::move(options)) {
+    client.ping();
+  }
   void acquire() {
     if (!lock.try_lock_for(10s)) throw std::runtime_error("lockon worker: no grant within 10 s");
   }
@@ -258,34 +262,37 @@ void BM_ContentionProcesses(benchmark::State& state) {
   const std::string url = lockon::bench::server_url();
   Raw admin(url);
   static int run = 0;
-  KindResult spin, lockon;
+  // "sleep": lockon with LockOptions::handoff_spin = 0 (waiters always
+  // sleep until their wake-up), which shows what the spin buys.
+  const std::array<std::string, 3> kinds{"spin", "lockon", "sleep"};
+  std::array<KindResult, 3> results;
   for (auto _ : state) {
-    spin = {};
-    lockon = {};
+    results = {};
     const std::string tag = "bench:proc:" + std::to_string(processes) + ":" + std::to_string(run++);
-    // Alternating schedule: spin block 0, lockon block 0, spin block 1, ...
+    // Alternating schedule: spin block 0, lockon block 0, sleep block 0, spin block 1, ...
     const auto first = Clock::now() + kStartupAllowance;
-    std::vector<std::string> spin_blocks, lockon_blocks;
+    std::array<std::vector<std::string>, 3> blocks;
     for (int b = 0; b <= kBlocks; ++b) {
-      const auto s0 = first + 2 * b * (kBlock + kGap);
-      const auto l0 = s0 + kBlock + kGap;
-      spin_blocks.push_back(std::to_string(ns_of(s0)) + "," + std::to_string(ns_of(s0 + kBlock)));
-      lockon_blocks.push_back(std::to_string(ns_of(l0)) + "," + std::to_string(ns_of(l0 + kBlock)));
+      for (std::size_t k = 0; k < kinds.size(); ++k) {
+        const auto s0 = first + (static_cast<int>(kinds.size()) * b + static_cast<int>(k)) * (kBlock + kGap);
+        blocks[k].push_back(std::to_string(ns_of(s0)) + "," + std::to_string(ns_of(s0 + kBlock)));
+      }
     }
-    const auto spawn_set = [&](const std::string& kind, const std::vector<std::string>& blocks) {
+    const auto spawn_set = [&](const std::string& kind, const std::vector<std::string>& schedule) {
       std::vector<lockon::test::Child> set;
       for (int p = 0; p < processes; ++p) {
         std::vector<std::string> argv{"/proc/self/exe", "--process-worker", kind, url, tag + ":" + kind,
                                       tag + ":" + kind + ":counter:"};
-        argv.insert(argv.end(), blocks.begin(), blocks.end());
+        argv.insert(argv.end(), schedule.begin(), schedule.end());
         set.push_back(lockon::test::spawn(argv));
       }
       return set;
     };
-    auto spin_set = spawn_set("spin", spin_blocks);
-    auto lockon_set = spawn_set("lockon", lockon_blocks);
-    for (int b = 2; b < 2 * (kBlocks + 1); ++b) {
-      KindResult& kind = b % 2 == 0 ? spin : lockon;
+    std::vector<std::vector<lockon::test::Child>> sets;
+    for (std::size_t k = 0; k < kinds.size(); ++k) sets.push_back(spawn_set(kinds[k], blocks[k]));
+    const int per_round = static_cast<int>(kinds.size());
+    for (int b = per_round; b < per_round * (kBlocks + 1); ++b) {
+      KindResult& kind = results[static_cast<std::size_t>(b % per_round)];
       const auto start = first + b * (kBlock + kGap);
       std::this_thread::sleep_until(start);
       const auto before = server_usage(admin);
@@ -294,11 +301,10 @@ void BM_ContentionProcesses(benchmark::State& state) {
       kind.server_cpu_s += after.first - before.first;
       kind.server_calls += after.second - before.second - 1;  // minus our INFO
     }
-    collect(spin_set, admin, tag + ":spin:counter:", spin);
-    collect(lockon_set, admin, tag + ":lockon:counter:", lockon);
+    for (std::size_t k = 0; k < kinds.size(); ++k)
+      collect(sets[k], admin, tag + ":" + kinds[k] + ":counter:", results[k]);
   }
-  report(state, "spin_", spin);
-  report(state, "lockon_", lockon);
+  for (std::size_t k = 0; k < kinds.size(); ++k) report(state, kinds[k] + "_", results[k]);
 }
 
 BENCHMARK(BM_ContentionProcesses)
@@ -323,6 +329,12 @@ const bool registered = [] {
                     .target = 10.0, .higher_is_better = false});
     register_ratio({.label = ways + "raw spin: same holder re-takes (%)", .subject = subject,
                     .metric = "spin_retake_pct", .informational = true});
+    register_ratio({.label = ways + "lockon, handoff_spin 0 (always sleep) / raw spin", .subject = subject,
+                    .baseline = subject, .metric = "sleep_cs_per_s",
+                    .baseline_metric = "spin_cs_per_s", .informational = true});
+    register_ratio({.label = ways + "client CPU µs per critical section, lockon / handoff_spin 0", .subject = subject,
+                    .baseline = subject, .metric = "lockon_cpu_us_per_cs",
+                    .baseline_metric = "sleep_cpu_us_per_cs", .informational = true});
   }
   return true;
 }();
@@ -351,7 +363,9 @@ int process_worker_main(int argc, char** argv) {
       SpinLock lock(url, key);
       return run_worker(lock, data, counter_prefix, blocks);
     }
-    LockonLock lock(url, key);
+    lockon::LockOptions options;
+    if (kind == "sleep") options.handoff_spin = std::chrono::microseconds(0);
+    LockonLock lock(url, key, std::move(options));
     return run_worker(lock, data, counter_prefix, blocks);
   } catch (const std::exception& e) {
     std::cerr << "process worker: " << e.what() << std::endl;

@@ -244,7 +244,9 @@ asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::wait_attempt(const std::s
     co_return result;
   }
   const redisReply& reply = *answer.reply;
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 3 || reply.element[0]->type != REDIS_REPLY_INTEGER ||
+  // The 4th element (entries ahead) serves the blocking Lock's spin window;
+  // an event loop never spins.
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4 || reply.element[0]->type != REDIS_REPLY_INTEGER ||
       reply.element[1]->type != REDIS_REPLY_INTEGER || reply.element[2]->type != REDIS_REPLY_INTEGER)
     throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
   if (reply.element[2]->integer == 1) warn_publish_denied(*client_);

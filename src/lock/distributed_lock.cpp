@@ -43,6 +43,7 @@ DistributedLock::DistributedLock(std::string name, LockOptions options) : state_
   if (options.token && options.token->empty()) throw ConfigError("lock '" + name + "': custom token must not be empty");
   if (options.wait_poll_interval.count() <= 0)
     throw ConfigError("lock '" + name + "': wait_poll_interval must be positive");
+  if (options.handoff_spin.count() < 0) throw ConfigError("lock '" + name + "': handoff_spin must not be negative");
   if (options.replica_acks.replicas < 0)
     throw ConfigError("lock '" + name + "': replica_acks.replicas must not be negative");
   if (options.replica_acks.replicas > 0 && options.replica_acks.timeout.count() <= 0)

@@ -52,6 +52,7 @@ class Lock::Impl {
     Clock::time_point sent_at;     // precedes the grant: the lease starts here
     int acks = -1;                 // WAIT's reply in the same pipeline (-1: none)
     bool handed = false;           // granted by a release's hand-over message
+    long long ahead = -1;          // queued entries before ours (-1: unknown)
   };
   bool acquire_until(Clock::time_point deadline);
   void release();
@@ -95,6 +96,7 @@ class Lock::Impl {
     std::string waiter_id;
     std::unique_ptr<detail::Subscriber::Watch> watch;
     Attempt last;
+    bool spun = false;  // a spin window was given (handoff_spin: one per wait)
   };
 
   bool random_token() const noexcept { return !state_.options.token.has_value(); }

@@ -186,7 +186,7 @@ const Script& wait_attempt(bool sharded) {
       // GET first: a key of another type fails here with WRONGTYPE.
       "local holder = redis.call('GET', KEYS[1])\n"
       "local function acquired(fence)\n"
-      "  return {1, fence, publish_denied}\n"
+      "  return {1, fence, publish_denied, 0}\n"
       "end\n"
       // K holds our token. Handed to us: the record names us. Otherwise it
       // is ours only if nobody else can know the token (ARGV[4] == '1': a
@@ -200,7 +200,7 @@ const Script& wait_attempt(bool sharded) {
       "    if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) redis.call('PEXPIRE', who_key, my_ttl) end\n"
       "    return acquired(tonumber(string.sub(record, #my_id + 2)))\n"
       "  end\n"
-      "  if ARGV[4] ~= '1' then return {-1, 0, publish_denied} end\n"
+      "  if ARGV[4] ~= '1' then return {-1, 0, publish_denied, 0} end\n"
       "  if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) end\n"
       "  if ARGV[5] then set_holder(my_id, my_ttl, ARGV[5]) end\n"
       "  return acquired(my_fenced == '1' and next_fence() or 0)\n"
@@ -224,23 +224,21 @@ const Script& wait_attempt(bool sharded) {
       "    return acquired(my_fenced == '1' and next_fence() or 0)\n"
       "  end\n"
       "end\n"
-      "if ARGV[2] == '1' then\n"
-      "  redis.call('RPUSH', KEYS[2], ARGV[1])\n"
-      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
-      "elseif not redis.call('LPOS', KEYS[2], ARGV[1]) then\n"
-      // Dropped while its process was unreachable: back in line.
-      "  redis.call('RPUSH', KEYS[2], ARGV[1])\n"
-      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
-      "else\n"
-      "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+      // `ahead`: entries before ours (the waiter's spin window, handoff_spin.hpp).
+      "local ahead = false\n"
+      "if ARGV[2] ~= '1' then ahead = redis.call('LPOS', KEYS[2], ARGV[1]) end\n"
+      "if not ahead then\n"
+      // New, or dropped while its process was unreachable: back in line.
+      "  ahead = redis.call('RPUSH', KEYS[2], ARGV[1]) - 1\n"
       "end\n"
+      "redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
       // This waiter's record for `lockon status` (ARGV[5], optional): kept
       // from its first queueing, so `since` says how long it has waited.
       "if ARGV[5] then\n"
       "  redis.call('HSETNX', qwho_key, my_id, ARGV[5])\n"
       "  redis.call('PEXPIRE', qwho_key, ARGV[3])\n"
       "end\n"
-      "return {0, redis.call('PTTL', KEYS[1]), publish_denied}\n");
+      "return {0, redis.call('PTTL', KEYS[1]), publish_denied, ahead}\n");
   return sharded_variant(script, sharded);
 }
 

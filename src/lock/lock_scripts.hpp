@@ -85,9 +85,10 @@ namespace scripts {
 /// Acquires when K was handed to this entry or when K is free and this
 /// waiter is first in line (handing over to the first live waiter ahead
 /// otherwise). Else queues the entry (if asked) and returns K's PTTL.
-/// Returns {1, fence, denied} when acquired, {0, pttl, denied} when not
-/// (pttl -1: no expiry, -2: free and just handed to a waiter ahead), and
-/// {-1, 0, denied} when K holds this caller-chosen token for someone else.
+/// Returns {1, fence, denied, 0} when acquired, {0, pttl, denied, ahead}
+/// when not (pttl -1: no expiry, -2: free and just handed to a waiter
+/// ahead; ahead: entries queued before this one), and {-1, 0, denied, 0}
+/// when K holds this caller-chosen token for someone else.
 /// denied = 1 when a wake-up could not be published (ACL channel rights).
 const Script& wait_attempt(bool sharded = false);
 

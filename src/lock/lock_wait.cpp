@@ -16,23 +16,45 @@ void Lock::Impl::abandon_wait() noexcept {
 // One scripted attempt of a queued waiter (see scripts::wait_attempt).
 Lock::Impl::Attempt Lock::Impl::wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline) {
   // The 5th argument (optional) is this waiter's holder record.
-  const std::array<std::string_view, 5> all{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0", record_};
+  std::array<std::string_view, 5> all{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0", record_};
   const auto args = std::span<const std::string_view>(all).first(record_.empty() ? 4 : 5);
   Attempt result;
-  result.sent_at = Clock::now();
-  const ReplyPtr reply = calls_.run_lock_script_until(detail::scripts::wait_attempt(calls_.sharded()), args, "acquire lock", deadline);
+  result.sent_at = Clock::now();  // the first send: a grant by a lost attempt cannot precede it
+  ReplyPtr reply;
+  for (int round = 0;; ++round) {
+    try {
+      reply = calls_.run_lock_script_until(detail::scripts::wait_attempt(calls_.sharded()), args, "acquire lock", deadline);
+      break;
+    } catch (const ClosedError&) {
+      // The connection closed under the request. Typical: a proxy or the
+      // server dropped every connection at once; the subscriber saw it first
+      // and woke us, and this attempt went out on a pooled connection closed
+      // by the same event, too recently used to have been probed
+      // (HandoffSpinFaults.AllConnectionsClosedWhilePollingStillHandsOver).
+      // Repeated once, as the fast path does, with a random token only: the
+      // repeat, not queueing blindly, finds our entry if the lost attempt
+      // queued it (LPOS), and K holding our token if it won.
+      if (round > 0 || !random_token()) throw;
+      all[1] = "0";
+    }
+  }
   if (!reply) {
     result.deadline_passed = true;
     return result;
   }
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
-      reply->element[1]->type != REDIS_REPLY_INTEGER || reply->element[2]->type != REDIS_REPLY_INTEGER)
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
+      reply->element[1]->type != REDIS_REPLY_INTEGER || reply->element[2]->type != REDIS_REPLY_INTEGER ||
+      reply->element[3]->type != REDIS_REPLY_INTEGER)
     throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
   if (reply->element[2]->integer == 1) warn_publish_denied(*client_.impl());
   if (reply->element[0]->integer < 0) throw_token_in_use();
   result.acquired = reply->element[0]->integer == 1;
-  if (result.acquired) result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
-  else result.pttl = reply->element[1]->integer;
+  if (result.acquired) {
+    result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
+  } else {
+    result.pttl = reply->element[1]->integer;
+    result.ahead = reply->element[3]->integer;
+  }
   return result;
 }
 
@@ -78,7 +100,16 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
       if (last.pttl >= 0)
         wake_at = std::min(wake_at, detail::add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
       follow_slot(wake_at);
-      if (wait_->watch->wait_until(wake_at) == detail::Subscriber::Slot::Wake::handed) {
+      // One spin window per wait: a periodic attempt behind a stalled
+      // holder sleeps (HandoffSpinFaults.StalledHolderCostsAtMostOneSpinPerWait).
+      detail::SpinWindow spin;
+      if (!wait_->spun) {
+        spin = detail::spin_window(last.sent_at, last.ahead, wait_->watch->handoff_interval(),
+                                   state_.options.handoff_spin);
+        wait_->spun = !spin.empty();
+      }
+      if (wait_->watch->wait_until(wake_at, spin) == detail::Subscriber::Slot::Wake::handed) {
+        wait_->watch->note_handoff(Clock::now() - last.sent_at, last.ahead);
         Attempt handed = handed_attempt();
         if (confirm_lease(handed)) {
           note_contention(true);

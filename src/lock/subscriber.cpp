@@ -5,6 +5,7 @@
 #include "lock/subscriber_internal.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -60,7 +61,7 @@ Subscriber::Watch::~Watch() {
   if (owner_ != nullptr) owner_->unwatch(id_);
 }
 
-Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until) {
+Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until, SpinWindow spin) {
   Slot& slot = *slot_;
   while (true) {
     {
@@ -78,7 +79,7 @@ Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until) {
     if (before_direct_read_for_tests != nullptr) before_direct_read_for_tests(slot);
     if (owner_->become_reader(slot, fd, generation)) {
       if (before_direct_poll_for_tests != nullptr) before_direct_poll_for_tests(slot);
-      owner_->read_directly(fd, generation, until);
+      owner_->read_directly(fd, generation, until, spin);
       continue;
     }
     const Slot::Wake wake = slot.wait_until(until);
@@ -95,6 +96,19 @@ bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
     return owner_->stopping_ || owner_->subscribed(channel_) || owner_->denied(channel_);
   });
   return owner_->subscribed(channel_);
+}
+
+std::chrono::nanoseconds Subscriber::Watch::handoff_interval() const {
+  std::lock_guard lock(owner_->mutex_);
+  const auto it = owner_->channels_.find(channel_);
+  return it == owner_->channels_.end() ? std::chrono::nanoseconds(0) : it->second.handoff_interval;
+}
+
+void Subscriber::Watch::note_handoff(std::chrono::nanoseconds waited, long long ahead) const {
+  std::lock_guard lock(owner_->mutex_);
+  const auto it = owner_->channels_.find(channel_);
+  if (it != owner_->channels_.end())
+    it->second.handoff_interval = next_handoff_interval(it->second.handoff_interval, waited, ahead);
 }
 
 Subscriber::Subscriber(ConnectionOptions options, bool sharded, std::string id)
@@ -205,12 +219,33 @@ bool Subscriber::become_reader(Slot& slot, int& fd, std::uint64_t& generation) {
   return true;
 }
 
-void Subscriber::read_directly(int fd, std::uint64_t generation, Clock::time_point until) noexcept {
+// Sleeps in ppoll, except during `spin`: there it looks without sleeping
+// and yields the CPU between looks, so a hand-over arriving then is seen
+// without a wake-up (handoff_spin.hpp). Before the window it sleeps until
+// the window opens (a message arriving first ends that sleep as usual).
+void Subscriber::read_directly(int fd, std::uint64_t generation, Clock::time_point until, SpinWindow spin) noexcept {
   std::array<pollfd, 2> fds{};
   fds[0] = {fd, POLLIN, 0};
   fds[1] = {reader_fd_, POLLIN, 0};
-  const timespec timeout = timeout_until(until);
-  if (::ppoll(fds.data(), fds.size(), &timeout, nullptr) > 0) {
+  int ready = 0;
+  const auto spin_end = std::min(spin.to, until);
+  if (!spin.empty() && Clock::now() < spin_end && spin.from < spin_end) {
+    if (Clock::now() < spin.from) {
+      const timespec timeout = timeout_until(spin.from);
+      ready = ::ppoll(fds.data(), fds.size(), &timeout, nullptr);
+    }
+    const timespec zero{0, 0};
+    while (ready == 0 && Clock::now() < spin_end) {
+      ::sched_yield();
+      ready = ::ppoll(fds.data(), fds.size(), &zero, nullptr);
+      if (ready > 0) seen_while_polling.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (ready == 0) {
+    const timespec timeout = timeout_until(until);
+    ready = ::ppoll(fds.data(), fds.size(), &timeout, nullptr);
+  }
+  if (ready > 0) {
     if (fds[1].revents & POLLIN) drain_fd(reader_fd_);
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) read_available(generation, true);
   }

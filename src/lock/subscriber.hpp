@@ -31,6 +31,7 @@
 // about it once per server through the warning handler.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -42,6 +43,7 @@
 #include <thread>
 
 #include "client/connection.hpp"
+#include "lock/handoff_spin.hpp"
 
 namespace lockon::detail {
 
@@ -75,8 +77,15 @@ class Subscriber {
     /// message and relies on its periodic attempts.
     bool wait_subscribed(Clock::time_point until) const;
     /// Sleeps until handed the lock, nudged, or `until`; reads the socket
-    /// itself when it is the process's only waiter. Clears the nudge.
-    Slot::Wake wait_until(Clock::time_point until);
+    /// itself when it is the process's only waiter, and then polls it
+    /// without sleeping during `spin` (handoff_spin.hpp). Clears the nudge.
+    Slot::Wake wait_until(Clock::time_point until, SpinWindow spin = {});
+    /// How often the lock of this channel has been changing hands, as this
+    /// process saw it (0: not measured yet). Thread-safe.
+    std::chrono::nanoseconds handoff_interval() const;
+    /// A hand-over came `waited` after an attempt that found `ahead`
+    /// entries before ours: updates handoff_interval(). Thread-safe.
+    void note_handoff(std::chrono::nanoseconds waited, long long ahead) const;
 
    private:
     friend class Subscriber;
@@ -107,6 +116,10 @@ class Subscriber {
   /// Random id naming this subscriber's channels (queue entries carry it).
   const std::string& id() const noexcept { return id_; }
 
+  /// Messages (or pokes) a direct reader found while polling in a spin
+  /// window instead of sleeping (handoff_spin.hpp), in this process: tests
+  /// read it to tell that the window was placed where hand-overs arrive.
+  static inline std::atomic<std::uint64_t> seen_while_polling{0};
   /// Tests only (null otherwise): called by a waiter between its last look
   /// at its slot and its bid to read the socket directly, so a test can
   /// force a dispatch into that window (test_subscriber_direct_reader.cpp).
@@ -148,7 +161,7 @@ class Subscriber {
   void poke_reader() noexcept;
   // Direct reading (see the header comment).
   bool become_reader(Slot& slot, int& fd, std::uint64_t& generation);
-  void read_directly(int fd, std::uint64_t generation, Clock::time_point until) noexcept;
+  void read_directly(int fd, std::uint64_t generation, Clock::time_point until, SpinWindow spin) noexcept;
   void leave_reader() noexcept;
 
   const std::string id_;
@@ -178,6 +191,7 @@ class Subscriber {
     Clock::time_point idle_since{};   // when its last waiter left
     Clock::time_point denied_at{};    // when the server refused it
     bool moved = false;               // denied because its slot moved (sharded)
+    std::chrono::nanoseconds handoff_interval{0};  // Watch::handoff_interval()
   };
   // SUBSCRIBE/UNSUBSCRIBE commands sent (one channel each) whose reply has
   // not arrived, oldest first: replies come in this order, so an error reply

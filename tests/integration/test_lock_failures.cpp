@@ -105,6 +105,7 @@ TEST_F(LockFailures, InvalidOptionsThrowConfigErrorAndWriteNothing) {
   EXPECT_THROW(Lock(client(), name, {.wait_poll_interval = 0ms}), ConfigError);
   EXPECT_THROW(Lock(client(), name, {.wait_poll_interval = -1ms}), ConfigError);
   EXPECT_THROW(Lock(client(), name, {.max_hold = -1ms}), ConfigError);
+  EXPECT_THROW(Lock(client(), name, {.handoff_spin = -1us}), ConfigError);
   try {
     Lock lock(client(), name, {.ttl = 0ms});
   } catch (const ConfigError& error) {
