@@ -81,4 +81,16 @@ ReplyPtr eval(Connection& connection, const Script& script, std::span<const std:
   return resolve_noscript(connection, script, keys, args, std::move(reply), operation);
 }
 
+std::vector<ReplyPtr> eval_pipelined(Connection& connection, const Script& script, std::span<const ScriptCall> calls,
+                                     std::string_view operation) {
+  connection.ensure_connected();
+  for (const ScriptCall& call : calls) append_evalsha(connection, script, call.keys, call.args);
+  std::vector<ReplyPtr> replies;
+  replies.reserve(calls.size());
+  for (std::size_t i = 0; i < calls.size(); ++i) replies.push_back(connection.read_reply(operation));
+  for (std::size_t i = 0; i < calls.size(); ++i)
+    replies[i] = resolve_noscript(connection, script, calls[i].keys, calls[i].args, std::move(replies[i]), operation);
+  return replies;
+}
+
 }  // namespace lockon::detail

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "client/connection.hpp"
 #include "client/hiredis_handles.hpp"
@@ -41,5 +42,19 @@ ReplyPtr resolve_noscript(Connection& connection, const Script& script, std::spa
                           std::span<const std::string_view> args, ReplyPtr reply, std::string_view operation);
 
 bool is_noscript(const redisReply& reply) noexcept;
+
+/// One call of a pipelined batch: the script's keys and arguments.
+struct ScriptCall {
+  std::span<const std::string_view> keys;
+  std::span<const std::string_view> args;
+};
+
+/// Runs `script` once per call in one pipeline on `connection`: one write,
+/// the replies read in order, NOSCRIPT replies redone with EVAL once every
+/// pipelined reply is read. Returns the replies in the calls' order (error
+/// replies returned, not thrown). Throws IoError (which calls ran is then
+/// unknown). Precondition: no other reply is pending on the connection.
+std::vector<ReplyPtr> eval_pipelined(Connection& connection, const Script& script, std::span<const ScriptCall> calls,
+                                     std::string_view operation);
 
 }  // namespace lockon::detail

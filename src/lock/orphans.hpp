@@ -14,10 +14,12 @@
 // script (remove the entry; if the key holds the orphan's token, hand it to
 // the next live waiter or delete it) until it succeeds, at growing intervals
 // capped at kMaxRetryInterval, so a stall costs at most about that much
-// after the server is back. Because a request sent before a stall can still
+// after the server is back. The due clean-ups go out together, one pipeline
+// per server, so thousands of orphans left by a stall cost a few round
+// trips, not one each. Because a request sent before a stall can still
 // execute after our later clean-up (the server serves its connections in no
-// guaranteed order), an orphan of an unknown outcome is cleaned once more
-// after kSecondSweep.
+// guaranteed order), an orphan of an unknown outcome is cleaned twice more:
+// kFollowUpSweep and kSecondSweep after the first success.
 #pragma once
 
 #include <atomic>
@@ -42,7 +44,7 @@ struct Orphan {
   std::shared_ptr<ClientImpl> client;
   LockScriptKeys keys;       // the lock key first (lock_script_keys())
   std::string entry;         // "<sid>|<waiter id>|<ttl>|<fenced>|<token>" (see lock_scripts.hpp)
-  bool unknown_outcome = false;  // a request may still execute later: sweep twice
+  bool unknown_outcome = false;  // a request may still execute later: sweep three times
   /// When set, the clean-up to retry instead of the Lock's cancel script (a
   /// ReadWriteLock/Semaphore waiter's cancel): true once it succeeded.
   std::function<bool()> clean{};
@@ -53,7 +55,13 @@ class Orphans {
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds kFirstRetry{20};
   static constexpr std::chrono::milliseconds kMaxRetryInterval{250};
+  /// An orphan of an unknown outcome is cleaned again this long after the
+  /// first success (its request, stuck behind a stall, most likely runs
+  /// just after the server resumes), and once more kSecondSweep after it.
+  static constexpr std::chrono::milliseconds kFollowUpSweep{50};
   static constexpr std::chrono::milliseconds kSecondSweep{1000};
+  /// At most this many clean-ups per round (one pipeline per server).
+  static constexpr std::size_t kBatch = 256;
   /// Queue entries expire by then anyway (the queue's TTL).
   static constexpr std::chrono::minutes kGiveUpAfter{10};
 
@@ -91,7 +99,9 @@ class Orphans {
   Orphans();
   State& state() { return state_.get([] { return std::make_unique<State>(); }); }
   static void run(State& state);
-  static bool clean(const Orphan& orphan) noexcept;
+  // Runs each job's clean-up (standard ones pipelined per server); returns,
+  // per job, whether it succeeded.
+  static std::vector<char> clean(std::vector<Job>& jobs) noexcept;
 
   ForkLocal<State> state_;
 };

@@ -74,30 +74,29 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
                    const std::vector<std::size_t>& which, std::vector<RenewResult>& results) {
   try {
     auto connection = node.pool().borrow();
-    connection->ensure_connected();
     std::vector<std::string> ttls;
     std::vector<std::string> whos;  // holder records: expire with the lease
+    std::vector<std::array<std::string_view, 2>> keys;
+    std::vector<std::array<std::string_view, 3>> args;
+    std::vector<ScriptCall> calls;
     ttls.reserve(which.size());
     whos.reserve(which.size());
+    keys.reserve(which.size());
+    args.reserve(which.size());
+    calls.reserve(which.size());
     for (const std::size_t i : which) {
       ttls.push_back(std::to_string(entries[i]->ttl.count()));
       whos.push_back(companion_key(entries[i]->name, "who"));
-      const std::array<std::string_view, 2> keys{entries[i]->name, whos.back()};
-      const std::array<std::string_view, 3> args{entries[i]->token, ttls.back(), "1"};
-      append_evalsha(*connection, scripts::renew(), keys, args);
+      keys.push_back({entries[i]->name, whos.back()});
+      args.push_back({entries[i]->token, ttls.back(), "1"});
+      calls.push_back({keys.back(), args.back()});
     }
-    std::vector<ReplyPtr> replies;
-    replies.reserve(which.size());
-    for (std::size_t n = 0; n < which.size(); ++n) replies.push_back(connection->read_reply("renew lease"));
-    // NOSCRIPT (after a restart or SCRIPT FLUSH) is redone with EVAL once all
-    // pipelined replies are consumed.
+    const std::vector<ReplyPtr> replies = eval_pipelined(*connection, scripts::renew(), calls, "renew lease");
     for (std::size_t n = 0; n < which.size(); ++n) {
+      const redisReply& reply = *replies[n];
       const std::size_t i = which[n];
-      const std::array<std::string_view, 2> keys{entries[i]->name, whos[n]};
-      const std::array<std::string_view, 3> args{entries[i]->token, ttls[n], "1"};
-      ReplyPtr reply = resolve_noscript(*connection, scripts::renew(), keys, args, std::move(replies[n]), "renew lease");
-      if (reply->type == REDIS_REPLY_INTEGER) results[i] = reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
-      else if (reply->type == REDIS_REPLY_ERROR) client.topology().report_error_reply(node, {reply->str, reply->len});
+      if (reply.type == REDIS_REPLY_INTEGER) results[i] = reply.integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
+      else if (reply.type == REDIS_REPLY_ERROR) client.topology().report_error_reply(node, {reply.str, reply.len});
     }
   } catch (const IoError&) {
     client.topology().report_io_failure(node);
