@@ -22,22 +22,24 @@ Orphans& Orphans::instance() {
   return orphans;
 }
 
-Orphans::Orphans() : state_([] { return std::make_unique<State>(); }) {}
+Orphans::Orphans()
+    : locks_([] { return std::make_unique<State>(); }), others_([] { return std::make_unique<State>(); }) {}
 
 Orphans::~Orphans() {
-  State* current = state_.here();
-  if (current == nullptr) return;  // a forked child that never adopted anything
-  {
-    std::lock_guard lock(current->mutex);
-    current->stopping = true;
+  for (State* current : {locks_.here(), others_.here()}) {
+    if (current == nullptr) continue;  // a forked child that never adopted anything
+    {
+      std::lock_guard lock(current->mutex);
+      current->stopping = true;
+    }
+    current->changed.notify_all();
+    if (current->thread.joinable()) current->thread.join();
   }
-  current->changed.notify_all();
-  if (current->thread.joinable()) current->thread.join();
 }
 
 void Orphans::adopt(Orphan orphan) noexcept {
   try {
-    State& s = state();
+    State& s = orphan.clean ? others() : locks();
     const auto now = Clock::now();
     const int sweeps = orphan.unknown_outcome ? 3 : 1;
     {
@@ -53,9 +55,12 @@ void Orphans::adopt(Orphan orphan) noexcept {
 }
 
 std::size_t Orphans::pending() {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  return s.jobs.size();
+  std::size_t total = 0;
+  for (State* s : {&locks(), &others()}) {
+    std::lock_guard lock(s->mutex);
+    total += s->jobs.size();
+  }
+  return total;
 }
 
 namespace {
@@ -113,8 +118,8 @@ std::vector<char> Orphans::clean(std::vector<Job>& jobs) noexcept {
       }
     }
     for (const auto& [where, which] : by_node) clean_on_node(*where.first, *where.second, jobs, which, cleaned);
-    // The other clean-ups (a Redlock's, a Semaphore's) one by one, after
-    // the pipelined ones: one stuck on a paused node does not delay those.
+    // The other clean-ups (a Redlock's, a Semaphore's; their own queue) one
+    // by one.
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       if (!jobs[i].orphan.clean) continue;
       try {

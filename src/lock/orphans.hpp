@@ -67,7 +67,8 @@ class Orphans {
 
   static Orphans& instance();
 
-  /// Takes over the clean-up. Never blocks on I/O, never throws.
+  /// Takes over the clean-up (a Lock's cancel script, or `orphan.clean` on
+  /// a queue of its own). Never blocks on I/O, never throws.
   void adopt(Orphan orphan) noexcept;
 
   /// Orphans not yet cleaned (for tests and diagnostics).
@@ -97,13 +98,18 @@ class Orphans {
   };
 
   Orphans();
-  State& state() { return state_.get([] { return std::make_unique<State>(); }); }
+  // Two queues, a thread each: a Lock's clean-ups (pipelined, quick) never
+  // wait behind the others (a Redlock release retried on a paused node
+  // takes per_node_timeout per attempt).
+  State& locks() { return locks_.get([] { return std::make_unique<State>(); }); }
+  State& others() { return others_.get([] { return std::make_unique<State>(); }); }
   static void run(State& state);
   // Runs each job's clean-up (standard ones pipelined per server); returns,
   // per job, whether it succeeded.
   static std::vector<char> clean(std::vector<Job>& jobs) noexcept;
 
-  ForkLocal<State> state_;
+  ForkLocal<State> locks_;
+  ForkLocal<State> others_;
 };
 
 }  // namespace lockon::detail

@@ -3,10 +3,11 @@
 // fan-out could not send to a node whose connection was being dialed is
 // retried on the process-wide clean-up thread, lock/orphans.*):
 //  - a PAUSED node whose release had to be retried (its connection was being
-//    re-dialed) must not keep the shared Orphans thread from cleaning
-//    single-instance Lock orphans on a healthy server for longer than
-//    per_node_timeout at a time: one job, and a Redlock lock/unlock loop
-//    (quiet phase first, then with the load);
+//    re-dialed) must not delay the clean-up of single-instance Lock orphans
+//    on a healthy server (those have a queue and thread of their own since
+//    session 11; before, they waited up to per_node_timeout at a time): one
+//    job, and a Redlock lock/unlock loop (quiet phase first, then with the
+//    load);
 //  - the retried release is compare-and-delete: when the key expired on the
 //    node and someone else took it before the retry ran, the retry must not
 //    delete the new holder's key.
@@ -131,22 +132,23 @@ TEST_F(RedlockBackgroundAttack, PausedNodeDoesNotStarveLockOrphanCleanUp) {
   EXPECT_TRUE(background_seen) << "the load never queued a background job: the attack did not happen";
   const long long worst_quiet = *std::max_element(quiet.begin(), quiet.end());
   const long long worst_loaded = *std::max_element(loaded.begin(), loaded.end());
-  // The paused node's job blocks the thread for one attempt (≤ per_node_timeout)
-  // at a time; a Lock orphan due meanwhile runs next. 250 ms of slack for a
-  // loaded 2-core machine.
-  EXPECT_LE(worst_loaded, worst_quiet + kPerNode.count() + 250)
+  // The paused node's jobs run on the other queue's thread: Lock orphans
+  // never wait for them. 150 ms of slack for a loaded 2-core machine.
+  // (Sabotage, one queue for both: loaded median 159 ms, max 223 ms.)
+  EXPECT_LE(worst_loaded, worst_quiet + 150)
       << "a paused Redlock node delayed Lock orphan clean-up: quiet " << describe(quiet) << ", loaded "
       << describe(loaded);
 }
 
 // One background release for a paused node (its release could not be sent:
 // the connection was being re-dialed; the dial hangs on the stopped process)
-// occupies the shared Orphans thread for at most one attempt of
-// per_node_timeout at a time: Lock orphans on a healthy server adopted right
-// after it are cleaned within per_node_timeout (+ slack) of the quiet figure.
-TEST_F(RedlockBackgroundAttack, OneJobForAPausedNodeDelaysLockOrphansAtMostPerNodeTimeout) {
+// spends 3 attempts of per_node_timeout (1 s here) on the other queue's
+// thread: Lock orphans on a healthy server adopted right after it are
+// cleaned as fast as when quiet (+ slack). Sabotage: both kinds on one queue
+// (the design before session 11) delayed them 955-1021 ms (quiet: 21 ms).
+TEST_F(RedlockBackgroundAttack, OneJobForAPausedNodeNeverDelaysLockOrphans) {
   start(4);
-  constexpr auto kPerNode = 200ms;
+  constexpr auto kPerNode = 1000ms;
   FaultProxy node2(server(2).host(), server(2).port());
   FaultProxy healthy(server(3).host(), server(3).port());
   const Client locks(healthy.url());
@@ -176,9 +178,9 @@ TEST_F(RedlockBackgroundAttack, OneJobForAPausedNodeDelaysLockOrphansAtMostPerNo
               describe(quiet).c_str(), describe(after_unlock).c_str(), timeline.c_str());
   const long long worst_quiet = *std::max_element(quiet.begin(), quiet.end());
   const long long worst = *std::max_element(after_unlock.begin(), after_unlock.end());
-  EXPECT_LE(worst, worst_quiet + kPerNode.count() + 250)
-      << "a background release for a paused node blocked the shared clean-up thread longer than per_node_timeout ("
-      << kPerNode.count() << " ms): Lock orphan clean-ups after the unlock:" << timeline;
+  EXPECT_LE(worst, worst_quiet + 150)
+      << "a background release for a paused node (per_node_timeout " << kPerNode.count()
+      << " ms) delayed Lock orphan clean-ups after the unlock:" << timeline;
 }
 
 // The background release is compare-and-delete: the node's key expired (here:
