@@ -16,6 +16,7 @@
 #include <csignal>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -137,6 +138,22 @@ class HandoffSpinFaults : public ClientTest {
     return Subscriber::seen_while_polling.load() - before;
   }
 
+  // The common opening of every strike: warms `waiter` and `holder` up,
+  // gives the key to `holder` (`inside` = 1), starts the waiter's final
+  // wait in `wait` and returns once the waiter began polling for it. Fails
+  // (and the test must stop) if the waiter never polled.
+  static ::testing::AssertionResult final_wait_polling(Lock& waiter, Lock& holder, std::atomic<int>& inside,
+                                                       std::optional<FinalWait>& wait) {
+    if (warm_up(waiter, holder) == 0)
+      return ::testing::AssertionFailure() << "the waiter never polled: the test would prove nothing";
+    if (!holder.try_lock_for(10s)) return ::testing::AssertionFailure() << "the holder never got the key";
+    inside = 1;
+    const int polls = g_polls.load();
+    wait.emplace(waiter, inside);
+    if (!polling_began(polls)) return ::testing::AssertionFailure() << "the final wait never polled";
+    return ::testing::AssertionSuccess();
+  }
+
   // Until a waiter began a direct read after `before` (bounded, no sleep:
   // the strike must land inside a ~10 ms window).
   static bool polling_began(int before) {
@@ -166,14 +183,11 @@ TEST_F(HandoffSpinFaults, AllConnectionsClosedWhilePollingStillHandsOver) {
   const std::string name = key("lock");
   Lock waiter(waiting, name, kWaiterOptions);
   Lock holder(client(), name, kHolderOptions);
-  ASSERT_GT(warm_up(waiter, holder), 0u) << "the waiter never polled: the test would prove nothing";
   std::atomic<int> inside{0};
-  ASSERT_TRUE(holder.try_lock_for(10s));
-  inside = 1;
-  const int polls = g_polls.load();
+  std::optional<FinalWait> final_wait;
   const std::size_t accepted = proxy.connections_accepted();
-  FinalWait wait(waiter, inside);
-  ASSERT_TRUE(polling_began(polls));
+  ASSERT_TRUE(final_wait_polling(waiter, holder, inside, final_wait));
+  FinalWait& wait = *final_wait;
   const long long cpu0 = wait.cpu();
   const auto wait_began = Clock::now();
   proxy.drop_connections();
@@ -205,14 +219,11 @@ TEST_F(HandoffSpinFaults, SubscriberClosedWhilePollingStillHandsOver) {
   const std::string name = key("lock");
   Lock waiter(waiting, name, kSlowPollOptions);
   Lock holder(holding, name, kHolderOptions);
-  ASSERT_GT(warm_up(waiter, holder), 0u) << "the waiter never polled: the test would prove nothing";
   RawConnection probe = own.connect();
   std::atomic<int> inside{0};
-  ASSERT_TRUE(holder.try_lock_for(10s));
-  inside = 1;
-  const int polls = g_polls.load();
-  FinalWait wait(waiter, inside);
-  ASSERT_TRUE(polling_began(polls));
+  std::optional<FinalWait> final_wait;
+  ASSERT_TRUE(final_wait_polling(waiter, holder, inside, final_wait));
+  FinalWait& wait = *final_wait;
   const long long cpu0 = wait.cpu();
   const long long killed = probe.command({"CLIENT", "KILL", "TYPE", "pubsub"}).integer;
   std::this_thread::sleep_for(200ms);
@@ -243,13 +254,11 @@ TEST_F(HandoffSpinFaults, StalledHolderCostsAtMostOneSpinPerWait) {
   const std::string name = key("lock");
   Lock waiter(waiting, name, kWaiterOptions);
   Lock holder(client(), name, kHolderOptions);
-  ASSERT_GT(warm_up(waiter, holder), 0u) << "the waiter never polled: the test would prove nothing";
   std::atomic<int> inside{0};
-  ASSERT_TRUE(holder.try_lock_for(10s));
-  inside = 1;
+  std::optional<FinalWait> final_wait;
+  ASSERT_TRUE(final_wait_polling(waiter, holder, inside, final_wait));
+  FinalWait& wait = *final_wait;
   const int polls = g_polls.load();
-  FinalWait wait(waiter, inside);
-  ASSERT_TRUE(polling_began(polls));
   const long long cpu0 = wait.cpu();
   std::this_thread::sleep_for(600ms);
   const long long stalled_cpu = wait.cpu() - cpu0;
@@ -274,13 +283,10 @@ TEST_F(HandoffSpinFaults, SilencedSubscriberCostsNoCpuAndHandsOverOnHeal) {
   const std::string name = key("lock");
   Lock waiter(waiting, name, kSlowPollOptions);
   Lock holder(client(), name, kHolderOptions);
-  ASSERT_GT(warm_up(waiter, holder), 0u) << "the waiter never polled: the test would prove nothing";
   std::atomic<int> inside{0};
-  ASSERT_TRUE(holder.try_lock_for(10s));
-  inside = 1;
-  const int polls = g_polls.load();
-  FinalWait wait(waiter, inside);
-  ASSERT_TRUE(polling_began(polls));
+  std::optional<FinalWait> final_wait;
+  ASSERT_TRUE(final_wait_polling(waiter, holder, inside, final_wait));
+  FinalWait& wait = *final_wait;
   proxy.blackhole(true);
   const long long cpu0 = wait.cpu();
   std::this_thread::sleep_for(100ms);
@@ -312,13 +318,10 @@ TEST_F(HandoffSpinFaults, ServerStallWhilePollingCostsNoCpuAndKeepsExclusion) {
   const std::string name = key("lock");
   Lock waiter(waiting, name, kSlowPollOptions);
   Lock holder(holding, name, kHolderOptions);
-  ASSERT_GT(warm_up(waiter, holder), 0u) << "the waiter never polled: the test would prove nothing";
   std::atomic<int> inside{0};
-  ASSERT_TRUE(holder.try_lock_for(10s));
-  inside = 1;
-  const int polls = g_polls.load();
-  FinalWait wait(waiter, inside);
-  ASSERT_TRUE(polling_began(polls));
+  std::optional<FinalWait> final_wait;
+  ASSERT_TRUE(final_wait_polling(waiter, holder, inside, final_wait));
+  FinalWait& wait = *final_wait;
   long long stall_cpu = -1;
   Clock::time_point stall_began{};
   Clock::time_point stall_ended{};
