@@ -2,7 +2,8 @@
 // variant run in alternating blocks of cycles inside one measurement, so a
 // machine that speeds up or slows down (shared virtual cores do, by 3x over
 // an hour here) affects every variant alike. Reports each variant's cycle
-// rate relative to the floor as counters (ratio_*).
+// rate relative to the floor as counters (ratio_*), and lock_on's against
+// the floor run on a key of lock_on's length (the server's share).
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
 
@@ -44,6 +45,10 @@ void BM_AlternatingCycles(benchmark::State& state) {
   const auto locked_noop = locker.lock_on<0, 1, 2>("bench::noop", &noop);
   const std::string account = "account-42";
   const std::string currency = "EUR";
+  // The floor again on a key of lock_on's layout and length (80 bytes here,
+  // key.hpp; the short floor key has 15): Redis hashes and Lua interns every
+  // key, so part of lock_on's gap to the floor is its key, not its client.
+  lockon::bench::RawFloor long_key_floor(url, lockon::lock_on_key("bench", "bench::floor", 7, account, currency));
 
   std::vector<lockon::bench::CycleVariant> variants{
       {"floor", [&] { floor.cycle(); }},
@@ -73,9 +78,15 @@ void BM_AlternatingCycles(benchmark::State& state) {
        }},
       {"lock_on", [&] { benchmark::DoNotOptimize(locked_noop(7, account, currency)); }},
       {"decorated", [&] { benchmark::DoNotOptimize(decorated_noop(7, account, currency)); }},
+      {"floor_lock_on_key", [&] { long_key_floor.cycle(); }},
   };
   lockon::set_default_locker(lockon::RedisLocker(client, {.key_prefix = "bench"}));
   lockon::bench::run_alternating_blocks(state, variants, kRounds, kBlock);
+  // lock_on against the floor on a key like its own.
+  state.counters["ratio_lock_on_vs_same_key_floor"] =
+      state.counters["us_per_cycle_floor_lock_on_key"].value / state.counters["us_per_cycle_lock_on"].value;
+  state.counters["ratio_decorated_vs_same_key_floor"] =
+      state.counters["us_per_cycle_floor_lock_on_key"].value / state.counters["us_per_cycle_decorated"].value;
   lockon::reset_default_locker();
 }
 
@@ -94,6 +105,12 @@ const bool registered = [] {
                   .metric = "ratio_lock_on", .target = 0.95});
   register_ratio({.label = "alternating blocks: decorated lock_on / raw floor (cycles/s)", .subject = subject,
                   .metric = "ratio_decorated", .target = 0.95});
+  register_ratio({.label = "alternating blocks: raw floor on a lock_on-length key / raw floor (cycles/s)",
+                  .subject = subject, .metric = "ratio_floor_lock_on_key", .informational = true});
+  register_ratio({.label = "alternating blocks: lock_on / raw floor on a key of the same length (cycles/s)",
+                  .subject = subject, .metric = "ratio_lock_on_vs_same_key_floor", .informational = true});
+  register_ratio({.label = "alternating blocks: decorated / raw floor on a key of the same length (cycles/s)",
+                  .subject = subject, .metric = "ratio_decorated_vs_same_key_floor", .informational = true});
   return true;
 }();
 
