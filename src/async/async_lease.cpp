@@ -6,13 +6,46 @@
 #include <asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "async/async_lock_impl.hpp"
+#include "common/diagnostics.hpp"
+#include "lock/eviction_check.hpp"
 #include "lock/lock_scripts.hpp"
 
 namespace lockon::detail {
 namespace {
 using Ended = AsyncConnection::Ended;
+
+constexpr std::chrono::milliseconds kEvictionCheckTimeout{300};
+
+// Whether this process has not asked the server at `endpoint` yet: each
+// server is asked once, like the blocking Lock's renewal lane does.
+bool first_eviction_check(const std::string& endpoint) {
+  static std::mutex& mutex = *new std::mutex;  // leaked: used until exit
+  static std::set<std::string>& asked = *new std::set<std::string>;
+  const std::lock_guard guard(mutex);
+  return asked.insert(endpoint).second;
+}
+
+// CONFIG GET maxmemory maxmemory-policy on the client's connection, then
+// the same warning as the blocking Lock's (lock/eviction_check.hpp). Runs
+// beside the renewals (a coroutine of its own), bounded by 300 ms; a
+// refused or unanswered CONFIG means no check. Never throws.
+asio::awaitable<void> check_eviction(std::shared_ptr<AsyncClientImpl> client) {
+  try {
+    auto answer = co_await client->command(kEvictionConfigGet, "CONFIG GET maxmemory",
+                                           AsyncClientImpl::Clock::now() + kEvictionCheckTimeout);
+    if (answer.ended != Ended::replied) co_return;
+    const std::string message = eviction_warning(client->endpoint(), *answer.reply);
+    if (!message.empty()) warn_once("eviction:" + client->endpoint(), message);
+  } catch (...) {
+    // NOPERM, a renamed CONFIG, an unreachable server: renewals say what matters.
+  }
+}
+
 }  // namespace
 
 struct AsyncLockImpl::Renewal {
@@ -39,6 +72,9 @@ void AsyncLockImpl::on_acquired(const Attempt& attempt) {
   if (options_.max_hold.count() > 0) renewal->hold_deadline = add_saturating(Clock::now(), options_.max_hold);
   renewal_ = renewal;
   asio::co_spawn(client_->executor(), renew_loop(shared_from_this(), std::move(renewal)), asio::detached);
+  // A Cluster's nodes are not asked (its command routing follows a key).
+  if (!client_->sharded() && first_eviction_check(client_->endpoint()))
+    asio::co_spawn(client_->executor(), check_eviction(client_), asio::detached);
 }
 
 void AsyncLockImpl::stop_renewal() noexcept {

@@ -1,6 +1,5 @@
 #include "lock/eviction_check.hpp"
 
-#include <array>
 #include <chrono>
 
 #include "client/client_impl.hpp"
@@ -21,29 +20,32 @@ std::string eviction_warning(std::string_view endpoint, std::string_view maxmemo
          "still runs (the holder is told at its next renewal). Use maxmemory-policy noeviction on lock servers.";
 }
 
+std::string eviction_warning(std::string_view endpoint, const redisReply& reply) {
+  if (reply.type != REDIS_REPLY_ARRAY) return {};  // NOPERM, renamed or disabled CONFIG: no check
+  std::string_view maxmemory, policy;
+  for (std::size_t i = 0; i + 1 < reply.elements; i += 2) {
+    const redisReply* name = reply.element[i];
+    const redisReply* value = reply.element[i + 1];
+    if (name->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING) continue;
+    const std::string_view field(name->str, name->len);
+    if (field == "maxmemory") maxmemory = std::string_view(value->str, value->len);
+    else if (field == "maxmemory-policy") policy = std::string_view(value->str, value->len);
+  }
+  return eviction_warning(endpoint, maxmemory, policy);
+}
+
 void check_eviction_policy(ClientImpl& client, const std::string& key) noexcept {
   try {
     const auto node = client.node_for(key);
     if (warned("eviction:" + node->endpoint())) return;
     auto connection = node->pool().borrow();
     connection->ensure_connected();
-    const std::array<std::string_view, 4> args{"CONFIG", "GET", "maxmemory", "maxmemory-policy"};
     // Bounded well below any lease: the renewals of this server wait behind
     // it (a server that does not answer in time breaks this connection only).
-    connection->append(args);
+    connection->append(kEvictionConfigGet);
     const ReplyPtr reply =
         connection->read_reply_until(std::chrono::steady_clock::now() + kCheckTimeout, "CONFIG GET maxmemory");
-    if (reply->type != REDIS_REPLY_ARRAY) return;  // NOPERM, renamed or disabled CONFIG: no check
-    std::string_view maxmemory, policy;
-    for (std::size_t i = 0; i + 1 < reply->elements; i += 2) {
-      const redisReply* name = reply->element[i];
-      const redisReply* value = reply->element[i + 1];
-      if (name->type != REDIS_REPLY_STRING || value->type != REDIS_REPLY_STRING) continue;
-      const std::string_view field(name->str, name->len);
-      if (field == "maxmemory") maxmemory = std::string_view(value->str, value->len);
-      else if (field == "maxmemory-policy") policy = std::string_view(value->str, value->len);
-    }
-    const std::string message = eviction_warning(node->endpoint(), maxmemory, policy);
+    const std::string message = eviction_warning(node->endpoint(), *reply);
     if (!message.empty()) warn_once("eviction:" + node->endpoint(), message);
   } catch (...) {
     // Unreachable or anything else: renewals will say what matters.
