@@ -91,22 +91,30 @@ struct Traffic {
   }
   void finish() {
     stop = true;
-    for (auto& thread : threads) thread.join();
+    for (auto& thread : threads)
+      if (thread.joinable()) thread.join();
   }
+  ~Traffic() { finish(); }  // also after a failed ASSERT
 };
+
+// 16 threads' calls through `pipeline` until 4,000 were answered: every
+// answer must be the caller's own and none may fail.
+void expect_clean_traffic(Pipeline& pipeline, const std::string& prefix) {
+  Traffic traffic;
+  traffic.start(pipeline, 16, prefix);
+  ASSERT_TRUE(eventually(10s, [&] { return traffic.calls.load() >= 4000; }));
+  traffic.finish();
+  EXPECT_EQ(traffic.wrong.load(), 0);
+  EXPECT_EQ(traffic.errors.load(), 0);
+  EXPECT_GT(pipeline.io_thread_batches(), 0u);
+}
 
 // The spin bound is generous so that sanitizer builds poll too.
 TEST(AutoPipelineSpin, RepliesCaughtWhilePollingReachTheirCallers) {
   RedisServer server;
   Client client(spin_options(server.port(), 20ms));
   Pipeline& pipeline = pipeline_of(client);
-  Traffic traffic;
-  traffic.start(pipeline, 16, "ap:spin:");
-  ASSERT_TRUE(eventually(10s, [&] { return traffic.calls.load() >= 4000; }));
-  traffic.finish();
-  EXPECT_EQ(traffic.wrong.load(), 0);
-  EXPECT_EQ(traffic.errors.load(), 0);
-  EXPECT_GT(pipeline.io_thread_batches(), 0u);
+  expect_clean_traffic(pipeline, "ap:spin:");
   EXPECT_GT(pipeline.replies_seen_polling(), 0u) << "the I/O thread never polled: the test would prove nothing";
 }
 
@@ -145,12 +153,7 @@ TEST(AutoPipelineSpin, ZeroNeverPolls) {
   RedisServer server;
   Client client(spin_options(server.port(), 0us));
   Pipeline& pipeline = pipeline_of(client);
-  Traffic traffic;
-  traffic.start(pipeline, 16, "ap:spin:off:");
-  ASSERT_TRUE(eventually(10s, [&] { return traffic.calls.load() >= 4000; }));
-  traffic.finish();
-  EXPECT_EQ(traffic.wrong.load(), 0);
-  EXPECT_GT(pipeline.io_thread_batches(), 0u);
+  expect_clean_traffic(pipeline, "ap:spin:off:");
   EXPECT_EQ(pipeline.replies_seen_polling(), 0u);
 }
 
