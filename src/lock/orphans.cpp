@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "client/client_impl.hpp"
@@ -58,7 +59,7 @@ std::size_t Orphans::pending() {
   std::size_t total = 0;
   for (State* s : {&locks(), &others()}) {
     std::lock_guard lock(s->mutex);
-    total += s->jobs.size();
+    total += s->jobs.size() + s->in_flight;
   }
   return total;
 }
@@ -136,36 +137,69 @@ std::vector<char> Orphans::clean(std::vector<Job>& jobs) noexcept {
 
 void Orphans::run(State& s) {
   std::unique_lock lock(s.mutex);
-  std::vector<Job> batch;
-  while (!s.stopping) {
+  while (true) {
+    // Lanes that ended: joined (each ends right after saying so).
+    for (const std::thread::id done : s.lanes_done) {
+      const auto it = std::find_if(s.lanes.begin(), s.lanes.end(), [&](const std::thread& t) { return t.get_id() == done; });
+      if (it == s.lanes.end()) continue;
+      it->join();
+      s.lanes.erase(it);
+    }
+    s.lanes_done.clear();
+    if (s.stopping) break;
     const auto now = Clock::now();
-    // The due jobs leave the queue in one pass (up to kBatch); the others
-    // keep their order.
-    batch.clear();
-    auto kept = s.jobs.begin();
+    // The due jobs of clients without a lane at work leave the queue in one
+    // pass (up to kBatch per client); the others keep their order.
+    std::map<const ClientImpl*, std::vector<Job>> due;
     auto next = Clock::time_point::max();
+    auto kept = s.jobs.begin();
     for (auto it = s.jobs.begin(); it != s.jobs.end(); ++it) {
-      if (it->due <= now && batch.size() < kBatch) {
-        batch.push_back(std::move(*it));
-        continue;
+      const ClientImpl* client = it->orphan.client.get();
+      const bool idle = s.busy.count(client) == 0;
+      if (idle && it->due <= now) {
+        std::vector<Job>& batch = due[client];
+        if (batch.size() < kBatch) {
+          batch.push_back(std::move(*it));
+          continue;
+        }
       }
-      next = std::min(next, it->due);
+      if (idle) next = std::min(next, it->due);  // a busy lane's end wakes us anyway
       if (kept != it) *kept = std::move(*it);
       ++kept;
     }
     s.jobs.erase(kept, s.jobs.end());
-    if (batch.empty()) {
-      if (next == Clock::time_point::max()) s.changed.wait(lock);
-      else s.changed.wait_until(lock, next);
-      continue;
+    for (auto& [client, batch] : due) {
+      auto jobs = std::make_shared<std::vector<Job>>(std::move(batch));
+      try {
+        s.lanes.emplace_back([&s, client = client, jobs] { work(s, client, std::move(*jobs)); });
+        s.busy.insert(client);
+        s.in_flight += jobs->size();
+      } catch (...) {
+        // No thread (or no memory): the jobs wait for a later round.
+        for (Job& job : *jobs) {
+          job.due = now + kMaxRetryInterval;
+          s.jobs.push_back(std::move(job));
+        }
+      }
     }
-    // The I/O runs without the mutex: adopt() never waits behind a server.
-    lock.unlock();
-    const std::vector<char> cleaned = clean(batch);
-    const auto after = Clock::now();
-    lock.lock();
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      Job& job = batch[i];
+    if (!due.empty()) continue;  // new lanes: look again (their jobs are gone)
+    if (next == Clock::time_point::max()) s.changed.wait(lock);
+    else s.changed.wait_until(lock, next);
+  }
+  // Stopping: the lanes end after their I/O (bounded by the socket timeouts).
+  std::vector<std::thread> lanes = std::move(s.lanes);
+  lock.unlock();
+  for (std::thread& lane : lanes) lane.join();
+}
+
+void Orphans::work(State& s, const ClientImpl* client, std::vector<Job> jobs) noexcept {
+  // The I/O runs without the mutex: adopt() never waits behind a server.
+  const std::vector<char> cleaned = clean(jobs);
+  const auto after = Clock::now();
+  {
+    std::lock_guard lock(s.mutex);
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      Job& job = jobs[i];
       if (cleaned[i] != 0) {
         // Unknown outcome: again kFollowUpSweep later, and kSecondSweep
         // after the first success.
@@ -180,7 +214,15 @@ void Orphans::run(State& s) {
       job.due = after + job.interval;
       s.jobs.push_back(std::move(job));
     }
+    s.in_flight -= jobs.size();
+    s.busy.erase(client);
+    try {
+      s.lanes_done.push_back(std::this_thread::get_id());
+    } catch (...) {
+      // No memory: this lane is joined when the queue stops instead.
+    }
   }
+  s.changed.notify_all();
 }
 
 }  // namespace lockon::detail

@@ -16,7 +16,8 @@
 // capped at kMaxRetryInterval, so a stall costs at most about that much
 // after the server is back. The due clean-ups go out together, one pipeline
 // per server, so thousands of orphans left by a stall cost a few round
-// trips, not one each. Because a request sent before a stall can still
+// trips, not one each; each client's on a thread of its own (a lane), so a
+// partitioned server delays only its own. Because a request sent before a stall can still
 // execute after our later clean-up (the server serves its connections in no
 // guaranteed order), an orphan of an unknown outcome is cleaned twice more:
 // kFollowUpSweep and kSecondSweep after the first success.
@@ -29,6 +30,7 @@
 #include <memory>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -85,25 +87,37 @@ class Orphans {
     int sweeps_left;
   };
 
-  // Everything the thread shares, per process: a child forked while the
-  // thread ran (or while the mutex was held) starts from a fresh State and
-  // leaves its copy of the parent's untouched (its thread does not exist
-  // there; destroying it would wait for it forever).
+  // Everything the threads share, per process: a child forked while they
+  // ran (or while the mutex was held) starts from a fresh State and leaves
+  // its copy of the parent's untouched (its threads do not exist there;
+  // destroying it would wait for them forever).
   struct State {
     std::mutex mutex;
     std::condition_variable changed;
-    std::vector<Job> jobs;
+    std::vector<Job> jobs;      // waiting for their due time or their client's lane
+    std::size_t in_flight = 0;  // jobs a lane is cleaning now
+    // Clients with a lane at work: their other jobs wait, so a client's
+    // clean-ups run one batch at a time, and a server that hangs (a
+    // partition, a paused process) holds its own lane only.
+    std::set<const ClientImpl*> busy;
+    std::vector<std::thread> lanes;             // joined by the dispatcher
+    std::vector<std::thread::id> lanes_done;  // lanes that ended, to join
     bool stopping = false;
-    std::thread thread;
+    std::thread thread;  // the dispatcher (run)
   };
 
   Orphans();
-  // Two queues, a thread each: a Lock's clean-ups (pipelined, quick) never
-  // wait behind the others (a Redlock release retried on a paused node
-  // takes per_node_timeout per attempt).
+  // Two queues: a Lock's clean-ups (pipelined, quick) and the others (a
+  // Redlock release retried on a paused node takes per_node_timeout per
+  // attempt).
   State& locks() { return locks_.get([] { return std::make_unique<State>(); }); }
   State& others() { return others_.get([] { return std::make_unique<State>(); }); }
+  // The dispatcher: hands each client's due jobs (up to kBatch) to a lane
+  // thread of their own, and joins the lanes that ended.
   static void run(State& state);
+  // One lane: cleans `jobs` (all of one client), then files them again or
+  // drops them, and frees the client's lane.
+  static void work(State& state, const ClientImpl* client, std::vector<Job> jobs) noexcept;
   // Runs each job's clean-up (standard ones pipelined per server); returns,
   // per job, whether it succeeded.
   static std::vector<char> clean(std::vector<Job>& jobs) noexcept;
