@@ -169,17 +169,25 @@ void Orphans::run(State& s) {
     }
     s.jobs.erase(kept, s.jobs.end());
     for (auto& [client, batch] : due) {
+      // Counted before the lane starts: it moves the jobs out at once.
+      const std::size_t count = batch.size();
       auto jobs = std::make_shared<std::vector<Job>>(std::move(batch));
+      bool started = false;
       try {
-        s.lanes.emplace_back([&s, client = client, jobs] { work(s, client, std::move(*jobs)); });
         s.busy.insert(client);
-        s.in_flight += jobs->size();
+        s.lanes.emplace_back([&s, client = client, jobs] { work(s, client, std::move(*jobs)); });
+        started = true;
       } catch (...) {
-        // No thread (or no memory): the jobs wait for a later round.
-        for (Job& job : *jobs) {
-          job.due = now + kMaxRetryInterval;
-          s.jobs.push_back(std::move(job));
-        }
+        // No thread (or no memory); nothing started: the jobs wait for a later round.
+        s.busy.erase(client);
+      }
+      if (started) {
+        s.in_flight += count;
+        continue;
+      }
+      for (Job& job : *jobs) {
+        job.due = now + kMaxRetryInterval;
+        s.jobs.push_back(std::move(job));
       }
     }
     if (!due.empty()) continue;  // new lanes: look again (their jobs are gone)
