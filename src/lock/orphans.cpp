@@ -55,6 +55,12 @@ void Orphans::adopt(Orphan orphan) noexcept {
   }
 }
 
+std::size_t Orphans::peak_lanes() {
+  State& s = locks();
+  std::lock_guard lock(s.mutex);
+  return s.peak_lanes;
+}
+
 std::size_t Orphans::pending() {
   std::size_t total = 0;
   for (State* s : {&locks(), &others()}) {
@@ -156,14 +162,17 @@ void Orphans::run(State& s) {
     for (auto it = s.jobs.begin(); it != s.jobs.end(); ++it) {
       const ClientImpl* client = it->orphan.client.get();
       const bool idle = s.busy.count(client) == 0;
-      if (idle && it->due <= now) {
+      // A client gets a lane while there is one to spare.
+      if (idle && it->due <= now && (due.count(client) != 0 || s.busy.size() + due.size() < kMaxLanes)) {
         std::vector<Job>& batch = due[client];
         if (batch.size() < kBatch) {
           batch.push_back(std::move(*it));
           continue;
         }
       }
-      if (idle) next = std::min(next, it->due);  // a busy lane's end wakes us anyway
+      // Due but not taken (its client's lane at work, no lane to spare, or
+      // its batch full): a lane's end wakes us. Not due: its time does.
+      if (it->due > now) next = std::min(next, it->due);
       if (kept != it) *kept = std::move(*it);
       ++kept;
     }
@@ -183,6 +192,7 @@ void Orphans::run(State& s) {
       }
       if (started) {
         s.in_flight += count;
+        s.peak_lanes = std::max(s.peak_lanes, s.busy.size());
         continue;
       }
       for (Job& job : *jobs) {

@@ -64,6 +64,9 @@ class Orphans {
   static constexpr std::chrono::milliseconds kSecondSweep{1000};
   /// At most this many clean-ups per round (one pipeline per server).
   static constexpr std::size_t kBatch = 256;
+  /// At most this many lanes (threads) at work per queue: the clients
+  /// beyond wait for a lane to end.
+  static constexpr std::size_t kMaxLanes = 8;
   /// Queue entries expire by then anyway (the queue's TTL).
   static constexpr std::chrono::minutes kGiveUpAfter{10};
 
@@ -75,6 +78,8 @@ class Orphans {
 
   /// Orphans not yet cleaned (for tests and diagnostics).
   std::size_t pending();
+  /// The most lanes that were at work at once in the Lock queue (tests).
+  std::size_t peak_lanes();
 
   ~Orphans();
 
@@ -102,6 +107,7 @@ class Orphans {
     std::set<const ClientImpl*> busy;
     std::vector<std::thread> lanes;             // joined by the dispatcher
     std::vector<std::thread::id> lanes_done;  // lanes that ended, to join
+    std::size_t peak_lanes = 0;
     bool stopping = false;
     std::thread thread;  // the dispatcher (run)
   };

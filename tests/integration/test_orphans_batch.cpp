@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -121,6 +122,43 @@ TEST_F(OrphansBatch, APartitionedServerDoesNotDelayAnotherServersOrphans) {
   for (long long ms : freed_ms) all += " " + std::to_string(ms);
   std::printf("[orphans] healthy server's orphans freed after (ms):%s, beside a partitioned server\n", all.c_str());
   for (long long ms : freed_ms) EXPECT_LT(ms, 300) << "freed after:" << all;
+}
+
+// Attacks: 40 clients (as many lanes wanted) with orphans at once, each
+// behind 2 ms round trips. At most Orphans::kMaxLanes lanes (threads) may
+// be at work together, and every key must still be freed promptly (the
+// clients beyond wait for a lane to end: 40 / 8 rounds of ~2-5 ms).
+// Sabotage, the cap's condition removed: 40 lanes at once (caught).
+TEST_F(OrphansBatch, ManyClientsShareABoundedNumberOfLanes) {
+  constexpr int kClients = 40;
+  FaultProxy proxy(server().host(), server().port());
+  proxy.set_latency(1ms);
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(std::make_unique<Client>(proxy.url()));
+    clients.back()->ping();
+  }
+  std::vector<std::string> exists{"EXISTS"};
+  for (int c = 0; c < kClients; ++c) {
+    for (int i = 0; i < 5; ++i) {
+      exists.push_back(key("many-" + std::to_string(c) + "-" + std::to_string(i)));
+      raw({"SET", exists.back(), "token", "PX", "60000"});
+    }
+  }
+  const auto adopted = std::chrono::steady_clock::now();
+  for (int c = 0; c < kClients; ++c)
+    for (int i = 0; i < 5; ++i)
+      Orphans::instance().adopt(detail::Orphan{clients[c]->impl(),
+                                               detail::lock_script_keys(exists[1 + 5 * c + i]),
+                                               "-|-|60000|0|token", false});
+  ASSERT_TRUE(eventually(10s, [&] { return raw(exists).integer == 0; }))
+      << raw(exists).integer << " keys still held 10 s after adoption";
+  const long long took = ms_since(adopted);
+  std::printf("[orphans] %d clients' orphans freed after %lld ms; at most %zu lanes at once\n", kClients, took,
+              Orphans::instance().peak_lanes());
+  EXPECT_LE(Orphans::instance().peak_lanes(), Orphans::kMaxLanes);
+  EXPECT_GE(Orphans::instance().peak_lanes(), 2u) << "the lanes never ran side by side: the test proves nothing";
+  EXPECT_LT(took, 1000);
 }
 
 }  // namespace
