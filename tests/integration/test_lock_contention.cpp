@@ -269,9 +269,16 @@ TEST_F(LockContention, ReleasingHolderDoesNotRetakeWhileOthersWait) {
   std::mutex mutex;
   std::vector<int> order;
   std::atomic<int> taken{0};
+  std::atomic<int> ready{0};
   ThreadGroup group;
   group.run(4, [&](int i) {
     Lock lock(client(), name, {.ttl = 10s});
+    // All four start together: a thread still starting while the first one
+    // cycles alone is not a FIFO failure (CI, ctest -j2: 139 of 399 repeats
+    // in a 34 ms run; alone 1-3).
+    ++ready;
+    const auto give_up = Clock::now() + 10s;
+    while (ready.load() < 4 && Clock::now() < give_up) std::this_thread::yield();
     while (taken.load() < kTotal) {
       const LockGuard guard(lock, 20s);
       ++taken;
