@@ -54,11 +54,12 @@ struct AsyncLockImpl::Renewal {
   bool stopped = false;
   std::string token;
   bool with_record = false;  // the acquisition wrote a holder record: renew it too
+  std::string queued_as;     // AsyncLockImpl::on_acquired
   std::shared_ptr<LeaseSignal> lease;
   Clock::time_point hold_deadline = Clock::time_point::max();
 };
 
-void AsyncLockImpl::on_acquired(const Attempt& attempt) {
+void AsyncLockImpl::on_acquired(const Attempt& attempt, std::string queued_as) {
   held_ = true;
   fence_ = attempt.fence;
   lease_ = std::make_shared<LeaseSignal>(name(), options_.on_lost);
@@ -68,6 +69,7 @@ void AsyncLockImpl::on_acquired(const Attempt& attempt) {
   auto renewal = std::make_shared<Renewal>(client_->executor());
   renewal->token = token_;
   renewal->with_record = !record_.empty();
+  renewal->queued_as = std::move(queued_as);
   renewal->lease = lease_;
   if (options_.max_hold.count() > 0) renewal->hold_deadline = add_saturating(Clock::now(), options_.max_hold);
   renewal_ = renewal;
@@ -94,7 +96,10 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
   const auto retry = std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(250));
   auto next = add_saturating(Clock::now(), period);
   std::array<std::string_view, 2> storage;
-  const auto lock_key = self->lease_keys(storage, renewal->with_record);
+  auto lock_key = self->lease_keys(storage, renewal->with_record);
+  // Queued: also the hand-over record, kept alive while it names us.
+  const std::array<std::string_view, 3> queued_keys{self->keys_[0], self->keys_[4], self->keys_[6]};
+  if (!renewal->queued_as.empty()) lock_key = queued_keys;
   const std::string ttl_text = self->ttl_text_;
   while (true) {
     if (next >= renewal->hold_deadline) next = std::max(renewal->lease->lease_end(), renewal->hold_deadline);
@@ -119,7 +124,8 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
       renewal->lease->declare_lost(LossReason::max_hold, "max_hold ended renewal and the lease ran out");
       co_return;
     }
-    const std::array<std::string_view, 3> args{renewal->token, ttl_text, "1"};
+    const std::array<std::string_view, 4> all_args{renewal->token, ttl_text, "1", renewal->queued_as};
+    const auto args = std::span<const std::string_view>(all_args).first(renewal->queued_as.empty() ? 3 : 4);
     try {
       auto answer = co_await self->client_->script(scripts::renew(), lock_key, args, "renew lock",
                                                    renewal->lease->lease_end());

@@ -299,8 +299,20 @@ const Script& renew() {
       // GT: the watchdog never shortens a lease the owner extended by hand.
       "if ARGV[3] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')\n"
       "else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
-      // The holder record (KEYS[2] when exactly two keys) expires with the lease.
-      "if #KEYS == 2 then local p = redis.call('PTTL', KEYS[1]) if p > 0 then redis.call('PEXPIRE', KEYS[2], p) end end\n"
+      "if #KEYS >= 2 then\n"
+      "  local p = redis.call('PTTL', KEYS[1])\n"
+      "  if p > 0 then\n"
+      // The holder record (KEYS[2]) expires with the lease.
+      "    redis.call('PEXPIRE', KEYS[2], p)\n"
+      // The record of the hand-over to this holder's process (KEYS[3],
+      // while it names ARGV[4]) outlives the lease by one ttl, as a
+      // hand-over writes it: a holder paused past its lease then has its
+      // process's other waiters dropped (drop_lapsed), however long it held.
+      "    if #KEYS >= 3 and redis.call('GET', KEYS[3]) == ARGV[4] then\n"
+      "      redis.call('PEXPIRE', KEYS[3], p + tonumber(ARGV[2]))\n"
+      "    end\n"
+      "  end\n"
+      "end\n"
       "return 1\n");
   return script;
 }

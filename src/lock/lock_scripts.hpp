@@ -112,8 +112,11 @@ const Script& release(bool sharded = false);
 /// Returns 1 if extended, 0 if not owned, -1 if the key has no expiry.
 const Script& extend();
 
-/// KEYS: lock. ARGV: token, ttl ms, only-grow ("1": PEXPIRE GT, never
-/// shortening a hand-extended lease; "0": reset to ttl). Returns 1 or 0.
+/// KEYS: lock [, holder record [, hand-over subscriber record]]. ARGV:
+/// token, ttl ms, only-grow ("1": PEXPIRE GT, never shortening a
+/// hand-extended lease; "0": reset to ttl) [, the holder's subscriber id].
+/// The holder record expires with the lease; the hand-over subscriber
+/// record, if it names that subscriber id, one ttl after. Returns 1 or 0.
 const Script& renew();
 
 /// KEYS: holder record. ARGV: record. Deletes the key if it still holds

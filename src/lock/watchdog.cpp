@@ -75,21 +75,27 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
   try {
     auto connection = node.pool().borrow();
     std::vector<std::string> ttls;
-    std::vector<std::string> whos;  // holder records: expire with the lease
-    std::vector<std::array<std::string_view, 2>> keys;
-    std::vector<std::array<std::string_view, 3>> args;
+    std::vector<std::string> whos;      // holder records: expire with the lease
+    std::vector<std::string> handeds;   // hand-over records: kept while they name us
+    std::vector<std::array<std::string_view, 3>> keys;
+    std::vector<std::array<std::string_view, 4>> args;
     std::vector<ScriptCall> calls;
     ttls.reserve(which.size());
     whos.reserve(which.size());
+    handeds.reserve(which.size());
     keys.reserve(which.size());
     args.reserve(which.size());
     calls.reserve(which.size());
     for (const std::size_t i : which) {
-      ttls.push_back(std::to_string(entries[i]->ttl.count()));
-      whos.push_back(companion_key(entries[i]->name, "who"));
-      keys.push_back({entries[i]->name, whos.back()});
-      args.push_back({entries[i]->token, ttls.back(), "1"});
-      calls.push_back({keys.back(), args.back()});
+      const RenewalEntry& entry = *entries[i];
+      ttls.push_back(std::to_string(entry.ttl.count()));
+      whos.push_back(companion_key(entry.name, "who"));
+      handeds.push_back(entry.queued_as.empty() ? std::string() : companion_key(entry.name, "hs"));
+      keys.push_back({entry.name, whos.back(), handeds.back()});
+      args.push_back({entry.token, ttls.back(), "1", entry.queued_as});
+      const std::size_t used = entry.queued_as.empty() ? 2 : 3;
+      calls.push_back({std::span<const std::string_view>(keys.back()).first(used),
+                       std::span<const std::string_view>(args.back()).first(used + 1)});
     }
     const std::vector<ReplyPtr> replies = eval_pipelined(*connection, scripts::renew(), calls, "renew lease");
     for (std::size_t n = 0; n < which.size(); ++n) {

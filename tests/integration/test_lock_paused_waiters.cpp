@@ -72,5 +72,46 @@ TEST_F(LockPausedWaiters, PausedProcessWithTwoWaitersCostsOneLeaseNotTwo) {
   paused.wait(5s);
 }
 
+// The same after a long hold: a process handed the key keeps it, renewed,
+// for longer than the hand-over's record of it lives (2 x ttl), with
+// another of its threads queued behind it; then it is paused. Its lease
+// lapses; the next waiter must not hand the key to the paused process's
+// queued thread for another lease. The renewals keep that record alive
+// while they name the renewer's process.
+TEST_F(LockPausedWaiters, PausedHolderAfterALongHoldCostsOneLeaseNotTwo) {
+  const std::string name = key("lock");
+  constexpr auto kLease = 400ms;
+  Lock holder(client(), name, {.ttl = 30s, .wait_poll_interval = 60s});
+  ASSERT_TRUE(holder.try_lock());
+  Child paused = spawn(worker_argv("wait_hold_threads", {server().url(), name, "400", "2"}));
+  ASSERT_TRUE(eventually(10s, [&] { return queue_length(name) == 2; })) << paused.stderr_text();
+  std::atomic<long long> acquired_ns{0};
+  std::thread waiter([&] {
+    const Client own(server().url());
+    Lock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
+    if (lock.try_lock_for(10s)) {
+      acquired_ns = ns_of(Clock::now());
+      lock.unlock();
+    }
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 3; }));
+  holder.release();  // handed to the worker's first thread, which holds it
+  ASSERT_TRUE(paused.wait_for_output("acquired", 5s)) << paused.stderr_text();
+  std::this_thread::sleep_for(kLease * 3);  // past the hand-over record's 2 x ttl
+  EXPECT_FALSE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
+      << "the record of the hand-over to the holding process lapsed while it held the key";
+  paused.kill(SIGSTOP);
+  const auto stopped = Clock::now();
+  waiter.join();
+  paused.kill(SIGCONT);
+  ASSERT_NE(acquired_ns.load(), 0) << "the third waiter never got the lock";
+  const long long took_ms = (acquired_ns.load() - ns_of(stopped)) / 1'000'000;
+  std::cout << "third waiter behind a paused holder (held " << (kLease * 3).count()
+            << " ms) with one more waiter: " << took_ms << " ms (lease " << kLease.count() << " ms)\n";
+  EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+  paused.kill(SIGKILL);
+  paused.wait(5s);
+}
+
 }  // namespace
 }  // namespace lockon::test

@@ -18,6 +18,10 @@
 //   wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS
 //       THREADS threads of this process each try_lock_for(TIMEOUT_MS) with a
 //       TTL_MS lease, releasing at once; prints "ready" when they started.
+//   wait_hold_threads URL LOCK TTL_MS THREADS
+//       THREADS threads of this process each wait for LOCK (TTL_MS lease,
+//       auto-renewed); the one that gets it prints "acquired" and holds it
+//       until SIGKILLed (gives up after 60 s); the others stay queued.
 //   fence URL LOCK N LIST
 //       N fenced acquisitions; while holding, RPUSHes the fence to LIST.
 //       Prints "fences <first> <last>".
@@ -144,6 +148,28 @@ LOCKON_WORKER_COMMAND(wait_acquire_threads)(const std::vector<std::string>& args
   std::cout << "ready" << std::endl;
   for (auto& thread : threads) thread.join();
   return 0;
+}
+
+// A process that holds LOCK (got by hand-over when another holds it now)
+// while more of its threads wait behind it.
+LOCKON_WORKER_COMMAND(wait_hold_threads)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return usage("wait_hold_threads URL LOCK TTL_MS THREADS");
+  const lockon::Client client(args[0]);
+  client.ping();
+  std::vector<std::thread> threads;
+  for (long long t = 0; t < to_number(args[3]); ++t) {
+    threads.emplace_back([&] {
+      lockon::Lock lock(client, args[1], {.ttl = std::chrono::milliseconds(to_number(args[2]))});
+      if (!lock.try_lock_for(std::chrono::seconds(60))) return;
+      std::cout << "acquired" << std::endl;
+      // Bounded "forever": the test SIGKILLs us long before this ends.
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      lock.unlock();
+    });
+  }
+  std::cout << "ready" << std::endl;
+  for (auto& thread : threads) thread.join();
+  return 1;
 }
 
 LOCKON_WORKER_COMMAND(fence)(const std::vector<std::string>& args) -> int {
