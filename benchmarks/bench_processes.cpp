@@ -11,7 +11,10 @@
 // one machine), so the machine's drift hits both alike. Each worker reports
 // per block: its critical sections, the counter value it wrote in each (the
 // global order, for same-holder re-takes), each acquire's wait, and its
-// context switches and CPU time (getrusage, all threads).
+// context switches and CPU time (getrusage, all threads); and, per critical
+// section, when its acquire returned and its release began (µs into the
+// block, comparable across processes) and how long its GET + SET took:
+// where a critical section's time goes (hand-over vs. round trips).
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
 #include <sys/resource.h>
@@ -136,12 +139,18 @@ int run_worker(L& lock, Raw& data, const std::string& counter_prefix, const std:
     const auto stop = from_ns(blocks[b].second);
     std::vector<long long> seqs;
     std::vector<long long> waits;
+    std::vector<long long> acquired_at, releasing_at, data_us;  // phases, µs (see the top)
+    const auto block_start = from_ns(blocks[b].first);
+    const auto us_since = [](Clock::time_point from, Clock::time_point to) {
+      return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
+    };
     std::vector<std::pair<long long, long long>> slow;  // (µs into the block, wait µs) of waits > 2 ms
     const auto began = Clock::now();
     const Usage before = Usage::now();
     while (Clock::now() < stop) {
       const auto t0 = Clock::now();
       lock.acquire();
+      const auto acquired = Clock::now();
       waits.push_back(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
       if (waits.back() > 2000)
         slow.push_back({std::chrono::duration_cast<std::chrono::microseconds>(t0 - began).count(), waits.back()});
@@ -149,6 +158,10 @@ int run_worker(L& lock, Raw& data, const std::string& counter_prefix, const std:
       const long long next = (value->type == REDIS_REPLY_STRING ? std::stoll(value->str) : 0) + 1;
       data.run({"SET", counter, std::to_string(next)});
       seqs.push_back(next);
+      const auto releasing = Clock::now();
+      acquired_at.push_back(us_since(block_start, acquired));
+      releasing_at.push_back(us_since(block_start, releasing));
+      data_us.push_back(us_since(acquired, releasing));
       lock.release();
     }
     const Usage after = Usage::now();
@@ -157,6 +170,10 @@ int run_worker(L& lock, Raw& data, const std::string& counter_prefix, const std:
     for (const long long s : seqs) out << ' ' << s;
     out << "\nwait";
     for (const long long w : waits) out << ' ' << w;
+    for (const auto& [tag, values] : {std::pair{"acq", &acquired_at}, {"rel", &releasing_at}, {"data", &data_us}}) {
+      out << '\n' << tag;
+      for (const long long v : *values) out << ' ' << v;
+    }
     out << "\nslow";  // for reading by hand (docs/benchmarks.md)
     for (const auto& [at, w] : slow) out << ' ' << at << ':' << w;
     out << '\n';
@@ -171,6 +188,16 @@ struct KindResult {
   long long critical_sections = 0, retakes = 0, voluntary = 0, involuntary = 0, server_calls = 0;
   double seconds = 0, cpu_s = 0, server_cpu_s = 0;
   std::vector<double> waits_us;
+  std::vector<double> data_us;      // a critical section's GET + SET
+  std::vector<double> handover_us;  // a release begins -> the next holder's acquire returns
+};
+
+// One critical section as the parent pieces it together.
+struct Section {
+  long long seq = 0;
+  int worker = 0;
+  long long acquired_us = 0, releasing_us = 0;
+  bool operator<(const Section& other) const { return seq < other.seq; }
 };
 
 double percentile(std::vector<double> values, double p) {
@@ -181,7 +208,7 @@ double percentile(std::vector<double> values, double p) {
 
 // Parses the workers' reports of one kind and checks the counters.
 void collect(std::vector<lockon::test::Child>& children, Raw& admin, const std::string& counter_prefix, KindResult& r) {
-  std::vector<std::vector<std::pair<long long, int>>> order(kBlocks + 1);  // per block: (seq, worker)
+  std::vector<std::vector<Section>> order(kBlocks + 1);  // per block
   std::vector<long long> totals(kBlocks + 1, 0);
   for (std::size_t w = 0; w < children.size(); ++w) {
     const auto result = children[w].wait(60s);
@@ -189,6 +216,7 @@ void collect(std::vector<lockon::test::Child>& children, Raw& admin, const std::
     std::istringstream in(result.out);
     std::string line;
     int block = -1;
+    std::size_t first = 0;  // this worker's first section of the block in order[block]
     while (std::getline(in, line)) {
       std::istringstream fields(line);
       std::string tag;
@@ -203,7 +231,16 @@ void collect(std::vector<lockon::test::Child>& children, Raw& admin, const std::
         r.involuntary += invol;
         r.cpu_s += cpu;
       } else if (tag == "seq") {
-        for (long long s = 0; fields >> s;) order[static_cast<std::size_t>(block)].push_back({s, static_cast<int>(w)});
+        auto& sections = order[static_cast<std::size_t>(block)];
+        first = sections.size();
+        for (long long s = 0; fields >> s;) sections.push_back({s, static_cast<int>(w)});
+      } else if (tag == "acq" || tag == "rel") {
+        auto& sections = order[static_cast<std::size_t>(block)];
+        std::size_t i = first;
+        for (long long us = 0; fields >> us && i < sections.size(); ++i)
+          (tag == "acq" ? sections[i].acquired_us : sections[i].releasing_us) = us;
+      } else if (tag == "data" && block > 0) {
+        for (long long us = 0; fields >> us;) r.data_us.push_back(static_cast<double>(us));
       } else if (tag == "slow" && std::getenv("LOCKON_BENCH_SLOW") != nullptr && line.size() > 4) {
         std::cerr << counter_prefix << " worker " << w << " block " << block << " (µs into it:wait µs):" << line.substr(4)
                   << '\n';
@@ -220,7 +257,11 @@ void collect(std::vector<lockon::test::Child>& children, Raw& admin, const std::
     if (b == 0) continue;  // warm-up
     auto& o = order[static_cast<std::size_t>(b)];
     std::sort(o.begin(), o.end());
-    for (std::size_t i = 1; i < o.size(); ++i) r.retakes += o[i].second == o[i - 1].second ? 1 : 0;
+    for (std::size_t i = 1; i < o.size(); ++i) {
+      r.retakes += o[i].worker == o[i - 1].worker ? 1 : 0;
+      if (o[i].seq == o[i - 1].seq + 1)
+        r.handover_us.push_back(static_cast<double>(o[i].acquired_us - o[i - 1].releasing_us));
+    }
     r.critical_sections += count;
   }
   r.seconds = kBlocks * std::chrono::duration<double>(kBlock).count();
@@ -255,6 +296,8 @@ void report(benchmark::State& state, const std::string& prefix, const KindResult
   state.counters[prefix + "cpu_us_per_cs"] = 1e6 * r.cpu_s / cs;
   state.counters[prefix + "server_cpu_us_per_cs"] = 1e6 * r.server_cpu_s / cs;
   state.counters[prefix + "server_calls_per_cs"] = static_cast<double>(r.server_calls) / cs;
+  state.counters[prefix + "data_p50_us"] = percentile(r.data_us, 0.5);
+  state.counters[prefix + "handover_p50_us"] = percentile(r.handover_us, 0.5);
 }
 
 void BM_ContentionProcesses(benchmark::State& state) {
@@ -335,6 +378,14 @@ const bool registered = [] {
     register_ratio({.label = ways + "client CPU µs per critical section, lockon / handoff_spin 0", .subject = subject,
                     .baseline = subject, .metric = "lockon_cpu_us_per_cs",
                     .baseline_metric = "sleep_cpu_us_per_cs", .informational = true});
+    // Where a critical section's time goes (docs/benchmarks.md, session 12):
+    // its two raw round trips, and release -> next holder's acquire.
+    register_ratio({.label = ways + "GET + SET inside, p50 µs, lockon / raw spin", .subject = subject,
+                    .baseline = subject, .metric = "lockon_data_p50_us", .baseline_metric = "spin_data_p50_us",
+                    .informational = true});
+    register_ratio({.label = ways + "release -> next acquire returns, p50 µs, lockon / raw spin", .subject = subject,
+                    .baseline = subject, .metric = "lockon_handover_p50_us",
+                    .baseline_metric = "spin_handover_p50_us", .informational = true});
   }
   return true;
 }();

@@ -95,7 +95,7 @@ namespace {
   "end\n"
 
 // KEYS[7] names the process (subscriber id) the last hand-over went to,
-// for two leases. K found free with waiters queued means its lease lapsed:
+// for two leases, kept so by its renewals while it holds (renew()). K found free with waiters queued means its lease lapsed:
 // if that process was handed K and let it lapse, it is paused or gone, and
 // each of its other queued waiters would be handed K for one more lease in
 // turn (verify --seed 29: a 6 s gap). Its entries are dropped instead; its
