@@ -30,6 +30,19 @@ long long ns_of(Clock::time_point t) {
 class LockPausedWaiters : public ClientTest {
  protected:
   long long queue_length(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "q")}).integer; }
+
+  // Another process's waiter (its own Client), polling every 50 ms: sets
+  // `acquired_ns` to the moment it got the lock (0: never).
+  std::thread third_waiter(const std::string& name, std::atomic<long long>& acquired_ns, std::chrono::seconds timeout) {
+    return std::thread([this, name, &acquired_ns, timeout] {
+      const Client own(server().url());
+      Lock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
+      if (lock.try_lock_for(timeout)) {
+        acquired_ns = ns_of(Clock::now());
+        lock.unlock();
+      }
+    });
+  }
 };
 
 // A paused process with two waiters queued: the release hands the key to
@@ -48,14 +61,7 @@ TEST_F(LockPausedWaiters, PausedProcessWithTwoWaitersCostsOneLeaseNotTwo) {
   Child paused = spawn(worker_argv("wait_acquire_threads", {server().url(), name, "800", "2", "20000"}));
   ASSERT_TRUE(eventually(10s, [&] { return queue_length(name) == 2; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter([&] {
-    const Client own(server().url());
-    Lock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
-    if (lock.try_lock_for(8s)) {
-      acquired_ns = ns_of(Clock::now());
-      lock.unlock();
-    }
-  });
+  std::thread waiter = third_waiter(name, acquired_ns, 8s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 3; }));
   paused.kill(SIGSTOP);
   const auto released = Clock::now();
@@ -86,14 +92,7 @@ TEST_F(LockPausedWaiters, PausedHolderAfterALongHoldCostsOneLeaseNotTwo) {
   Child paused = spawn(worker_argv("wait_hold_threads", {server().url(), name, "400", "2"}));
   ASSERT_TRUE(eventually(10s, [&] { return queue_length(name) == 2; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter([&] {
-    const Client own(server().url());
-    Lock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
-    if (lock.try_lock_for(10s)) {
-      acquired_ns = ns_of(Clock::now());
-      lock.unlock();
-    }
-  });
+  std::thread waiter = third_waiter(name, acquired_ns, 10s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 3; }));
   holder.release();  // handed to the worker's first thread, which holds it
   ASSERT_TRUE(paused.wait_for_output("acquired", 5s)) << paused.stderr_text();

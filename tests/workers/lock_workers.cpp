@@ -132,21 +132,32 @@ LOCKON_WORKER_COMMAND(wait_acquire)(const std::vector<std::string>& args) -> int
   return 0;
 }
 
-// THREADS threads of one process (one Client, one subscriber) each wait for
-// LOCK with a TTL_MS lease: a process with several waiters queued on a key.
-LOCKON_WORKER_COMMAND(wait_acquire_threads)(const std::vector<std::string>& args) -> int {
-  if (args.size() != 5) return usage("wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS");
+// THREADS (args[3]) threads of one process (one Client, one subscriber)
+// each wait up to `timeout` for LOCK (args[1]) with a TTL_MS (args[2])
+// lease and run `holding(lock)` if they got it: a process with several
+// waiters queued on a key. Prints "ready" once they started.
+namespace {
+
+template <class Holding>
+void wait_in_threads(const std::vector<std::string>& args, std::chrono::milliseconds timeout, Holding holding) {
   const lockon::Client client(args[0]);
   client.ping();
   std::vector<std::thread> threads;
   for (long long t = 0; t < to_number(args[3]); ++t) {
     threads.emplace_back([&] {
       lockon::Lock lock(client, args[1], {.ttl = std::chrono::milliseconds(to_number(args[2]))});
-      if (lock.try_lock_for(std::chrono::milliseconds(to_number(args[4])))) lock.unlock();
+      if (lock.try_lock_for(timeout)) holding(lock);
     });
   }
   std::cout << "ready" << std::endl;
   for (auto& thread : threads) thread.join();
+}
+
+}  // namespace
+
+LOCKON_WORKER_COMMAND(wait_acquire_threads)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 5) return usage("wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS");
+  wait_in_threads(args, std::chrono::milliseconds(to_number(args[4])), [](lockon::Lock& lock) { lock.unlock(); });
   return 0;
 }
 
@@ -154,21 +165,12 @@ LOCKON_WORKER_COMMAND(wait_acquire_threads)(const std::vector<std::string>& args
 // while more of its threads wait behind it.
 LOCKON_WORKER_COMMAND(wait_hold_threads)(const std::vector<std::string>& args) -> int {
   if (args.size() != 4) return usage("wait_hold_threads URL LOCK TTL_MS THREADS");
-  const lockon::Client client(args[0]);
-  client.ping();
-  std::vector<std::thread> threads;
-  for (long long t = 0; t < to_number(args[3]); ++t) {
-    threads.emplace_back([&] {
-      lockon::Lock lock(client, args[1], {.ttl = std::chrono::milliseconds(to_number(args[2]))});
-      if (!lock.try_lock_for(std::chrono::seconds(60))) return;
-      std::cout << "acquired" << std::endl;
-      // Bounded "forever": the test SIGKILLs us long before this ends.
-      std::this_thread::sleep_for(std::chrono::seconds(60));
-      lock.unlock();
-    });
-  }
-  std::cout << "ready" << std::endl;
-  for (auto& thread : threads) thread.join();
+  wait_in_threads(args, std::chrono::seconds(60), [](lockon::Lock& lock) {
+    std::cout << "acquired" << std::endl;
+    // Bounded "forever": the test SIGKILLs us long before this ends.
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    lock.unlock();
+  });
   return 1;
 }
 
