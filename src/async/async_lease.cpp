@@ -54,7 +54,7 @@ struct AsyncLockImpl::Renewal {
   bool stopped = false;
   std::string token;
   bool with_record = false;  // the acquisition wrote a holder record: renew it too
-  std::string queued_as;     // AsyncLockImpl::on_acquired
+  std::string queued_as;     // AsyncLockImpl::on_acquired; else the client's subscriber, if made
   std::shared_ptr<LeaseSignal> lease;
   Clock::time_point hold_deadline = Clock::time_point::max();
 };
@@ -96,10 +96,11 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
   const auto retry = std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(250));
   auto next = add_saturating(Clock::now(), period);
   std::array<std::string_view, 2> storage;
-  auto lock_key = self->lease_keys(storage, renewal->with_record);
-  // Queued: also the hand-over record, kept alive while it names us.
-  const std::array<std::string_view, 3> queued_keys{self->keys_[0], self->keys_[4], self->keys_[6]};
-  if (!renewal->queued_as.empty()) lock_key = queued_keys;
+  const auto lock_key = self->lease_keys(storage, renewal->with_record);
+  // Also the record naming the process to drop if the lease lapses
+  // ({K}:hs: a hand-over to us, or a waiter of ours queued behind us),
+  // kept alive while it names us (scripts::renew()).
+  const std::array<std::string_view, 3> process_keys{self->keys_[0], self->keys_[4], self->keys_[6]};
   const std::string ttl_text = self->ttl_text_;
   while (true) {
     if (next >= renewal->hold_deadline) next = std::max(renewal->lease->lease_end(), renewal->hold_deadline);
@@ -124,10 +125,13 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
       renewal->lease->declare_lost(LossReason::max_hold, "max_hold ended renewal and the lease ran out");
       co_return;
     }
-    const std::array<std::string_view, 4> all_args{renewal->token, ttl_text, "1", renewal->queued_as};
-    const auto args = std::span<const std::string_view>(all_args).first(renewal->queued_as.empty() ? 3 : 4);
+    const std::string process =
+        renewal->queued_as.empty() ? self->client_->subscriber_id_if_made() : renewal->queued_as;
+    const std::array<std::string_view, 4> all_args{renewal->token, ttl_text, "1", process};
+    const auto args = std::span<const std::string_view>(all_args).first(process.empty() ? 3 : 4);
+    const auto keys = process.empty() ? lock_key : std::span<const std::string_view>(process_keys);
     try {
-      auto answer = co_await self->client_->script(scripts::renew(), lock_key, args, "renew lock",
+      auto answer = co_await self->client_->script(scripts::renew(), keys, args, "renew lock",
                                                    renewal->lease->lease_end());
       if (renewal->stopped) co_return;
       if (answer.ended == Ended::replied) {

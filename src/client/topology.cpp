@@ -27,6 +27,11 @@ Subscriber& Node::subscriber() {
   return *subscriber_;
 }
 
+std::string Node::subscriber_id_if_started() {
+  std::lock_guard lock(subscriber_mutex_);
+  return subscriber_ ? subscriber_->id() : std::string();
+}
+
 std::unique_ptr<Topology> make_topology(const ConnectionOptions& options, PoolOptions limits) {
   switch (options.deployment) {
     case Deployment::standalone:

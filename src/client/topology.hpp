@@ -59,6 +59,9 @@ class Node {
   Pipeline* pipeline() noexcept { return pipeline_.get(); }
   /// The process's pub/sub connection to this node, started on first use.
   Subscriber& subscriber();
+  /// Its subscriber id if it has been started (no thread of this process
+  /// has waited on this node otherwise), else empty. Starts nothing.
+  std::string subscriber_id_if_started();
   const ConnectionOptions& options() const noexcept { return pool_.options(); }
   /// "host:port" of this node (no credentials).
   const std::string& endpoint() const noexcept { return endpoint_; }

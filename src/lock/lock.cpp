@@ -358,7 +358,7 @@ bool Lock::Impl::confirm_lease(Attempt& attempt, Clock::time_point until) {
   return false;
 }
 
-bool Lock::Impl::on_acquired(const Attempt& attempt, std::string queued_as) {
+bool Lock::Impl::on_acquired(const Attempt& attempt) {
   state_.held = true;
   state_.token = token_;
   state_.fence = attempt.fence;
@@ -373,7 +373,6 @@ bool Lock::Impl::on_acquired(const Attempt& attempt, std::string queued_as) {
     entry->signal = state_.lease;
     entry->client = client_.impl();
     entry->token = token_;
-    entry->queued_as = std::move(queued_as);
     const auto now = Clock::now();
     entry->next_due = detail::add_saturating(now, std::max(state_.options.ttl / 3, std::chrono::milliseconds(1)));
     entry->lease_expires = detail::add_saturating(attempt.sent_at, state_.options.ttl);

@@ -145,9 +145,7 @@ class Lock::Impl {
   void replicate_grant();
   void require_acks(int acks);
   bool confirm_lease(Attempt& attempt, Clock::time_point until = Clock::time_point::max());
-  /// `queued_as`: our subscriber's id when the acquisition went through
-  /// the queue (RenewalEntry::queued_as), else empty.
-  bool on_acquired(const Attempt& attempt, std::string queued_as = {});
+  bool on_acquired(const Attempt& attempt);
   void require_extendable(const char* what);
   void check_owned(const ReplyPtr& reply, const char* what);
 

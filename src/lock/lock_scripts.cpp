@@ -95,7 +95,11 @@ namespace {
   "end\n"
 
 // KEYS[7] names the process (subscriber id) the last hand-over went to,
-// for two leases, kept so by its renewals while it holds (renew()). K found free with waiters queued means its lease lapsed:
+// for two leases, or the process of a holder that took K directly, named
+// by a waiter of that same process as it queues (wait_attempt: the holder
+// record says whose thread holds K); the holder's renewals keep it while
+// it names their process (renew()). K found free with waiters queued
+// means its lease lapsed:
 // if that process was handed K and let it lapse, it is paused or gone, and
 // each of its other queued waiters would be handed K for one more lease in
 // turn (verify --seed 29: a 6 s gap). Its entries are dropped instead; its
@@ -238,7 +242,27 @@ const Script& wait_attempt(bool sharded) {
       "  redis.call('HSETNX', qwho_key, my_id, ARGV[5])\n"
       "  redis.call('PEXPIRE', qwho_key, ARGV[3])\n"
       "end\n"
-      "return {0, redis.call('PTTL', KEYS[1]), publish_denied, ahead}\n");
+      "local pttl = redis.call('PTTL', KEYS[1])\n"
+      // First queued behind a holder of our own process (holder records:
+      // host|pid|process start), which took K without a hand-over: name our
+      // process in KEYS[7] as a hand-over would, so that if it is paused
+      // past its lease our entries are dropped (drop_lapsed), not handed K
+      // for one more lease each. Its renewals keep the record. The record
+      // must be the holder's (its token's first 8 characters): a failed
+      // fast path leaves its own record for a moment (holder.hpp).
+      "if ARGV[2] == '1' and ARGV[5] and holder and pttl > 0 and my_ttl ~= '0' then\n"
+      "  local function process_of(record)\n"
+      "    return record and string.match(record, '^[^|]*|([^|]*|[^|]*|[^|]*)|')\n"
+      "  end\n"
+      "  local held_by = redis.call('GET', who_key)\n"
+      "  local mine = process_of(ARGV[5])\n"
+      "  local short = string.sub(holder, 1, 8) .. '|'\n"
+      "  if mine and held_by and string.sub(held_by, 1, #short) == short\n"
+      "     and process_of(held_by) == mine then\n"
+      "    redis.call('SET', KEYS[7], string.match(ARGV[1], '^([^|]*)|'), 'PX', pttl + tonumber(my_ttl))\n"
+      "  end\n"
+      "end\n"
+      "return {0, pttl, publish_denied, ahead}\n");
   return sharded_variant(script, sharded);
 }
 

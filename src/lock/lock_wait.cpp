@@ -187,9 +187,8 @@ bool Lock::Impl::finish_wait(const Attempt& attempt) {
   // Before wait_ goes: a failure here leaves through wait_for_turn's
   // clean-up, which removes our queue place.
   if (acks_required()) replicate_grant();
-  std::string queued_as = wait_->node->subscriber().id();
   wait_.reset();
-  return on_acquired(attempt, std::move(queued_as));
+  return on_acquired(attempt);
 }
 
 // A grant that reached us by hand-over (or by a waiter's script) was

@@ -74,9 +74,12 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
                    const std::vector<std::size_t>& which, std::vector<RenewResult>& results) {
   try {
     auto connection = node.pool().borrow();
+    // Keeps the record naming this process as the one to drop if a lease
+    // lapses ({K}:hs, lock_scripts.cpp) alive while it names us.
+    const std::string process = node.subscriber_id_if_started();
     std::vector<std::string> ttls;
     std::vector<std::string> whos;      // holder records: expire with the lease
-    std::vector<std::string> handeds;   // hand-over records: kept while they name us
+    std::vector<std::string> handeds;   // lapse records ({K}:hs): kept while they name us
     std::vector<std::array<std::string_view, 3>> keys;
     std::vector<std::array<std::string_view, 4>> args;
     std::vector<ScriptCall> calls;
@@ -90,10 +93,10 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
       const RenewalEntry& entry = *entries[i];
       ttls.push_back(std::to_string(entry.ttl.count()));
       whos.push_back(companion_key(entry.name, "who"));
-      handeds.push_back(entry.queued_as.empty() ? std::string() : companion_key(entry.name, "hs"));
+      handeds.push_back(process.empty() ? std::string() : companion_key(entry.name, "hs"));
       keys.push_back({entry.name, whos.back(), handeds.back()});
-      args.push_back({entry.token, ttls.back(), "1", entry.queued_as});
-      const std::size_t used = entry.queued_as.empty() ? 2 : 3;
+      args.push_back({entry.token, ttls.back(), "1", process});
+      const std::size_t used = process.empty() ? 2 : 3;
       calls.push_back({std::span<const std::string_view>(keys.back()).first(used),
                        std::span<const std::string_view>(args.back()).first(used + 1)});
     }

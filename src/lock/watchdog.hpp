@@ -55,10 +55,6 @@ struct RenewalEntry {
   /// Single-instance locks: renewed in per-server pipelines.
   std::shared_ptr<ClientImpl> client;
   std::string token;
-  /// Single-instance locks acquired through the queue: the id of the
-  /// subscriber (process) that queued, whose record of a hand-over
-  /// ({name}:hs) renewals keep alive while it names it. Empty: none.
-  std::string queued_as;
   /// Other kinds (Redlock): renews one lease; must not throw.
   std::function<RenewResult()> renew;
   /// With `renew`: the lane to run on (a server's name, so a stalled server

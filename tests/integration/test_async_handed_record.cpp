@@ -6,6 +6,8 @@
 // each for one more lease (test_lock_paused_waiters.cpp has the whole
 // scenario across processes for Lock). Attacked: a record naming another
 // process is not kept alive by our renewals.
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 
 #include <atomic>
@@ -48,8 +50,8 @@ class AsyncHandedRecord : public ::testing::Test {
     std::thread releaser([&] {
       const auto until = Clock::now() + 5s;
       while (queue_length() < 1 && Clock::now() < until) std::this_thread::sleep_for(2ms);
+      released = true;  // before: the hand-over may reach the waiter before unlock() returns
       holder.unlock();
-      released = true;
     });
     asio::io_context io;
     AsyncClient client(io.get_executor(), server.url());
@@ -58,7 +60,7 @@ class AsyncHandedRecord : public ::testing::Test {
       const bool acquired = co_await lock.async_try_lock_for(5s);
       EXPECT_TRUE(acquired) << "the AsyncLock was not handed the key";
       if (!acquired) co_return;
-      EXPECT_TRUE(released.load()) << "acquired without the hand-over";
+      EXPECT_TRUE(released.load()) << "acquired before the holder released";
       co_await while_holding(lock);
       co_await lock.async_unlock();
     });
@@ -93,6 +95,39 @@ TEST_F(AsyncHandedRecord, ARecordNamingAnotherProcessIsNotKeptAlive) {
     gone = server.command({"EXISTS", record_key}).integer == 0;
   });
   EXPECT_TRUE(gone) << "our renewals kept another process's hand-over record alive";
+}
+
+// A holder that took the key directly, with another AsyncLock of its
+// process queued behind it: the waiter names its process as it queues (the
+// holder record says the holder is one of its own), and the holder's
+// renewals keep that record while it names their process.
+TEST_F(AsyncHandedRecord, AWaiterOfTheHoldersProcessNamesItAndTheHoldersRenewalsKeepIt) {
+  asio::io_context io;
+  AsyncClient client(io.get_executor(), server.url());
+  std::string during;
+  bool waiter_got_it = false;
+  const bool finished = run_on(io, [&]() -> asio::awaitable<void> {
+    AsyncLock holder(client, name, {.ttl = kLease});
+    co_await holder.async_lock();
+    AsyncLock waiter(client, name, {.ttl = kLease, .wait_poll_interval = 5s});
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          waiter_got_it = co_await waiter.async_try_lock_for(5s);
+          if (waiter_got_it) co_await waiter.async_unlock();
+        },
+        asio::detached);
+    for (int i = 0; i < 500 && queue_length() < 1; ++i) co_await sleep_for(2ms);
+    EXPECT_EQ(queue_length(), 1) << "the second AsyncLock did not queue";
+    co_await sleep_for(kLease * 3);  // past the record's first expiry (the lease's end + one ttl)
+    EXPECT_FALSE(holder.lost());
+    during = server.command({"GET", record_key}).str;
+    co_await holder.async_unlock();
+    for (int i = 0; i < 500 && !waiter_got_it; ++i) co_await sleep_for(2ms);
+  });
+  EXPECT_TRUE(finished);
+  EXPECT_FALSE(during.empty()) << "no record names the holder's process after it held for 3 leases";
+  EXPECT_TRUE(waiter_got_it);
 }
 
 }  // namespace

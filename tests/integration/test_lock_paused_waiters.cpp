@@ -112,5 +112,56 @@ TEST_F(LockPausedWaiters, PausedHolderAfterALongHoldCostsOneLeaseNotTwo) {
   paused.wait(5s);
 }
 
+// The record naming a process to drop is written only for a holder of the
+// waiter's own process: a waiter behind another process's holder (which
+// wrote no holder record) must not name itself from the record its own
+// failed fast path left for a moment.
+TEST_F(LockPausedWaiters, AWaiterBehindAnotherProcessNamesNoProcess) {
+  const std::string name = key("lock");
+  ASSERT_TRUE(raw({"SET", name, "someone-else", "PX", "60000"}).is("OK"));
+  Lock waiter(client(), name, {.ttl = 5s});
+  EXPECT_FALSE(waiter.try_lock_for(200ms));
+  EXPECT_TRUE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
+      << "a waiter named its own process as the holder's: " << raw({"GET", detail::companion_key(name, "hs")}).str;
+}
+
+// A holder that took the key directly (no hand-over: nobody held it),
+// with another thread of its process queued behind it, is paused: the
+// queued thread names its process as it queues (the holder record says the
+// holder is one of its own), so when the lease lapses that thread's entry
+// is dropped and the next process's waiter gets the key after one lease,
+// not two. Paused at once, and after holding 3 leases (the renewals keep
+// that record).
+class LockPausedDirectHolder : public LockPausedWaiters, public ::testing::WithParamInterface<int> {};
+
+TEST_P(LockPausedDirectHolder, CostsOneLeaseNotOnePerQueuedThread) {
+  const std::string name = key("lock");
+  constexpr auto kLease = 400ms;
+  const auto hold = kLease * GetParam();
+  Child paused = spawn(worker_argv("wait_hold_threads", {server().url(), name, "400", "2"}));
+  ASSERT_TRUE(paused.wait_for_output("acquired", 10s)) << paused.stderr_text();
+  ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 1; })) << paused.stderr_text();
+  std::atomic<long long> acquired_ns{0};
+  std::thread waiter = third_waiter(name, acquired_ns, 10s);
+  ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 2; }));
+  std::this_thread::sleep_for(hold);
+  paused.kill(SIGSTOP);
+  const auto stopped = Clock::now();
+  waiter.join();
+  paused.kill(SIGCONT);
+  ASSERT_NE(acquired_ns.load(), 0) << "the third waiter never got the lock";
+  const long long took_ms = (acquired_ns.load() - ns_of(stopped)) / 1'000'000;
+  std::cout << "third waiter behind a paused direct holder (held " << hold.count()
+            << " ms more) with one more waiter: " << took_ms << " ms (lease " << kLease.count() << " ms)\n";
+  EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+  paused.kill(SIGKILL);
+  paused.wait(5s);
+}
+
+INSTANTIATE_TEST_SUITE_P(HeldFor, LockPausedDirectHolder, ::testing::Values(0, 3),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return "Leases" + std::to_string(param.param);
+                         });
+
 }  // namespace
 }  // namespace lockon::test
