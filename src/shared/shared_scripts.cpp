@@ -14,6 +14,33 @@ namespace {
   "local limit = tonumber(ARGV[2])\n"                                                               \
   "local publish_denied = 0\n"                                                                      \
   "local pruned = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))\n"    \
+  /* KEYS[3]: share -> the process (subscriber id) a hand-over granted it to, */                    \
+  /* kept two leases. Such a share gone from KEYS[1] without a release or  */                       \
+  /* cancel (which delete its record) lapsed: that process is paused or     */                      \
+  /* gone, and its queued entries are dropped (they queue again, at the     */                      \
+  /* tail, when it runs), so it is not granted one more lease per waiter    */                      \
+  /* (the Lock's drop_lapsed). Looked up by membership, not by this call's  */                      \
+  /* pruning: KEYS[1] itself may have expired with its last share. An entry */                      \
+  /* caller (ARGV[3]) is evidently running.                                 */                      \
+  "local function keep_handed(ttl)\n"                                                               \
+  "  local want = 2 * tonumber(ttl)\n"                                                              \
+  "  if redis.call('PTTL', KEYS[3]) < want then redis.call('PEXPIRE', KEYS[3], want) end\n"         \
+  "end\n"                                                                                           \
+  "if redis.call('EXISTS', KEYS[3]) == 1 then\n"                                                    \
+  "  local caller = string.match(ARGV[3] or '', '^([^|]*)|')\n"                                     \
+  "  local handed = redis.call('HGETALL', KEYS[3])\n"                                               \
+  "  for i = 1, #handed, 2 do\n"                                                                    \
+  "    if not redis.call('ZSCORE', KEYS[1], handed[i]) then\n"                                      \
+  "      redis.call('HDEL', KEYS[3], handed[i])\n"                                                  \
+  "      if handed[i + 1] ~= caller then\n"                                                         \
+  "        local prefix = handed[i + 1] .. '|'\n"                                                   \
+  "        for _, e in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do\n"                           \
+  "          if string.sub(e, 1, #prefix) == prefix then redis.call('LREM', KEYS[2], 1, e) end\n"   \
+  "        end\n"                                                                                   \
+  "      end\n"                                                                                     \
+  "    end\n"                                                                                       \
+  "  end\n"                                                                                         \
+  "end\n"                                                                                           \
   "local function parse(entry)\n"                                                                   \
   "  return string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n"                        \
   "end\n"                                                                                           \
@@ -48,7 +75,12 @@ namespace {
   "      hold(kind .. ':' .. token, ttl)\n"                                                         \
   "      local heard = redis.pcall('PUBLISH', ARGV[1] .. sid, wid .. ' 0')\n"                       \
   "      if type(heard) ~= 'number' then publish_denied = 1 heard = 0 end\n"                        \
-  "      if heard == 0 then redis.call('ZREM', KEYS[1], kind .. ':' .. token) else granted = true end\n" \
+  "      if heard == 0 then redis.call('ZREM', KEYS[1], kind .. ':' .. token)\n"                     \
+  "      else\n"                                                                                    \
+  "        granted = true\n"                                                                        \
+  "        redis.call('HSET', KEYS[3], kind .. ':' .. token, sid)\n"                                \
+  "        keep_handed(ttl)\n"                                                                      \
+  "      end\n"                                                                                     \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \
   "  return granted, false\n"                                                                      \
@@ -100,6 +132,7 @@ const Script& release(bool sharded) {
   LOCKON_SHARED_SCRIPT(
       LOCKON_LUA_SHARED_PRELUDE
       "local removed = redis.call('ZREM', KEYS[1], ARGV[3])\n"
+      "redis.call('HDEL', KEYS[3], ARGV[3])\n"
       "grant_heads()\n"
       "return {removed, publish_denied}\n");
 }
@@ -110,7 +143,10 @@ const Script& cancel(bool sharded) {
       "local sid, wid, ttl, kind, token = parse(ARGV[3])\n"
       "redis.call('LREM', KEYS[2], 1, ARGV[3])\n"
       "local held = 0\n"
-      "if token then held = redis.call('ZREM', KEYS[1], kind .. ':' .. token) end\n"
+      "if token then\n"
+      "  held = redis.call('ZREM', KEYS[1], kind .. ':' .. token)\n"
+      "  redis.call('HDEL', KEYS[3], kind .. ':' .. token)\n"
+      "end\n"
       "grant_heads()\n"
       "return held\n");
 }
@@ -122,6 +158,7 @@ const Script& renew(bool sharded) {
       "if pruned > 0 then grant_heads() end\n"
       "if not redis.call('ZSCORE', KEYS[1], ARGV[3]) then return 0 end\n"
       "hold(ARGV[3], ARGV[4])\n"
+      "if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 1 then keep_handed(ARGV[4]) end\n"
       "return 1\n");
 }
 

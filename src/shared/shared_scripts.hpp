@@ -9,6 +9,10 @@
 //                       without anyone deleting it.
 //   companion(K, "sq")  LIST of waiters, FIFO; an entry is
 //                       "<subscriber id>|<waiter id>|<ttl ms>|<kind>|<token>"
+//   companion(K, "shs") HASH share member -> subscriber id of the process a
+//                       hand-over granted it to, for two leases (renewals
+//                       keep it): a lapsed one drops that process's queue
+//                       entries, as the Lock's {K}:hs does.
 //   companion(K, "wake:<subscriber id>")  the Lock's wake channel (one per
 //                       waiting process); payload "<waiter id> 0"
 // Kinds: 'x' exclusive (a writer: only when nobody holds), 's' shared (a
@@ -26,7 +30,7 @@
 
 namespace lockon::detail::shared_scripts {
 
-// Every script: KEYS = holders, queue. ARGV[1] = wake channel prefix
+// Every script: KEYS = holders, queue, hand-over record. ARGV[1] = wake channel prefix
 // (companion_key(K, "wake:")), ARGV[2] = permit limit (0 unless 'p').
 // `sharded`: wake-ups with SPUBLISH (Redis Cluster).
 

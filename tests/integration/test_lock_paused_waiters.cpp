@@ -31,6 +31,19 @@ class LockPausedWaiters : public ClientTest {
  protected:
   long long queue_length(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "q")}).integer; }
 
+  // Pauses `paused` (SIGSTOP) and returns how long after that the third
+  // waiter got the lock, in ms (-1: never), once it has finished; then
+  // resumes and kills `paused`.
+  static long long pause_and_time(Child& paused, std::thread& waiter, const std::atomic<long long>& acquired_ns) {
+    paused.kill(SIGSTOP);
+    const auto stopped = Clock::now();
+    waiter.join();
+    paused.kill(SIGCONT);
+    paused.kill(SIGKILL);
+    paused.wait(5s);
+    return acquired_ns.load() == 0 ? -1 : (acquired_ns.load() - ns_of(stopped)) / 1'000'000;
+  }
+
   // Another process's waiter (its own Client), polling every 50 ms: sets
   // `acquired_ns` to the moment it got the lock (0: never).
   std::thread third_waiter(const std::string& name, std::atomic<long long>& acquired_ns, std::chrono::seconds timeout) {
@@ -99,17 +112,11 @@ TEST_F(LockPausedWaiters, PausedHolderAfterALongHoldCostsOneLeaseNotTwo) {
   std::this_thread::sleep_for(kLease * 3);  // past the hand-over record's 2 x ttl
   EXPECT_FALSE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
       << "the record of the hand-over to the holding process lapsed while it held the key";
-  paused.kill(SIGSTOP);
-  const auto stopped = Clock::now();
-  waiter.join();
-  paused.kill(SIGCONT);
-  ASSERT_NE(acquired_ns.load(), 0) << "the third waiter never got the lock";
-  const long long took_ms = (acquired_ns.load() - ns_of(stopped)) / 1'000'000;
+  const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
+  ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
   std::cout << "third waiter behind a paused holder (held " << (kLease * 3).count()
             << " ms) with one more waiter: " << took_ms << " ms (lease " << kLease.count() << " ms)\n";
   EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
-  paused.kill(SIGKILL);
-  paused.wait(5s);
 }
 
 // The record naming a process to drop is written only for a holder of the
@@ -145,17 +152,11 @@ TEST_P(LockPausedDirectHolder, CostsOneLeaseNotOnePerQueuedThread) {
   std::thread waiter = third_waiter(name, acquired_ns, 10s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 2; }));
   std::this_thread::sleep_for(hold);
-  paused.kill(SIGSTOP);
-  const auto stopped = Clock::now();
-  waiter.join();
-  paused.kill(SIGCONT);
-  ASSERT_NE(acquired_ns.load(), 0) << "the third waiter never got the lock";
-  const long long took_ms = (acquired_ns.load() - ns_of(stopped)) / 1'000'000;
+  const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
+  ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
   std::cout << "third waiter behind a paused direct holder (held " << hold.count()
             << " ms more) with one more waiter: " << took_ms << " ms (lease " << kLease.count() << " ms)\n";
   EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
-  paused.kill(SIGKILL);
-  paused.wait(5s);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeldFor, LockPausedDirectHolder, ::testing::Values(0, 3),

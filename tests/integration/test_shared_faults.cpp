@@ -33,6 +33,67 @@ class SharedFaults : public ClientTest {
   long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "sq")}).integer; }
 };
 
+// A process paused with two writers queued (the lock's own version of
+// this: LockPausedWaiters): the release grants its first writer (its
+// subscriber is connected, so the grant counts as heard), which cannot
+// use it; when that share lapses, its second writer must not be granted
+// another lease; a third process's writer gets in about one lease after
+// the release, not two.
+TEST_F(SharedFaults, PausedProcessWithTwoQueuedWritersCostsOneLeaseNotTwo) {
+  const std::string name = key("rw");
+  constexpr auto kLease = 600ms;
+  ReadWriteLock holder(client(), name, {.ttl = 30s});
+  ASSERT_TRUE(holder.try_lock());
+  Child paused = spawn(worker_argv("rw_wait_threads", {server().url(), name, std::to_string(kLease.count()), "2"}));
+  ASSERT_TRUE(eventually(10s, [&] { return queued(name) == 2; })) << paused.stderr_text();
+  std::atomic<long long> acquired_after_ms{-1};
+  paused.kill(SIGSTOP);
+  const auto released = Clock::now();
+  std::thread third([&] {
+    const Client own(server().url());
+    ReadWriteLock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
+    if (lock.try_lock_for(8s)) {
+      acquired_after_ms = ms_since(released);
+      lock.unlock();
+    }
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 3; }));
+  holder.release();  // granted to the paused process's first writer
+  third.join();
+  paused.kill(SIGCONT);
+  paused.kill(SIGKILL);
+  paused.wait(5s);
+  ASSERT_GE(acquired_after_ms.load(), 0) << "the third writer never got the lock";
+  std::cout << "third writer behind a paused process with two writers: " << acquired_after_ms.load()
+            << " ms (lease " << kLease.count() << " ms)\n";
+  EXPECT_LT(acquired_after_ms.load(), kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+}
+
+// The record of a share granted by hand-over (which process got it) lives
+// as long as the share does, renewed with it, and goes with its release.
+TEST_F(SharedFaults, RenewalsKeepTheRecordOfAHandedShareAndReleaseDeletesIt) {
+  const std::string name = key("rw");
+  const std::string record = detail::companion_key(name, "shs");
+  constexpr auto kLease = 300ms;
+  ReadWriteLock holder(client(), name, {.ttl = 30s});
+  ASSERT_TRUE(holder.try_lock());
+  const Client own(server().url());
+  ReadWriteLock waiter(own, name, {.ttl = kLease});
+  std::atomic<bool> granted{false};
+  std::thread waiting([&] { granted = waiter.try_lock_for(5s); });
+  const bool queued_up = eventually(5s, [&] { return queued(name) == 1; });
+  holder.release();
+  waiting.join();
+  ASSERT_TRUE(queued_up);
+  ASSERT_TRUE(granted.load());
+  EXPECT_EQ(raw({"HLEN", record}).integer, 1) << "a hand-over wrote no record";
+  std::this_thread::sleep_for(kLease * 3);  // past the record's own 2 x ttl
+  EXPECT_FALSE(waiter.lost());
+  EXPECT_EQ(raw({"HLEN", record}).integer, 1) << "the record lapsed while the share was renewed";
+  waiter.release();
+  EXPECT_EQ(raw({"EXISTS", record}).integer, 0) << "the release left the record behind";
+}
+
 // A reader SIGSTOPped past its TTL: the writer gets in once the share ends;
 // the resumed reader sees lost() before any round trip (it never acts on the
 // resource: MARKER stays unset) and its release reports LockNotOwned.

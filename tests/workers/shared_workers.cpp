@@ -4,6 +4,10 @@
 //       sleeps until killed (bounded: 60 s), releases and exits 0.
 //   sem_hold URL NAME PERMITS TTL_MS
 //       the same with one permit of a semaphore.
+//   rw_wait_threads URL NAME TTL_MS THREADS
+//       THREADS threads of this process (one Client) each wait up to 20 s
+//       for the write lock with a TTL_MS lease and release it at once;
+//       prints "ready" when they started.
 //   rw_mix URL NAME COUNTER ROUNDS
 //       ROUNDS alternations of a writer's racy GET/SET increment and a
 //       reader's hold checking that COUNTER does not change under it. Exits 1
@@ -16,6 +20,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lockon/client.hpp"
 #include "lockon/read_write_lock.hpp"
@@ -61,6 +66,22 @@ LOCKON_WORKER_COMMAND(sem_hold)(const std::vector<std::string>& args) -> int {
   semaphore.acquire();
   std::cout << "acquired" << std::endl;
   sleep_until_killed();
+  return 0;
+}
+
+LOCKON_WORKER_COMMAND(rw_wait_threads)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return shared_usage("rw_wait_threads URL NAME TTL_MS THREADS");
+  const lockon::Client client(args[0]);
+  client.ping();
+  std::vector<std::thread> threads;
+  for (long long t = 0; t < std::stoll(args[3]); ++t) {
+    threads.emplace_back([&] {
+      lockon::ReadWriteLock lock(client, args[1], {.ttl = std::chrono::milliseconds(std::stoll(args[2]))});
+      if (lock.try_lock_for(20s)) lock.unlock();
+    });
+  }
+  std::cout << "ready" << std::endl;
+  for (auto& thread : threads) thread.join();
   return 0;
 }
 
