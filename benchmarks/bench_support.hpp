@@ -57,7 +57,8 @@ struct CycleVariant {
 
 /// The drift-proof measurement: `rounds` rounds, each running `block` cycles
 /// of every variant in turn, so a machine that speeds up or slows down
-/// (shared virtual cores here, by 2-3x over an hour) affects all alike.
+/// (shared virtual cores here, by 2-3x over an hour) affects all alike; the
+/// order rotates by one each round (no variant always follows the same one).
 /// Sets counters us_per_cycle_<name> and ratio_<name> = the first variant's
 /// time / this variant's (cycles/s relative to the first, the baseline).
 void run_alternating_blocks(benchmark::State& state, std::vector<CycleVariant>& variants, int rounds, int block);

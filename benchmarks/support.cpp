@@ -92,7 +92,11 @@ void run_alternating_blocks(benchmark::State& state, std::vector<CycleVariant>& 
   for (auto _ : state) {
     for (auto& v : variants) v.seconds = 0;
     for (int round = 0; round < rounds; ++round) {
-      for (auto& v : variants) {
+      // Each round starts one variant later: none always runs right after
+      // the same other (whose background work, caches or server state
+      // could otherwise favour or burden it in every round).
+      for (std::size_t k = 0; k < variants.size(); ++k) {
+        auto& v = variants[(k + static_cast<std::size_t>(round)) % variants.size()];
         const auto start = Clock::now();
         for (int i = 0; i < block; ++i) v.cycle();
         v.seconds += std::chrono::duration<double>(Clock::now() - start).count();
