@@ -133,7 +133,7 @@ namespace {
   "  while true do\n"                                                                               \
   "    local entry = redis.call('LPOP', KEYS[2])\n"                                                 \
   "    if not entry then\n"                                                                         \
-  "      redis.call('DEL', KEYS[1], who_key, KEYS[7])\n"                                            \
+  "      redis.call('DEL', KEYS[1], who_key, KEYS[4], KEYS[7])\n"                                   \
   "      return false\n"                                                                            \
   "    end\n"                                                                                       \
   "    local sid, wid, ttl, fenced, token = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n" \
@@ -290,8 +290,8 @@ const Script& release(bool sharded) {
       "  return 1\n"
       "end\n"
       LOCKON_LUA_HAND_OVER
-      // The record of the hand-over to us (if any) has served its purpose.
-      "redis.call('DEL', KEYS[4])\n"
+      // The record of the hand-over to us (if any) has served its purpose:
+      // hand_over() overwrites it, or deletes it with K.
       "hand_over()\n"
       "return 1 + publish_denied\n");
   return sharded_variant(script, sharded);
