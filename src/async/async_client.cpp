@@ -64,6 +64,11 @@ std::shared_ptr<AsyncSubscriber> AsyncClientImpl::subscriber() {
   return subscriber_;
 }
 
+std::string AsyncClientImpl::subscriber_id_if_made() const {
+  if (cluster_) return cluster_->subscriber_id();
+  return subscriber_ ? subscriber_->id() : std::string();
+}
+
 asio::awaitable<std::shared_ptr<AsyncSubscriber>> AsyncClientImpl::subscriber_for(std::string key,
                                                                                   Clock::time_point until) {
   if (!cluster_) co_return subscriber();

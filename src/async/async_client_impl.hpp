@@ -83,9 +83,10 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   /// The pub/sub connection of the current node (made on first use). Hold
   /// the pointer for the whole wait: a Sentinel switch replaces it.
   std::shared_ptr<AsyncSubscriber> subscriber();
-  /// subscriber()'s id if it was made (a lock of this client waited), else
-  /// empty; makes nothing. A Cluster's sharded subscribers are not looked at.
-  std::string subscriber_id_if_made() const { return subscriber_ ? subscriber_->id() : std::string(); }
+  /// The id under which this client's locks queue: subscriber()'s if it
+  /// was made (else empty: none of them has waited), or a Cluster's
+  /// (the same on every master). Makes nothing.
+  std::string subscriber_id_if_made() const;
   /// The subscriber that hears of hand-overs of `key`: subscriber(), or on
   /// a Cluster the sharded one of the master serving key's slot now.
   asio::awaitable<std::shared_ptr<AsyncSubscriber>> subscriber_for(std::string key, Clock::time_point until);

@@ -74,6 +74,8 @@ class AsyncCluster : public std::enable_shared_from_this<AsyncCluster> {
                                    Clock::time_point until, std::string_view operation,
                                    std::span<const std::span<const std::string_view>> commands = {});
 
+  /// The id every master's sharded subscriber has (made or not).
+  const std::string& subscriber_id() const noexcept { return subscriber_id_; }
   /// The sharded subscriber of the master serving `key` now.
   asio::awaitable<std::shared_ptr<AsyncSubscriber>> subscriber_for(std::string_view key, Clock::time_point until);
 

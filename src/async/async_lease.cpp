@@ -54,12 +54,11 @@ struct AsyncLockImpl::Renewal {
   bool stopped = false;
   std::string token;
   bool with_record = false;  // the acquisition wrote a holder record: renew it too
-  std::string queued_as;     // AsyncLockImpl::on_acquired; else the client's subscriber, if made
   std::shared_ptr<LeaseSignal> lease;
   Clock::time_point hold_deadline = Clock::time_point::max();
 };
 
-void AsyncLockImpl::on_acquired(const Attempt& attempt, std::string queued_as) {
+void AsyncLockImpl::on_acquired(const Attempt& attempt) {
   held_ = true;
   fence_ = attempt.fence;
   lease_ = std::make_shared<LeaseSignal>(name(), options_.on_lost);
@@ -69,7 +68,6 @@ void AsyncLockImpl::on_acquired(const Attempt& attempt, std::string queued_as) {
   auto renewal = std::make_shared<Renewal>(client_->executor());
   renewal->token = token_;
   renewal->with_record = !record_.empty();
-  renewal->queued_as = std::move(queued_as);
   renewal->lease = lease_;
   if (options_.max_hold.count() > 0) renewal->hold_deadline = add_saturating(Clock::now(), options_.max_hold);
   renewal_ = renewal;
@@ -125,8 +123,7 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
       renewal->lease->declare_lost(LossReason::max_hold, "max_hold ended renewal and the lease ran out");
       co_return;
     }
-    const std::string process =
-        renewal->queued_as.empty() ? self->client_->subscriber_id_if_made() : renewal->queued_as;
+    const std::string process = self->client_->subscriber_id_if_made();
     const std::array<std::string_view, 4> all_args{renewal->token, ttl_text, "1", process};
     const auto args = std::span<const std::string_view>(all_args).first(process.empty() ? 3 : 4);
     const auto keys = process.empty() ? lock_key : std::span<const std::string_view>(process_keys);

@@ -299,7 +299,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
       bool confirmed = last.acquired;
       if (confirmed) confirmed = co_await confirm_lease(last, Clock::time_point::max());
       if (confirmed) {
-        on_acquired(last, subscriber->id());
+        on_acquired(last);
         co_return true;
       }
       const auto now = Clock::now();
@@ -309,7 +309,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
           Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
           const bool taken = co_await confirm_lease(handed, bounded_by_socket_timeout(client_->options()));
           if (taken) {
-            on_acquired(handed, subscriber->id());
+            on_acquired(handed);
             co_return true;
           }
         }
@@ -326,7 +326,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
         Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
         const bool taken = co_await confirm_lease(handed, Clock::time_point::max());
         if (taken) {
-          on_acquired(handed, subscriber->id());
+          on_acquired(handed);
           co_return true;
         }
         watch->slot().handed = false;  // the lease ran out while we did not run: queue again

@@ -119,10 +119,7 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   /// Runs cancel-wait for `entry` now (not cancellable), bounded by the
   /// socket timeout; hands it to the background if that fails.
   asio::awaitable<void> leave(const std::string& entry) noexcept;
-  /// `queued_as`: our subscriber's id when the acquisition went through
-  /// the queue (renewals keep the hand-over record {K}:hs alive while it
-  /// names it; scripts::renew()), else empty.
-  void on_acquired(const Attempt& attempt, std::string queued_as = {});
+  void on_acquired(const Attempt& attempt);
   void stop_renewal() noexcept;
   static asio::awaitable<void> renew_loop(std::shared_ptr<AsyncLockImpl> self, std::shared_ptr<Renewal> renewal);
 

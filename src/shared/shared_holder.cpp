@@ -29,13 +29,14 @@ constexpr std::chrono::milliseconds kCancelGrace{25};
 constexpr std::string_view kQueueTtl = "600000";
 constexpr long long kMaxTtlMs = 1LL << 40;
 
-// Runs `script` on the node serving `name` with the holders, queue and
-// hand-over record keys;
-// null when `until` passed first (the outcome is then unknown).
-ReplyPtr run_script(ClientImpl& client, const std::string& name, std::array<std::string_view, 3> keys,
+// Runs `script` on the node serving `name` with the keys every shared script
+// takes (SharedHolder::keys_); null when `until` passed first (the outcome
+// is then unknown).
+ReplyPtr run_script(ClientImpl& client, const std::string& name, const std::array<std::string, 3>& key_names,
                     const Script& script, std::span<const std::string_view> args, std::string_view operation,
                     std::chrono::steady_clock::time_point until) {
   using Clock = std::chrono::steady_clock;
+  const std::array<std::string_view, 3> keys{key_names[0], key_names[1], key_names[2]};
   std::string endpoint;
   ReplyPtr reply = routed_call(client, name, until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
@@ -85,9 +86,7 @@ SharedHolder::SharedHolder(Client client, std::string name, SharedLeaseOptions o
   if (options_.wait_poll_interval.count() <= 0)
     throw ConfigError(std::string(what_) + " '" + name_ + "': wait_poll_interval must be > 0");
   ttl_text_ = std::to_string(options_.ttl.count());
-  holders_key_ = companion_key(name_, "sh");
-  queue_key_ = companion_key(name_, "sq");
-  handed_key_ = companion_key(name_, "shs");
+  keys_ = {companion_key(name_, "sh"), companion_key(name_, "sq"), companion_key(name_, "shs")};
   wake_prefix_ = companion_key(name_, "wake:");
   sharded_ = sharded_wake(*client_.impl());
 }
@@ -114,7 +113,7 @@ SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char
   const std::array<std::string_view, 5> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl};
   Attempt result;
   result.sent_at = Clock::now();
-  const ReplyPtr reply = run_script(*client_.impl(), name_, {holders_key_, queue_key_, handed_key_},
+  const ReplyPtr reply = run_script(*client_.impl(), name_, keys_,
                                     shared_scripts::attempt(sharded_), args, "acquire", until);
   if (!reply) {
     result.deadline_passed = true;
@@ -231,11 +230,11 @@ bool SharedHolder::on_acquired(Clock::time_point lease_from) {
   entry->signal = lease_;
   // No `client`: renewed one by one on the lane of self-renewing entries,
   // with this script (the lanes' pipelines renew plain lock keys only).
-  entry->renew = [client = client_.impl(), name = name_, keys = std::array<std::string, 3>{holders_key_, queue_key_, handed_key_},
+  entry->renew = [client = client_.impl(), name = name_, keys = keys_,
                   wake = wake_prefix_, limit = limit_text_, member = std::string(1, kind_) + ":" + token_,
                   ttl = ttl_text_, sharded = sharded_]() -> RenewResult {
     const std::array<std::string_view, 4> args{wake, limit, member, ttl};
-    const ReplyPtr reply = run_script(*client, name, {keys[0], keys[1], keys[2]}, shared_scripts::renew(sharded), args,
+    const ReplyPtr reply = run_script(*client, name, keys, shared_scripts::renew(sharded), args,
                                       "renew", Clock::time_point::max());
     return reply->type == REDIS_REPLY_INTEGER && reply->integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
   };
@@ -263,7 +262,7 @@ void SharedHolder::stop_renewal() noexcept {
 void SharedHolder::cancel_now(const std::string& entry) noexcept {
   try {
     const std::array<std::string_view, 3> args{wake_prefix_, limit_text_, entry};
-    if (run_script(*client_.impl(), name_, {holders_key_, queue_key_, handed_key_}, shared_scripts::cancel(sharded_), args,
+    if (run_script(*client_.impl(), name_, keys_, shared_scripts::cancel(sharded_), args,
                    "cancel wait", Clock::now() + kCancelGrace))
       return;
   } catch (...) {
@@ -277,10 +276,10 @@ void SharedHolder::cancel_now(const std::string& entry) noexcept {
     orphan.client = client_.impl();
     orphan.keys[0] = name_;
     orphan.unknown_outcome = true;
-    orphan.clean = [client = client_.impl(), name = name_, keys = std::array<std::string, 3>{holders_key_, queue_key_, handed_key_},
+    orphan.clean = [client = client_.impl(), name = name_, keys = keys_,
                     args = std::array<std::string, 3>{wake_prefix_, limit_text_, entry}, sharded = sharded_] {
       const std::array<std::string_view, 3> views{args[0], args[1], args[2]};
-      return run_script(*client, name, {keys[0], keys[1], keys[2]}, shared_scripts::cancel(sharded), views, "cancel wait",
+      return run_script(*client, name, keys, shared_scripts::cancel(sharded), views, "cancel wait",
                         Clock::time_point::max()) != nullptr;
     };
     Orphans::instance().adopt(std::move(orphan));
@@ -297,7 +296,7 @@ void SharedHolder::release() {
   const std::array<std::string_view, 3> args{wake_prefix_, limit_text_, member};
   ReplyPtr reply;
   try {
-    reply = run_script(*client_.impl(), name_, {holders_key_, queue_key_, handed_key_}, shared_scripts::release(sharded_), args,
+    reply = run_script(*client_.impl(), name_, keys_, shared_scripts::release(sharded_), args,
                        "release", Clock::time_point::max());
   } catch (const Error& e) {
     lease_->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
@@ -321,7 +320,7 @@ std::pair<long long, long long> SharedHolder::probe() {
       "return {-2, live}\n");
   const std::string member = held() ? std::string(1, kind_) + ":" + token_ : std::string("-");
   const std::array<std::string_view, 1> args{member};
-  const ReplyPtr reply = run_script(*client_.impl(), name_, {holders_key_, queue_key_, handed_key_}, script, args, "inspect",
+  const ReplyPtr reply = run_script(*client_.impl(), name_, keys_, script, args, "inspect",
                                     Clock::time_point::max());
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
     throw ProtocolError(std::string("inspect ") + what_ + " '" + name_ + "' on " + client_.endpoint() +

@@ -84,7 +84,8 @@ class SharedHolder {
   std::string limit_text_;
   const char* what_;
   std::string ttl_text_;
-  std::string holders_key_, queue_key_, handed_key_, wake_prefix_;
+  std::array<std::string, 3> keys_;  // holders, queue, hand-over record (shared_scripts.hpp)
+  std::string wake_prefix_;
   bool sharded_ = false;
 
   bool held_ = false;
