@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lockon/client.hpp"
@@ -72,6 +73,21 @@ class RedlockServers : public ::testing::Test {
     int n = 0;
     for (const auto& s : servers_)
       if (s->running() && !s->paused() && s->command({"EXISTS", key}).integer == 1) ++n;
+    return n;
+  }
+  /// holders(key) once it reads `expected`, or after `within` (then the count
+  /// it last read). A Redlock call returns once a majority decided: the
+  /// remaining node's command is sent but its reply not waited for beyond a
+  /// short grace, so on a loaded machine it may run a moment after the call
+  /// returned. `within` stays far below the tests' TTLs: a key that only
+  /// expired does not pass for one that was released or undone.
+  int holders_settled(const std::string& key, int expected, std::chrono::milliseconds within = std::chrono::milliseconds(500)) {
+    int n = holders(key);
+    const auto until = std::chrono::steady_clock::now() + within;
+    while (n != expected && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      n = holders(key);
+    }
     return n;
   }
 

@@ -345,7 +345,9 @@ TEST_F(LockOnRedlockTest, RedlockBackendWorksThroughRedisLocker) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(data.command({"GET", "redlock-counter"}).as_string(), "40");
   EXPECT_GE(max_holders.load(), 2);  // a majority held it while the function ran
-  EXPECT_EQ(holders(bump.key_for("redlock-counter")), 0);
+  // A release returns once a majority confirmed; the third node's may run a
+  // moment later (still far inside the 10 s TTL).
+  EXPECT_TRUE(eventually(500ms, [&] { return holders(bump.key_for("redlock-counter")) == 0; }));
 
   // Busy on a majority: the policy's outcome, not an infrastructure error.
   const std::string key = bump.key_for("busy");

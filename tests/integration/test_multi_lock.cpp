@@ -215,16 +215,16 @@ TEST_F(MultiLockRedlock, OverRedlockBackendsAllOrNothing) {
   ASSERT_TRUE(plain.try_lock());
   MultiLock both({"acct:b", "acct:a"}, {}, redlock);
   EXPECT_FALSE(both.try_lock());
-  EXPECT_EQ(holders("acct:a"), 0) << "all or nothing over Redlock too";
+  EXPECT_EQ(holders_settled("acct:a", 0), 0) << "all or nothing over Redlock too";
   plain.release();
   ASSERT_TRUE(both.try_lock());
-  EXPECT_EQ(holders("acct:a"), 3);
-  EXPECT_EQ(holders("acct:b"), 3);
+  EXPECT_EQ(holders_settled("acct:a", 3), 3);
+  EXPECT_EQ(holders_settled("acct:b", 3), 3);
   Redlock other(nodes, "acct:a");
   EXPECT_FALSE(other.try_lock());
   both.release();
-  EXPECT_EQ(holders("acct:a"), 0);
-  EXPECT_EQ(holders("acct:b"), 0);
+  EXPECT_EQ(holders_settled("acct:a", 0), 0);
+  EXPECT_EQ(holders_settled("acct:b", 0), 0);
 }
 
 }  // namespace
