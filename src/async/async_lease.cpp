@@ -200,12 +200,17 @@ asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional
   if (options_.no_expiry) throw LockError("cannot extend lock '" + name() + "': it has no expiry", name());
   if (additional.count() <= 0) throw ConfigError("extend lock '" + name() + "': additional time must be positive");
   const std::string ms = std::to_string(additional.count());
-  const std::array<std::string_view, 3> args{token_, ms, replace_ttl ? "1" : "0"};
+  // As the renewals: the record naming this process ({K}:hs) is kept alive
+  // past the longer lease while it names us (scripts::extend()).
+  const std::string process = client_->subscriber_id_if_made();
+  const std::array<std::string_view, 5> all_args{token_, ms, replace_ttl ? "1" : "0", ttl_text_, process};
+  const auto args = std::span<const std::string_view>(all_args).first(process.empty() ? 3 : 5);
   std::array<std::string_view, 2> storage;
-  const auto lock_key = lease_keys(storage, !record_.empty());
+  const std::array<std::string_view, 3> process_keys{keys_[0], keys_[4], keys_[6]};
+  const auto keys = process.empty() ? lease_keys(storage, !record_.empty()) : std::span<const std::string_view>(process_keys);
   const auto sent_at = Clock::now();
   auto lease = lease_;
-  auto answer = co_await client_->script(scripts::extend(), lock_key, args, "extend lock", Clock::time_point::max());
+  auto answer = co_await client_->script(scripts::extend(), keys, args, "extend lock", Clock::time_point::max());
   if (answer.ended != Ended::replied) throw_cancelled();
   const redisReply& reply = *answer.reply;
   if (reply.type == REDIS_REPLY_INTEGER && reply.integer == -1)

@@ -85,9 +85,9 @@ void Lock::Impl::extend(std::chrono::milliseconds additional, bool replace_ttl) 
   require_extendable("extend");
   if (additional.count() <= 0) throw ConfigError("extend lock '" + state_.name + "': additional time must be positive");
   const std::string ms = std::to_string(additional.count());
-  const std::array<std::string_view, 3> args{state_.token, ms, replace_ttl ? "1" : "0"};
+  const std::array<std::string_view, 4> args{state_.token, ms, replace_ttl ? "1" : "0", ttl_text_};
   const auto sent_at = Clock::now();
-  check_owned(calls_.run1(detail::scripts::extend(), args, "extend lock"), "extend");
+  check_owned(calls_.run1_as_process(detail::scripts::extend(), args, "extend lock"), "extend");
   // What we can prove: the new expiry is at least the old proven end plus
   // `additional`, or (replace) at least `additional` after we sent.
   const auto end = replace_ttl ? detail::add_saturating(sent_at, additional)
@@ -99,7 +99,7 @@ void Lock::Impl::reacquire() {
   require_extendable("reacquire");
   const std::array<std::string_view, 3> args{state_.token, ttl_text_, "0"};
   const auto sent_at = Clock::now();
-  check_owned(calls_.run1(detail::scripts::renew(), args, "reacquire lock"), "reacquire");
+  check_owned(calls_.run1_as_process(detail::scripts::renew(), args, "reacquire lock"), "reacquire");
   if (!state_.lease->lost()) state_.lease->set_lease_end(detail::add_saturating(sent_at, state_.options.ttl));
 }
 

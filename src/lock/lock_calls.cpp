@@ -70,6 +70,32 @@ ReplyPtr LockCalls::run_lock_script(const Script& script, std::span<const std::s
   return run_lock_script_until(script, args, operation, Clock::time_point::max());
 }
 
+ReplyPtr LockCalls::run1_as_process(const Script& script, std::span<const std::string_view> args,
+                                    std::string_view operation) {
+  const std::array<std::string_view, 3> keys{name(), who_key(), keys_[6]};
+  std::vector<std::string_view> all_args(args.begin(), args.end());
+  std::string process;
+  all_args.emplace_back();
+  std::shared_ptr<Node> shared_node;
+  if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
+    process = shared_node->subscriber_id_if_started();
+    all_args.back() = process;
+    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, all_args, operation, Clock::time_point::max());
+    check_reply(*reply, shared_node->endpoint(), operation);
+    return reply;
+  }
+  std::string endpoint;
+  ReplyPtr reply = routed_call(*client_, name(), Clock::time_point::max(), [&](Connection& connection, Node& node) {
+    endpoint = node.endpoint();
+    // The server serving the key now (after a redirection too).
+    process = node.subscriber_id_if_started();
+    all_args.back() = process;
+    return eval(connection, script, keys, all_args, operation);
+  });
+  check_reply(*reply, endpoint, operation);
+  return reply;
+}
+
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   const std::array<std::string_view, 2> keys{name(), who_key()};
   std::shared_ptr<Node> shared_node;

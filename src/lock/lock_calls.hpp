@@ -56,6 +56,11 @@ class LockCalls {
   ReplyPtr run_lock_script(const Script& script, std::span<const std::string_view> args, std::string_view operation);
   /// Runs `script` with the lock key and the holder record key.
   ReplyPtr run1(const Script& script, std::span<const std::string_view> args, std::string_view operation);
+  /// As run1, with the hand-over subscriber record ({K}:hs) as a third key
+  /// and this process's subscriber id on the lock's server appended to
+  /// `args` ("" when it has none): for scripts that keep that record alive
+  /// while it names the caller's process (scripts::renew(), extend()).
+  ReplyPtr run1_as_process(const Script& script, std::span<const std::string_view> args, std::string_view operation);
   /// One plain command; error replies are thrown.
   ReplyPtr command(std::span<const std::string_view> args, std::string_view operation);
 

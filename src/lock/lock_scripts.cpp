@@ -305,8 +305,18 @@ const Script& extend() {
       "local ttl = tonumber(ARGV[2])\n"
       "if ARGV[3] == '0' then ttl = ttl + pttl end\n"
       "redis.call('PEXPIRE', KEYS[1], ttl)\n"
-      // The holder record (KEYS[2] when exactly two keys) expires with the lease.
-      "if #KEYS == 2 then local p = redis.call('PTTL', KEYS[1]) if p > 0 then redis.call('PEXPIRE', KEYS[2], p) end end\n"
+      "if #KEYS >= 2 then\n"
+      "  local p = redis.call('PTTL', KEYS[1])\n"
+      "  if p > 0 then\n"
+      // The holder record (KEYS[2]) expires with the lease.
+      "    redis.call('PEXPIRE', KEYS[2], p)\n"
+      // As renew(): the record naming the holder's process (KEYS[3], while
+      // it names ARGV[5]) outlives the longer lease by one ttl (ARGV[4]).
+      "    if #KEYS >= 3 and redis.call('GET', KEYS[3]) == ARGV[5] then\n"
+      "      redis.call('PEXPIRE', KEYS[3], p + tonumber(ARGV[4]))\n"
+      "    end\n"
+      "  end\n"
+      "end\n"
       "return 1\n");
   return script;
 }

@@ -108,8 +108,12 @@ const Script& floor_fence();
 /// published (ACL channel rights), 0 if not owned.
 const Script& release(bool sharded = false);
 
-/// KEYS: lock. ARGV: token, ms, replace ("1"/"0").
-/// Returns 1 if extended, 0 if not owned, -1 if the key has no expiry.
+/// KEYS: lock [, holder record [, hand-over subscriber record]]. ARGV:
+/// token, ms, replace ("1"/"0") [, the lease's ttl ms, the holder's
+/// subscriber id]. As renew(): the holder record expires with the longer
+/// lease; the hand-over subscriber record, if it names that subscriber id,
+/// one ttl after. Returns 1 if extended, 0 if not owned, -1 if the key has
+/// no expiry.
 const Script& extend();
 
 /// KEYS: lock [, holder record [, hand-over subscriber record]]. ARGV:

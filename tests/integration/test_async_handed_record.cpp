@@ -42,7 +42,7 @@ class AsyncHandedRecord : public ::testing::Test {
 
   // Runs `while_holding` on the io thread after the hand-over, then unlocks.
   template <class WhileHolding>
-  void hand_over_and_hold(WhileHolding while_holding) {
+  void hand_over_and_hold(WhileHolding while_holding, bool auto_renew = true) {
     const Client blocking(server.url());
     Lock holder(blocking, name, {.ttl = 30s});
     ASSERT_TRUE(holder.try_lock());
@@ -56,7 +56,7 @@ class AsyncHandedRecord : public ::testing::Test {
     asio::io_context io;
     AsyncClient client(io.get_executor(), server.url());
     const bool finished = run_on(io, [&]() -> asio::awaitable<void> {
-      AsyncLock lock(client, name, {.ttl = kLease, .wait_poll_interval = 5s});
+      AsyncLock lock(client, name, {.ttl = kLease, .auto_renew = auto_renew, .wait_poll_interval = 5s});
       const bool acquired = co_await lock.async_try_lock_for(5s);
       EXPECT_TRUE(acquired) << "the AsyncLock was not handed the key";
       if (!acquired) co_return;
@@ -82,6 +82,28 @@ TEST_F(AsyncHandedRecord, RenewalsKeepTheRecordOfTheHandOverToThisProcess) {
   // One ttl past the lease, as the hand-over writes it (≤ lease + ttl).
   EXPECT_GT(pttl, kLease.count() / 2);
   EXPECT_LE(pttl, 2 * kLease.count());
+}
+
+// Without renewals, an extension by hand keeps the record one ttl past
+// the longer lease.
+TEST_F(AsyncHandedRecord, AnExtensionKeepsTheRecordOfTheHandOverToThisProcess) {
+  std::string during;
+  long long pttl = -2;
+  long long lease_pttl = -2;
+  hand_over_and_hold(
+      [&](AsyncLock& lock) -> asio::awaitable<void> {
+        co_await lock.async_extend(kLease * 4);
+        co_await sleep_for(kLease * 3);  // past the record's own 2 x ttl, inside the extended lease
+        EXPECT_FALSE(lock.lost());
+        during = server.command({"GET", record_key}).str;
+        pttl = server.command({"PTTL", record_key}).integer;
+        lease_pttl = server.command({"PTTL", name}).integer;
+      },
+      false);
+  EXPECT_FALSE(during.empty()) << "the record of the hand-over lapsed before the extended lease";
+  EXPECT_GT(lease_pttl, 0);
+  EXPECT_GT(pttl, lease_pttl) << "the record must outlive the lease (by one ttl)";
+  EXPECT_LE(pttl, lease_pttl + kLease.count() + 50);
 }
 
 TEST_F(AsyncHandedRecord, ARecordNamingAnotherProcessIsNotKeptAlive) {

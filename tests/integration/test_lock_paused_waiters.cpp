@@ -119,6 +119,33 @@ TEST_F(LockPausedWaiters, PausedHolderAfterALongHoldCostsOneLeaseNotTwo) {
   EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
 }
 
+// The same when the holder extended its lease by hand (no renewals) past
+// the hand-over record's 2 x ttl: the extension keeps that record alive
+// one ttl past the longer lease, as renewals do.
+TEST_F(LockPausedWaiters, PausedHolderAfterAnExtendCostsOneLeaseNotTwo) {
+  const std::string name = key("lock");
+  constexpr auto kLease = 400ms;
+  constexpr auto kExtension = kLease * 3;
+  Lock holder(client(), name, {.ttl = 30s, .wait_poll_interval = 60s});
+  ASSERT_TRUE(holder.try_lock());
+  Child paused = spawn(worker_argv("wait_extend_threads", {server().url(), name, "400", "2",
+                                                           std::to_string(kExtension.count())}));
+  ASSERT_TRUE(eventually(10s, [&] { return queue_length(name) == 2; })) << paused.stderr_text();
+  std::atomic<long long> acquired_ns{0};
+  std::thread waiter = third_waiter(name, acquired_ns, 10s);
+  ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 3; }));
+  holder.release();  // handed to the worker's first thread: lease 400 ms + 1,200 ms extension
+  ASSERT_TRUE(paused.wait_for_output("acquired", 5s)) << paused.stderr_text();
+  std::this_thread::sleep_for(kExtension);  // past the hand-over record's 2 x ttl; about one ttl of the lease left
+  EXPECT_FALSE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
+      << "the record of the hand-over to the holding process lapsed before its extended lease";
+  const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
+  ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
+  std::cout << "third waiter behind a paused holder that extended its lease, with one more waiter: " << took_ms
+            << " ms after the pause (lease " << kLease.count() << " ms, about as much of it left)\n";
+  EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+}
+
 // The record naming a process to drop is written only for a holder of the
 // waiter's own process: a waiter behind another process's holder (which
 // wrote no holder record) must not name itself from the record its own

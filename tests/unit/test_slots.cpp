@@ -87,8 +87,8 @@ TEST(Slots, LockScriptKeysAreTheSixCompanionsInScriptOrder) {
 
 // Every script names only the keys LockCalls passes (run_lock_script:
 // lock_script_keys(), seven; run1: lock and holder record, the latter
-// optional; the renewal of a queued acquisition adds the hand-over
-// subscriber record), all of which share a slot (test above), builds no key name of
+// optional; renewals and extensions add the hand-over subscriber record,
+// run1_as_process), all of which share a slot (test above), builds no key name of
 // its own (Redis's rule that every key a script touches is declared; the
 // integration test ScriptKeys checks the keys actually touched), and
 // publishes only on a channel derived from KEYS[2].
@@ -102,7 +102,7 @@ TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
   const int all = static_cast<int>(lockon::detail::kLockScriptKeys);
   const std::vector<Entry> scripts{{"wait_attempt", s::wait_attempt(), all}, {"floor_fence", s::floor_fence(), all},
                                    {"release", s::release(), all},          {"cancel_wait", s::cancel_wait(), all},
-                                   {"extend", s::extend(), 2},            {"renew", s::renew(), 3}};
+                                   {"extend", s::extend(), 3},            {"renew", s::renew(), 3}};
   const std::regex key_ref(R"(KEYS\[(\d+)\])");
   for (const Entry& entry : scripts) {
     const std::string& body = entry.script.body();

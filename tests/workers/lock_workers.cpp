@@ -22,6 +22,9 @@
 //       THREADS threads of this process each wait for LOCK (TTL_MS lease,
 //       auto-renewed); the one that gets it prints "acquired" and holds it
 //       until SIGKILLed (gives up after 60 s); the others stay queued.
+//   wait_extend_threads URL LOCK TTL_MS THREADS EXTEND_MS
+//       As wait_hold_threads, without auto-renewal: the one that gets LOCK
+//       extends it once by EXTEND_MS, then prints "acquired" and holds it.
 //   fence URL LOCK N LIST
 //       N fenced acquisitions; while holding, RPUSHes the fence to LIST.
 //       Prints "fences <first> <last>".
@@ -139,13 +142,14 @@ LOCKON_WORKER_COMMAND(wait_acquire)(const std::vector<std::string>& args) -> int
 namespace {
 
 template <class Holding>
-void wait_in_threads(const std::vector<std::string>& args, std::chrono::milliseconds timeout, Holding holding) {
+void wait_in_threads(const std::vector<std::string>& args, std::chrono::milliseconds timeout, Holding holding,
+                     bool auto_renew = true) {
   const lockon::Client client(args[0]);
   client.ping();
   std::vector<std::thread> threads;
   for (long long t = 0; t < to_number(args[3]); ++t) {
     threads.emplace_back([&] {
-      lockon::Lock lock(client, args[1], {.ttl = std::chrono::milliseconds(to_number(args[2]))});
+      lockon::Lock lock(client, args[1], {.ttl = std::chrono::milliseconds(to_number(args[2])), .auto_renew = auto_renew});
       if (lock.try_lock_for(timeout)) holding(lock);
     });
   }
@@ -171,6 +175,22 @@ LOCKON_WORKER_COMMAND(wait_hold_threads)(const std::vector<std::string>& args) -
     std::this_thread::sleep_for(std::chrono::seconds(60));
     lock.unlock();
   });
+  return 1;
+}
+
+// The same holding a lease it extended by hand (no renewals).
+LOCKON_WORKER_COMMAND(wait_extend_threads)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 5) return usage("wait_extend_threads URL LOCK TTL_MS THREADS EXTEND_MS");
+  const auto extend_by = std::chrono::milliseconds(to_number(args[4]));
+  wait_in_threads(
+      args, std::chrono::seconds(60),
+      [extend_by](lockon::Lock& lock) {
+        lock.extend(extend_by);
+        std::cout << "acquired" << std::endl;
+        std::this_thread::sleep_for(std::chrono::seconds(60));  // SIGKILLed long before
+        lock.unlock();
+      },
+      false);
   return 1;
 }
 
