@@ -107,6 +107,18 @@ const Script& attempt(bool sharded) {
       LOCKON_LUA_SHARED_PRELUDE
       "local sid, wid, ttl, kind, token = parse(ARGV[3])\n"
       "local me = kind .. ':' .. token\n"
+      // Queueing behind shares of our own process (ARGV[6..]; still held,
+      // so taken by running threads): they name our process as a hand-over
+      // does, so if one lapses unreleased (our process paused), our queued
+      // entries are dropped instead of each being granted a lease.
+      "if ARGV[4] ~= '0' then\n"
+      "  for i = 6, #ARGV do\n"
+      "    if redis.call('ZSCORE', KEYS[1], ARGV[i]) then\n"
+      "      redis.call('HSET', KEYS[3], ARGV[i], sid)\n"
+      "      keep_handed(ttl)\n"
+      "    end\n"
+      "  end\n"
+      "end\n"
       "local function granted()\n"
       "  hold(me, ttl)\n"
       "  return {1, 0, publish_denied}\n"

@@ -10,9 +10,10 @@
 //   companion(K, "sq")  LIST of waiters, FIFO; an entry is
 //                       "<subscriber id>|<waiter id>|<ttl ms>|<kind>|<token>"
 //   companion(K, "shs") HASH share member -> subscriber id of the process a
-//                       hand-over granted it to, for two leases (renewals
-//                       keep it): a lapsed one drops that process's queue
-//                       entries, as the Lock's {K}:hs does.
+//                       hand-over granted it to, or that queued a waiter
+//                       behind it, for two leases (renewals keep it): a
+//                       lapsed one drops that process's queue entries, as
+//                       the Lock's {K}:hs does.
 //   companion(K, "wake:<subscriber id>")  the Lock's wake channel (one per
 //                       waiting process); payload "<waiter id> 0"
 // Kinds: 'x' exclusive (a writer: only when nobody holds), 's' shared (a
@@ -36,7 +37,8 @@ namespace lockon::detail::shared_scripts {
 
 /// ARGV[3] = own entry, ARGV[4] = mode: "0" try only (never queues), "1"
 /// queue at the tail if not granted, "r" resume (queue again if the entry was
-/// dropped), ARGV[5] = queue ttl ms.
+/// dropped), ARGV[5] = queue ttl ms, ARGV[6..] = when queueing, shares this
+/// process holds on the name (recorded in KEYS[3] as its process's).
 /// Returns {1, 0, denied} when this entry holds a share (granted now or by an
 /// earlier hand-over; the lease restarts now), {0, ms, denied} when not: ms
 /// until the earliest holder's share expires (-1: no holder).

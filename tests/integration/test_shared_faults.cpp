@@ -69,6 +69,78 @@ TEST_F(SharedFaults, PausedProcessWithTwoQueuedWritersCostsOneLeaseNotTwo) {
   EXPECT_LT(acquired_after_ms.load(), kLease.count() * 3 / 2) << "a second lease went to the same paused process";
 }
 
+// A process took the write lock directly (nobody held it: no hand-over,
+// so no record of it), with another of its threads queued behind it, and
+// is paused, at once or after holding 3 leases (renewed). When its share
+// lapses, its queued thread must not be granted another lease: that thread
+// named its process's held share as it queued. A third process's writer
+// gets in about one lease after the pause, not two.
+class SharedPausedDirectHolder : public SharedFaults, public ::testing::WithParamInterface<int> {};
+
+TEST_P(SharedPausedDirectHolder, CostsOneLeaseNotOnePerQueuedThread) {
+  const std::string name = key("rw");
+  constexpr auto kLease = 600ms;
+  const auto hold = kLease * GetParam();
+  Child paused = spawn(worker_argv("rw_hold_threads", {server().url(), name, std::to_string(kLease.count()), "2"}));
+  ASSERT_TRUE(paused.wait_for_output("acquired", 10s)) << paused.stderr_text();
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; })) << paused.stderr_text();
+  std::atomic<long long> acquired_after_ms{-1};
+  Clock::time_point stopped;
+  std::atomic<bool> pausing{false};
+  std::thread third([&] {
+    const Client own(server().url());
+    ReadWriteLock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
+    if (lock.try_lock_for(10s)) {
+      acquired_after_ms = pausing.load() ? ms_since(stopped) : -2;
+      lock.unlock();
+    }
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 2; }));
+  std::this_thread::sleep_for(hold);
+  stopped = Clock::now();
+  pausing = true;
+  paused.kill(SIGSTOP);
+  third.join();
+  paused.kill(SIGCONT);
+  paused.kill(SIGKILL);
+  paused.wait(5s);
+  ASSERT_NE(acquired_after_ms.load(), -2) << "the third writer got in before the pause";
+  ASSERT_GE(acquired_after_ms.load(), 0) << "the third writer never got the lock";
+  std::cout << "third writer behind a paused direct holder (held " << hold.count()
+            << " ms more) with one more writer: " << acquired_after_ms.load() << " ms (lease " << kLease.count()
+            << " ms)\n";
+  EXPECT_LT(acquired_after_ms.load(), kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+}
+
+// Only a process's own shares are named: a waiter behind another process's
+// share records nothing; one behind its own process's share names it, and
+// the share's release deletes that.
+TEST_F(SharedFaults, AWaiterNamesOnlyItsOwnProcesssShares) {
+  const std::string name = key("rw");
+  const std::string record = detail::companion_key(name, "shs");
+  Child other = spawn(worker_argv("rw_hold_threads", {server().url(), name, "5000", "1"}));
+  ASSERT_TRUE(other.wait_for_output("acquired", 10s)) << other.stderr_text();
+  ReadWriteLock waiter(client(), name, {.ttl = 5s});
+  EXPECT_FALSE(waiter.try_lock_for(200ms));
+  EXPECT_EQ(raw({"EXISTS", record}).integer, 0) << "a waiter named another process's share as its own";
+  other.kill(SIGKILL);
+  other.wait(5s);
+  raw({"DEL", detail::companion_key(name, "sh"), detail::companion_key(name, "sq")});
+
+  // Ours: named while held; gone with the release.
+  ReadWriteLock reader(client(), name, {.ttl = 5s});
+  ASSERT_TRUE(reader.try_lock_shared());
+  EXPECT_FALSE(waiter.try_lock_for(100ms));
+  EXPECT_EQ(raw({"HLEN", record}).integer, 1) << "the waiter did not name its process's share";
+  reader.unlock_shared();
+  EXPECT_EQ(raw({"EXISTS", record}).integer, 0) << "the release left the record";
+}
+
+INSTANTIATE_TEST_SUITE_P(HeldFor, SharedPausedDirectHolder, ::testing::Values(0, 3),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return "Leases" + std::to_string(param.param);
+                         });
+
 // The record of a share granted by hand-over (which process got it) lives
 // as long as the share does, renewed with it, and goes with its release.
 TEST_F(SharedFaults, RenewalsKeepTheRecordOfAHandedShareAndReleaseDeletesIt) {

@@ -8,6 +8,11 @@
 //       THREADS threads of this process (one Client) each wait up to 20 s
 //       for the write lock with a TTL_MS lease and release it at once;
 //       prints "ready" when they started.
+//   rw_hold_threads URL NAME TTL_MS THREADS
+//       THREADS threads of this process each wait for the write lock
+//       (TTL_MS lease, auto-renewed); the one that gets it prints "acquired"
+//       and holds it until SIGKILLed (gives up after 60 s); the others stay
+//       queued.
 //   rw_mix URL NAME COUNTER ROUNDS
 //       ROUNDS alternations of a writer's racy GET/SET increment and a
 //       reader's hold checking that COUNTER does not change under it. Exits 1
@@ -83,6 +88,24 @@ LOCKON_WORKER_COMMAND(rw_wait_threads)(const std::vector<std::string>& args) -> 
   std::cout << "ready" << std::endl;
   for (auto& thread : threads) thread.join();
   return 0;
+}
+
+LOCKON_WORKER_COMMAND(rw_hold_threads)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return shared_usage("rw_hold_threads URL NAME TTL_MS THREADS");
+  const lockon::Client client(args[0]);
+  client.ping();
+  std::vector<std::thread> threads;
+  for (long long t = 0; t < std::stoll(args[3]); ++t) {
+    threads.emplace_back([&] {
+      lockon::ReadWriteLock lock(client, args[1], {.ttl = std::chrono::milliseconds(std::stoll(args[2]))});
+      if (!lock.try_lock_for(60s)) return;
+      std::cout << "acquired" << std::endl;
+      sleep_until_killed();
+      lock.unlock();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return 1;
 }
 
 LOCKON_WORKER_COMMAND(rw_mix)(const std::vector<std::string>& args) -> int {
