@@ -48,6 +48,13 @@ CsRecord failed(const std::string& worker, const std::string& key, std::int64_t 
   return r;
 }
 
+// An attempt on `key` that waited from `from_ms` to `to_ms` and gave up (busy).
+CsRecord waited(const std::string& worker, const std::string& key, std::int64_t from_ms, std::int64_t to_ms) {
+  CsRecord r = failed(worker, key, from_ms, "busy");
+  r.acquired_ns = r.end_ns = kT0 + to_ms * kMs;
+  return r;
+}
+
 FaultRecord fault(const std::string& type, const std::string& target, std::int64_t from_ms, std::int64_t to_ms) {
   return FaultRecord{.type = type, .target = target, .start_ns = kT0 + from_ms * kMs, .end_ns = kT0 + to_ms * kMs};
 }
@@ -145,6 +152,7 @@ TEST(VerifyChecker, AGapBeyondTtlPlusSlackAfterAFaultIsFoundAndNamesTheFaultsMea
   // section only at 9,000 ms: 3,990 ms > 2 s TTL + 1.5 s slack.
   h.faults.push_back(fault("kill_worker", "w0.0", 5000, 5010));
   h.faults.push_back(fault("stall_node", "node1", 5500, 6500));
+  h.sections.push_back(waited("w1.0", "k", 5010, 8010));  // someone asked all along
   h.sections.push_back(section("w1.0", 0, "k", 1000, 9000, 9010));
   const Findings findings = check(h);
   ASSERT_EQ(findings.count("progress_gap").size(), 1u) << ::testing::PrintToString(kinds(findings));
@@ -158,10 +166,106 @@ TEST(VerifyChecker, AGapBeyondTtlPlusSlackAfterAFaultIsFoundAndNamesTheFaultsMea
 TEST(VerifyChecker, AGapWithinTtlPlusSlackIsOnlyMeasured) {
   History h = clean_history();
   h.faults.push_back(fault("kill_worker", "w0.0", 5000, 5010));
+  h.sections.push_back(waited("w1.0", "k", 5010, 6990));
   h.sections.push_back(section("w1.0", 0, "k", 1000, 7000, 7010));  // 1,990 ms after the fault
   const Findings findings = check(h);
   EXPECT_EQ(kinds(findings), std::vector<std::string>{});
   EXPECT_EQ(findings.longest_gap_ns, 1990 * kMs);
+}
+
+// A running section holding the key when a fault ended (a long hold, 2.5 x
+// ttl) delays the next one legitimately: the gap counts from its release.
+// A holder that was itself paused while holding excuses nothing.
+TEST(VerifyChecker, AGapBehindARunningLongHoldCountsFromItsRelease) {
+  History h = clean_history();
+  h.sections.push_back(section("w2.0", 0, "k", 1000, 5000, 10000));  // 5 s hold from 5,000 ms
+  h.faults.push_back(fault("stall_node", "node1", 5500, 6000));
+  h.sections.push_back(waited("w1.0", "k", 6000, 9000));  // waited behind it, gave up
+  h.sections.push_back(section("w1.0", 0, "k", 1001, 10100, 10110));
+  Findings findings = check(h);
+  EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+  EXPECT_EQ(findings.longest_gap_ns, 100 * kMs);
+
+  h.faults.push_back(fault("pause_short", "w2.0", 5100, 5200));  // a pause its lease outlasts
+  findings = check(h);
+  EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+}
+
+// A holder paused longer than its lease surely lasts held the key for one
+// TTL after the pause began at most; a gap beyond that still counts.
+TEST(VerifyChecker, ALongHolderPausedTooLongExcusesOnlyOneTtlAfterThePause) {
+  History h = clean_history();
+  h.sections.push_back(section("w2.0", 0, "k", 1000, 5000, 10000));  // 5 s hold from 5,000 ms
+  h.faults.push_back(fault("pause_long", "w2.0", 5100, 6600));       // held legitimately to 7,100 ms
+  h.faults.push_back(fault("stall_node", "node1", 5500, 6000));
+  h.sections.push_back(waited("w1.0", "k", 6000, 9000));
+  h.sections.push_back(waited("w1.0", "k", 9000, 11990));
+  h.sections.push_back(section("w1.0", 0, "k", 1001, 12000, 12010));  // 4,900 ms after 7,100
+  const Findings findings = check(h);
+  // After the stall's end and after the pause's.
+  EXPECT_EQ(findings.count("progress_gap")["progress_gap"], 2) << ::testing::PrintToString(kinds(findings));
+  EXPECT_EQ(findings.longest_gap_ns, 4900 * kMs);
+}
+
+// Nobody asked for the key after the fault until late (every thread busy
+// elsewhere): the gap counts from the first attempt. An attempt that waited
+// from the fault's end on does not move it.
+TEST(VerifyChecker, AGapCountsFromTheFirstAttemptAfterTheFault) {
+  History h = clean_history();
+  h.faults.push_back(fault("kill_worker", "w0.0", 5000, 5010));
+  CsRecord late = section("w1.0", 0, "k", 1000, 9000, 9010);
+  late.start_ns = kT0 + 8990 * kMs;  // asked 10 ms before it got it
+  h.sections.push_back(late);
+  Findings findings = check(h);
+  EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+  EXPECT_EQ(findings.longest_gap_ns, 10 * kMs);
+
+  h.sections.push_back(waited("w2.0", "k", 5020, 8020));  // asked at 5,020 ms, gave up
+  findings = check(h);
+  EXPECT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
+}
+
+// A stall of the lock server shorter than one TTL but longer than what the
+// holder's lease could have left (TTL minus up to one renewal period
+// held) may lapse it: an overlap then is allowed (when the stale holder saw
+// the loss); not for a lease taken just before.
+TEST(VerifyChecker, AShorterStallExcusesAnOverlapOnlyForARenewedLease) {
+  for (const std::int64_t held_before_stall : {1000, 100}) {
+    History h = clean_history();
+    CsRecord stale = section("w2.0", 1, "k", 1000, 6000 - held_before_stall, 9000);
+    stale.lost = true;
+    stale.write = 'R';
+    stale.release_error = "LockLost";
+    h.sections.push_back(stale);
+    h.faults.push_back(fault("stall_lock", "lock", 6000, 7500));  // 1.5 s: 3/4 of the TTL
+    h.sections.push_back(section("w1.0", 0, "k", 1001, 7600, 7610));
+    h.accepted_writes["k"].emplace_back(1001, "w1.0");
+    h.resource_state["k"]["value"] += 1;
+    h.resource_state["k"]["accepted"] += 1;
+    const Findings findings = check(h);
+    EXPECT_EQ(findings.count("overlap").size(), held_before_stall == 1000 ? 0u : 1u)
+        << held_before_stall << ": " << ::testing::PrintToString(kinds(findings));
+  }
+}
+
+// A worker killed during a long hold never writes that section's record;
+// the hold announced as it began still covers the key until the kill plus
+// one TTL, and not beyond.
+TEST(VerifyChecker, AnAnnouncedLongHoldOfAKilledWorkerCoversOneTtlAfterTheKill) {
+  for (const bool announced : {true, false}) {
+    History h = clean_history();
+    if (announced)
+      h.long_holds.push_back(HoldRecord{.worker = "w2.0", .key = "k", .acquired_ns = kT0 + 5000 * kMs,
+                                        .planned_end_ns = kT0 + 10000 * kMs});
+    h.faults.push_back(fault("stall_node", "node1", 5100, 5200));
+    h.faults.push_back(fault("kill_worker", "w2.0", 5800, 5810));  // the hold covers the key to 7,800 ms
+    h.sections.push_back(waited("w1.0", "k", 5200, 7890));
+    h.sections.push_back(section("w1.0", 0, "k", 1000, 7900, 7910));
+    const Findings findings = check(h);
+    EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+    // Announced: 100 ms after the cover ends; not: 2,700 ms after the stall.
+    EXPECT_EQ(findings.longest_gap_ns, (announced ? 100 : 2700) * kMs) << announced;
+  }
 }
 
 TEST(VerifyChecker, AnAcquisitionPastItsDeadlineIsFoundUnlessItsWorkerWasPaused) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <queue>
 #include <set>
 #include <sstream>
@@ -51,6 +52,7 @@ class Checker {
 
   void run() {
     std::map<std::string, std::vector<const CsRecord*>> by_key;
+    std::map<std::string, std::vector<const CsRecord*>> asked_by_key;  // every attempt, acquired or not
     for (const auto& r : h_.sections) {
       ++f_.attempts;
       if (r.acquire_error != "-") ++f_.errors[r.mechanism + " acquire " + r.acquire_error];
@@ -59,6 +61,7 @@ class Checker {
       if (r.write == 'E') ++f_.resource_errors;
       check_deadline(r);
       check_late_error(r);
+      asked_by_key[r.key].push_back(&r);
       if (!r.acquired()) continue;
       ++f_.sections;
       by_key[r.key].push_back(&r);
@@ -68,7 +71,7 @@ class Checker {
                 [](const CsRecord* a, const CsRecord* b) { return a->acquired_ns < b->acquired_ns; });
       check_overlaps(records);
       check_fence_order(records);
-      check_progress(key, records);
+      check_progress(key, records, asked_by_key[key]);
     }
     check_resource();
     for (const auto& entry : h_.keys_without_ttl) add("key_without_ttl", 0, entry);
@@ -139,7 +142,13 @@ class Checker {
       const FaultKind* kind = find_fault_kind(fault.type);
       if (kind == nullptr || !kind->may_break_exclusion) continue;
       if (fault.end_ns < a.acquired_ns - ttl_ || fault.start_ns > b.acquired_ns) continue;
-      const bool long_enough = fault.end_ns - fault.start_ns > ttl_;
+      // A lease renewed every TTL/3 has as little as 2/3 of a TTL left when
+      // the server stops answering (the next renewal then cannot run), and
+      // one taken t < TTL/3 before has TTL - t: shorter outages than a TTL
+      // can lapse it (the workload's long holds). 50 ms: the lease starts
+      // when the acquisition is sent, before it returns.
+      const std::int64_t held = std::clamp<std::int64_t>(fault.start_ns - a.acquired_ns, 0, ttl_ / 3);
+      const bool long_enough = fault.end_ns - fault.start_ns > ttl_ - held - 50 * kMs;
       if (fault.type == "pause_long" && fault.target == a.worker) return &fault;
       if ((fault.type == "stall_lock" || fault.type == "partition") && fault.target == "lock" && long_enough &&
           is_single_server(a))
@@ -207,13 +216,65 @@ class Checker {
     return named.empty() ? "; no other fault started meanwhile" : named;
   }
 
-  // Per key: from the end of each fault to the key's next acquisition.
-  void check_progress(const std::string& key, const std::vector<const CsRecord*>& records) {
+  // Until when section `r` held its key legitimately: to its release,
+  // unless its worker was killed, or paused too long for its lease to
+  // surely last (a renewed lease may have only 2/3 of a TTL left), while
+  // it held: then to one TTL after that stop at most.
+  std::int64_t held_until(const CsRecord& r) const {
+    std::int64_t until = r.release_ns;
+    for (const auto& fault : h_.faults) {
+      if (fault.target != r.worker || fault.start_ns > r.release_ns || fault.end_ns < r.acquired_ns) continue;
+      const bool kill = fault.type == "kill_worker";
+      const bool long_pause = fault.type.rfind("pause", 0) == 0 && fault.end_ns - fault.start_ns > ttl_ * 2 / 3 - 50 * kMs;
+      if (kill || long_pause) until = std::min(until, std::max(fault.start_ns, r.acquired_ns) + ttl_);
+    }
+    return until;
+  }
+
+  // When the sections holding the key at `at` let go of it legitimately
+  // (held_until): a section holding the key then (a long hold, 2.5 x ttl)
+  // is not the lock's delay. `at` itself when none held it.
+  // Also long holds announced as they began whose record never came (the
+  // worker was killed while holding).
+  std::int64_t running_holds_end(const std::vector<const CsRecord*>& records, std::int64_t at) const {
+    std::int64_t end = at;
+    for (const CsRecord* r : records) {
+      if (r->acquired_ns >= at) break;
+      if (r->release_ns > end) end = std::max(end, held_until(*r));
+    }
+    if (records.empty()) return end;
+    for (const HoldRecord& hold : h_.long_holds) {
+      if (hold.key != records.front()->key || hold.acquired_ns >= at || hold.planned_end_ns <= end) continue;
+      const CsRecord announced{.worker = hold.worker, .key = hold.key, .acquired_ns = hold.acquired_ns,
+                               .release_ns = hold.planned_end_ns};
+      end = std::max(end, held_until(announced));
+    }
+    return end;
+  }
+
+  // When someone first wanted the key at or after `at`: the earliest start
+  // (or `at`, for one already waiting then) of an attempt still waiting at
+  // `at` or begun later. No attempt at all: nobody asked (every thread busy
+  // elsewhere, e.g. behind long holds), which is no delay of the lock's.
+  static std::int64_t first_asked(const std::vector<const CsRecord*>& asked, std::int64_t at) {
+    std::int64_t first = std::numeric_limits<std::int64_t>::max();
+    for (const CsRecord* r : asked)
+      if (r->acquired_ns >= at) first = std::min(first, std::max(r->start_ns, at));
+    return first;
+  }
+
+  // Per key: from the end of each fault (or, later, the end of a running
+  // hold spanning it, or the first attempt after it) to the key's next
+  // acquisition.
+  void check_progress(const std::string& key, const std::vector<const CsRecord*>& records,
+                      const std::vector<const CsRecord*>& asked) {
     for (const auto& fault : h_.faults) {
       const auto next = std::lower_bound(records.begin(), records.end(), fault.end_ns,
                                          [](const CsRecord* r, std::int64_t t) { return r->acquired_ns < t; });
       if (next == records.end()) continue;
-      const std::int64_t gap = (*next)->acquired_ns - fault.end_ns;
+      const std::int64_t from = std::min(
+          std::max(running_holds_end(records, fault.end_ns), first_asked(asked, fault.end_ns)), (*next)->acquired_ns);
+      const std::int64_t gap = (*next)->acquired_ns - from;
       if (gap > f_.longest_gap_ns) {
         f_.longest_gap_ns = gap;
         f_.longest_gap_where = "key " + key + " after " + fault.type + ' ' + fault.target + ' ' + fault.detail;
@@ -314,6 +375,8 @@ History load_history(const std::filesystem::path& dir) {
     for (const auto& line : lines_of(entry.path())) {
       if (auto record = parse_cs(line)) {
         h.sections.push_back(std::move(*record));
+      } else if (auto hold = parse_hold(line)) {
+        h.long_holds.push_back(std::move(*hold));
       } else {
         ++h.malformed_lines;
       }

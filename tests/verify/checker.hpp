@@ -17,6 +17,7 @@ namespace lockon::verify {
 struct History {
   std::map<std::string, std::string> meta;
   std::vector<CsRecord> sections;
+  std::vector<HoldRecord> long_holds;  // announced when they began
   std::vector<FaultRecord> faults;  // sorted by start
   std::vector<std::string> keys_without_ttl;  // "<server> <key>"
   std::vector<std::string> hung_workers;

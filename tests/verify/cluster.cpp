@@ -56,6 +56,7 @@ void Cluster::spawn(Worker& worker) {
       "--threads", std::to_string(config_.threads), "--keys", std::to_string(config_.keys),
       "--ttl", std::to_string(config_.ttl.count()), "--deadline", std::to_string(config_.deadline.count()),
       "--until", std::to_string(config_.until_ns), "--hold-us", std::to_string(config_.hold.count()),
+      "--long-hold-every", std::to_string(config_.long_hold_every),
       "--seed", std::to_string(config_.seed * 1000 + static_cast<std::uint64_t>(worker.id * 100 + worker.incarnation))};
   const auto output = config_.dir / ("worker-" + name + ".out");
   const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -32,6 +32,7 @@ struct ClusterConfig {
   std::chrono::milliseconds ttl{2000};
   std::chrono::milliseconds deadline{3000};
   std::chrono::microseconds hold{1000};  // inside each critical section
+  int long_hold_every = 40;  // 1 in N Lock/lock_on sections holds 2.5 x ttl instead (0: never)
   std::int64_t until_ns = 0;     // workers stop starting sections then
   std::uint64_t seed = 1;
 };

@@ -65,6 +65,21 @@ std::optional<CsRecord> parse_cs(std::string_view line) {
   return r;
 }
 
+std::string format(const HoldRecord& r) {
+  return "hold " + r.worker + ' ' + r.key + ' ' + std::to_string(r.acquired_ns) + ' ' +
+         std::to_string(r.planned_end_ns) + '\n';
+}
+
+std::optional<HoldRecord> parse_hold(std::string_view line) {
+  const auto f = split(line);
+  if (f.size() != 5 || f[0] != "hold") return std::nullopt;
+  HoldRecord r;
+  r.worker = f[1];
+  r.key = f[2];
+  if (!to_number(f[3], r.acquired_ns) || !to_number(f[4], r.planned_end_ns)) return std::nullopt;
+  return r;
+}
+
 std::optional<FaultRecord> parse_fault(std::string_view line) {
   const auto f = split(line);
   if (f.size() != 6 || f[0] != "fault") return std::nullopt;

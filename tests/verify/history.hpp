@@ -44,6 +44,16 @@ struct CsRecord {
   bool acquired() const { return acquire_error == "-"; }
 };
 
+/// A long hold beginning: written when it starts, so that the checker knows
+/// the key was held even if the worker is killed before the section's own
+/// record is written.
+struct HoldRecord {
+  std::string worker{};
+  std::string key{};
+  std::int64_t acquired_ns = 0;
+  std::int64_t planned_end_ns = 0;  // when the section means to release
+};
+
 /// One injected fault, written when it ended.
 struct FaultRecord {
   std::string type{};    // e.g. "pause_worker", "restart_empty", "proxy_error"
@@ -55,8 +65,10 @@ struct FaultRecord {
 
 std::string format(const CsRecord& record);
 std::string format(const FaultRecord& record);
+std::string format(const HoldRecord& record);
 /// nullopt for a malformed line (counted by the checker, never fatal).
 std::optional<CsRecord> parse_cs(std::string_view line);
+std::optional<HoldRecord> parse_hold(std::string_view line);
 std::optional<FaultRecord> parse_fault(std::string_view line);
 
 /// The short name of a lockon error type ("LockNotOwned", "TimeoutError",

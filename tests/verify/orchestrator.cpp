@@ -85,6 +85,7 @@ int run_orchestrator(const Args& args, const std::string& self) {
   config.ttl = std::chrono::milliseconds(args.number("ttl", 2000));
   config.deadline = std::chrono::milliseconds(args.number("deadline", 3000));
   config.hold = std::chrono::microseconds(args.number("hold-us", 1000));
+  config.long_hold_every = static_cast<int>(args.number("long-hold-every", 40));
   config.seed = seed;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   config.until_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count();
@@ -93,6 +94,7 @@ int run_orchestrator(const Args& args, const std::string& self) {
     meta << "seed=" << seed << "\nseconds=" << seconds << "\nttl_ms=" << config.ttl.count()
          << "\ndeadline_ms=" << config.deadline.count() << "\nworkers=" << config.workers
          << "\nthreads=" << config.threads << "\nkeys=" << config.keys << "\nhold_us=" << config.hold.count()
+         << "\nlong_hold_every=" << config.long_hold_every
          << "\nfaults=" << (faults ? "all" : "none")
          << '\n';
   }

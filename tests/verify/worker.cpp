@@ -38,6 +38,10 @@ struct WorkerConfig {
   std::chrono::milliseconds ttl{2000};
   std::chrono::milliseconds deadline{3000};
   std::chrono::microseconds hold{0};  // sleep between the read and the write: widens overlaps
+  // 1 in N Lock/lock_on sections holds 2.5 x ttl instead (renewed): past the
+  // hand-over record's two leases, so a pause then tests that a holder that
+  // kept the key long still costs one lease per process (0: never).
+  int long_hold_every = 0;
   std::int64_t until_ns = 0;
   std::uint64_t seed = 1;
 };
@@ -58,7 +62,8 @@ class WorkerThread {
       current_.acquired_ns = now_ns();
       current_.fence = context.fence();
       current_.key = context.key();
-      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), config_.hold);
+      announce_long_hold();
+      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), hold_);
       current_.lost = context.lost();
       current_.release_ns = now_ns();
     });
@@ -68,6 +73,10 @@ class WorkerThread {
       current_ = CsRecord{.worker = config_.id, .thread = index_, .seq = ++seq_,
                           .deadline_ms = config_.deadline.count()};
       current_.start_ns = now_ns();
+      hold_ = config_.hold;
+      if (pick < 8 && config_.long_hold_every > 0 &&
+          random_() % static_cast<std::uint64_t>(config_.long_hold_every) == 0)
+        hold_ = std::chrono::duration_cast<std::chrono::microseconds>(config_.ttl * 5 / 2);
       if (pick < 4) {
         with_lock(key);
       } else if (pick < 8) {
@@ -88,6 +97,15 @@ class WorkerThread {
   }
 
  private:
+  // A long hold is logged as it begins: if the worker is killed while
+  // holding, its section's record never comes, and the checker must still
+  // know the key was held.
+  void announce_long_hold() {
+    if (hold_ <= config_.hold) return;
+    log_.append(format(HoldRecord{.worker = config_.id, .key = current_.key, .acquired_ns = current_.acquired_ns,
+                                  .planned_end_ns = now_ns() + std::chrono::nanoseconds(hold_).count()}));
+  }
+
   std::string holder() const { return config_.id + ':' + std::to_string(index_) + ':' + std::to_string(seq_); }
 
   // An exception before the section ran is an acquisition error; after, a
@@ -139,7 +157,8 @@ class WorkerThread {
       }
       current_.acquired_ns = now_ns();
       current_.fence = lock.fence();
-      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), config_.hold);
+      announce_long_hold();
+      current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), hold_);
       current_.lost = lock.lost();
       current_.release_ns = now_ns();
       lock.release();
@@ -159,6 +178,7 @@ class WorkerThread {
   const Resource& resource_;
   std::mt19937_64 random_;
   long long seq_ = 0;
+  std::chrono::microseconds hold_{0};  // this section's
   std::set<std::string> seen_errors_;
   CsRecord current_;
 };
@@ -179,6 +199,7 @@ int run_worker(const Args& args) {
   config.deadline = std::chrono::milliseconds(args.number("deadline", 3000));
   config.until_ns = args.number("until", 0);
   config.hold = std::chrono::microseconds(args.number("hold-us", 0));
+  config.long_hold_every = static_cast<int>(args.number("long-hold-every", 0));
   config.seed = static_cast<std::uint64_t>(args.number("seed", 1));
 
   LineLog log(config.log_path);
