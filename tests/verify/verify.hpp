@@ -2,6 +2,7 @@
 //
 //   lockon_verify run [--seconds N] [--seed S] [--dir D] [--workers W]
 //                     [--threads T] [--keys K] [--ttl MS] [--faults all|none]
+//                     [--long-hold-every N]
 //       Starts the servers, proxies and workers, injects faults (nemesis),
 //       then checks the history. Exit 1 on any violation.
 //   lockon_verify check --dir D [--examples N]
