@@ -64,6 +64,27 @@ ReplyPtr pipelined_eval(Pipeline& pipeline, const Script& script, const std::arr
   return pipelined(pipeline, command, operation, until);
 }
 
+// `script` on the node serving `name` (the shared pipeline when on), with
+// `keys` and the arguments `args_for(node)` gives for that node; error
+// replies are thrown (mapped).
+template <std::size_t N, class ArgsFor>
+ReplyPtr run_on_key_node(ClientImpl& client, const std::string& name, const std::array<std::string_view, N>& keys,
+                         const Script& script, std::string_view operation, ArgsFor&& args_for) {
+  std::shared_ptr<Node> shared_node;
+  if (Pipeline* pipeline = shared_pipeline(client, name, shared_node)) {
+    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args_for(*shared_node), operation, SteadyClock::time_point::max());
+    check_reply(*reply, shared_node->endpoint(), operation);
+    return reply;
+  }
+  std::string endpoint;
+  ReplyPtr reply = routed_call(client, name, SteadyClock::time_point::max(), [&](Connection& connection, Node& node) {
+    endpoint = node.endpoint();
+    return eval(connection, script, keys, args_for(node), operation);
+  });
+  check_reply(*reply, endpoint, operation);
+  return reply;
+}
+
 }  // namespace
 
 ReplyPtr LockCalls::run_lock_script(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
@@ -74,43 +95,19 @@ ReplyPtr LockCalls::run1_as_process(const Script& script, std::span<const std::s
                                     std::string_view operation) {
   const std::array<std::string_view, 3> keys{name(), who_key(), keys_[6]};
   std::vector<std::string_view> all_args(args.begin(), args.end());
-  std::string process;
   all_args.emplace_back();
-  std::shared_ptr<Node> shared_node;
-  if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
-    process = shared_node->subscriber_id_if_started();
-    all_args.back() = process;
-    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, all_args, operation, Clock::time_point::max());
-    check_reply(*reply, shared_node->endpoint(), operation);
-    return reply;
-  }
-  std::string endpoint;
-  ReplyPtr reply = routed_call(*client_, name(), Clock::time_point::max(), [&](Connection& connection, Node& node) {
-    endpoint = node.endpoint();
+  std::string process;
+  return run_on_key_node(*client_, name(), keys, script, operation, [&](Node& node) {
     // The server serving the key now (after a redirection too).
     process = node.subscriber_id_if_started();
     all_args.back() = process;
-    return eval(connection, script, keys, all_args, operation);
+    return std::span<const std::string_view>(all_args);
   });
-  check_reply(*reply, endpoint, operation);
-  return reply;
 }
 
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
   const std::array<std::string_view, 2> keys{name(), who_key()};
-  std::shared_ptr<Node> shared_node;
-  if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
-    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args, operation, Clock::time_point::max());
-    check_reply(*reply, shared_node->endpoint(), operation);
-    return reply;
-  }
-  std::string endpoint;
-  ReplyPtr reply = routed_call(*client_, name(), Clock::time_point::max(), [&](Connection& connection, Node& node) {
-    endpoint = node.endpoint();
-    return eval(connection, script, keys, args, operation);
-  });
-  check_reply(*reply, endpoint, operation);
-  return reply;
+  return run_on_key_node(*client_, name(), keys, script, operation, [args](Node&) { return args; });
 }
 
 ReplyPtr LockCalls::command(std::span<const std::string_view> args, std::string_view operation) {

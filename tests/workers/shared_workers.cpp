@@ -74,37 +74,40 @@ LOCKON_WORKER_COMMAND(sem_hold)(const std::vector<std::string>& args) -> int {
   return 0;
 }
 
-LOCKON_WORKER_COMMAND(rw_wait_threads)(const std::vector<std::string>& args) -> int {
-  if (args.size() != 4) return shared_usage("rw_wait_threads URL NAME TTL_MS THREADS");
+// THREADS (args[3]) threads of one process (one Client) each run
+// `body(lock)` with a ReadWriteLock of NAME (args[1]) and a TTL_MS (args[2])
+// lease; prints "ready" when they started.
+template <class Body>
+void in_rw_threads(const std::vector<std::string>& args, Body body) {
   const lockon::Client client(args[0]);
   client.ping();
   std::vector<std::thread> threads;
   for (long long t = 0; t < std::stoll(args[3]); ++t) {
     threads.emplace_back([&] {
       lockon::ReadWriteLock lock(client, args[1], {.ttl = std::chrono::milliseconds(std::stoll(args[2]))});
-      if (lock.try_lock_for(20s)) lock.unlock();
+      body(lock);
     });
   }
   std::cout << "ready" << std::endl;
   for (auto& thread : threads) thread.join();
+}
+
+LOCKON_WORKER_COMMAND(rw_wait_threads)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return shared_usage("rw_wait_threads URL NAME TTL_MS THREADS");
+  in_rw_threads(args, [](lockon::ReadWriteLock& lock) {
+    if (lock.try_lock_for(20s)) lock.unlock();
+  });
   return 0;
 }
 
 LOCKON_WORKER_COMMAND(rw_hold_threads)(const std::vector<std::string>& args) -> int {
   if (args.size() != 4) return shared_usage("rw_hold_threads URL NAME TTL_MS THREADS");
-  const lockon::Client client(args[0]);
-  client.ping();
-  std::vector<std::thread> threads;
-  for (long long t = 0; t < std::stoll(args[3]); ++t) {
-    threads.emplace_back([&] {
-      lockon::ReadWriteLock lock(client, args[1], {.ttl = std::chrono::milliseconds(std::stoll(args[2]))});
-      if (!lock.try_lock_for(60s)) return;
-      std::cout << "acquired" << std::endl;
-      sleep_until_killed();
-      lock.unlock();
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  in_rw_threads(args, [](lockon::ReadWriteLock& lock) {
+    if (!lock.try_lock_for(60s)) return;
+    std::cout << "acquired" << std::endl;
+    sleep_until_killed();
+    lock.unlock();
+  });
   return 1;
 }
 
