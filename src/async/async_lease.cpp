@@ -93,12 +93,7 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
   const auto period = std::max(ttl / 3, std::chrono::milliseconds(1));
   const auto retry = std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(250));
   auto next = add_saturating(Clock::now(), period);
-  std::array<std::string_view, 2> storage;
-  const auto lock_key = self->lease_keys(storage, renewal->with_record);
-  // Also the record naming the process to drop if the lease lapses
-  // ({K}:hs: a hand-over to us, or a waiter of ours queued behind us),
-  // kept alive while it names us (scripts::renew()).
-  const std::array<std::string_view, 3> process_keys{self->keys_[0], self->keys_[4], self->keys_[6]};
+  std::array<std::string_view, 3> storage;
   const std::string ttl_text = self->ttl_text_;
   while (true) {
     if (next >= renewal->hold_deadline) next = std::max(renewal->lease->lease_end(), renewal->hold_deadline);
@@ -126,7 +121,9 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
     const std::string process = self->client_->subscriber_id_if_made();
     const std::array<std::string_view, 4> all_args{renewal->token, ttl_text, "1", process};
     const auto args = std::span<const std::string_view>(all_args).first(process.empty() ? 3 : 4);
-    const auto keys = process.empty() ? lock_key : std::span<const std::string_view>(process_keys);
+    // Also the record naming the process to drop if the lease lapses
+    // ({K}:hs: a hand-over to us, or a waiter of ours queued behind us).
+    const auto keys = self->lease_keys(storage, renewal->with_record, !process.empty());
     try {
       auto answer = co_await self->client_->script(scripts::renew(), keys, args, "renew lock",
                                                    renewal->lease->lease_end());
@@ -205,9 +202,8 @@ asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional
   const std::string process = client_->subscriber_id_if_made();
   const std::array<std::string_view, 5> all_args{token_, ms, replace_ttl ? "1" : "0", ttl_text_, process};
   const auto args = std::span<const std::string_view>(all_args).first(process.empty() ? 3 : 5);
-  std::array<std::string_view, 2> storage;
-  const std::array<std::string_view, 3> process_keys{keys_[0], keys_[4], keys_[6]};
-  const auto keys = process.empty() ? lease_keys(storage, !record_.empty()) : std::span<const std::string_view>(process_keys);
+  std::array<std::string_view, 3> storage;
+  const auto keys = lease_keys(storage, !record_.empty(), !process.empty());
   const auto sent_at = Clock::now();
   auto lease = lease_;
   auto answer = co_await client_->script(scripts::extend(), keys, args, "extend lock", Clock::time_point::max());

@@ -352,7 +352,7 @@ asio::awaitable<bool> AsyncLockImpl::confirm_lease(Attempt& attempt, Clock::time
   if (options_.no_expiry) co_return true;
   if (Clock::now() < add_saturating(attempt.sent_at, options_.ttl / 2)) co_return true;
   const std::array<std::string_view, 3> args{token_, ttl_text_, "0"};
-  std::array<std::string_view, 2> storage;
+  std::array<std::string_view, 3> storage;
   const auto lock_key = lease_keys(storage, !record_.empty());
   const auto sent_at = Clock::now();
   AsyncClientImpl::Answer answer;

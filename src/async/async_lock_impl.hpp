@@ -90,10 +90,13 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
 
   std::array<std::string_view, kLockScriptKeys> keys() const noexcept { return key_views(keys_); }
   /// The keys a renewal or extension keeps alive: the lock, and its holder
-  /// record (lock/holder.hpp) when this acquisition wrote one.
-  std::span<const std::string_view> lease_keys(std::array<std::string_view, 2>& storage, bool with_record) const noexcept {
-    storage = {keys_[0], keys_[4]};
-    return std::span<const std::string_view>(storage).first(with_record ? 2 : 1);
+  /// record (lock/holder.hpp) when this acquisition wrote one, and with
+  /// `for_process` both and the record naming the holder's process
+  /// ({K}:hs; scripts::renew(), extend(): kept while it names that process).
+  std::span<const std::string_view> lease_keys(std::array<std::string_view, 3>& storage, bool with_record,
+                                               bool for_process = false) const noexcept {
+    storage = {keys_[0], keys_[4], keys_[6]};
+    return std::span<const std::string_view>(storage).first(for_process ? 3 : with_record ? 2 : 1);
   }
   /// SET <who> <record> NX [PX ttl]: the fast path's holder record (NX: an
   /// attempt that loses never overwrites the holder's).

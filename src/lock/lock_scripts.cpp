@@ -182,6 +182,23 @@ const Script& sharded_variant(const Script& plain, bool sharded) {
 #define LOCKON_LUA_MY_ENTRY                                                                         \
   "local _, my_id, my_ttl, my_fenced, my_token = string.match(ARGV[1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n"
 
+// Once the lease (KEYS[1]) was renewed or extended, for renew() and
+// extend(): the holder record (KEYS[2], optional) expires with it; the
+// record of the hand-over to the holder's process (KEYS[3], optional; only
+// while it names `sid`) one `ttl` after, as a hand-over writes it: a holder
+// paused past its lease then has its process's other waiters dropped
+// (drop_lapsed), however long it held.
+#define LOCKON_LUA_KEEP_LEASE_RECORDS                                                               \
+  "local function keep_lease_records(ttl, sid)\n"                                                   \
+  "  if #KEYS < 2 then return end\n"                                                                \
+  "  local p = redis.call('PTTL', KEYS[1])\n"                                                       \
+  "  if p <= 0 then return end\n"                                                                   \
+  "  redis.call('PEXPIRE', KEYS[2], p)\n"                                                           \
+  "  if #KEYS >= 3 and redis.call('GET', KEYS[3]) == sid then\n"                                    \
+  "    redis.call('PEXPIRE', KEYS[3], p + tonumber(ttl))\n"                                         \
+  "  end\n"                                                                                         \
+  "end\n"
+
 }  // namespace
 
 const Script& wait_attempt(bool sharded) {
@@ -305,18 +322,8 @@ const Script& extend() {
       "local ttl = tonumber(ARGV[2])\n"
       "if ARGV[3] == '0' then ttl = ttl + pttl end\n"
       "redis.call('PEXPIRE', KEYS[1], ttl)\n"
-      "if #KEYS >= 2 then\n"
-      "  local p = redis.call('PTTL', KEYS[1])\n"
-      "  if p > 0 then\n"
-      // The holder record (KEYS[2]) expires with the lease.
-      "    redis.call('PEXPIRE', KEYS[2], p)\n"
-      // As renew(): the record naming the holder's process (KEYS[3], while
-      // it names ARGV[5]) outlives the longer lease by one ttl (ARGV[4]).
-      "    if #KEYS >= 3 and redis.call('GET', KEYS[3]) == ARGV[5] then\n"
-      "      redis.call('PEXPIRE', KEYS[3], p + tonumber(ARGV[4]))\n"
-      "    end\n"
-      "  end\n"
-      "end\n"
+      LOCKON_LUA_KEEP_LEASE_RECORDS
+      "keep_lease_records(ARGV[4], ARGV[5])\n"
       "return 1\n");
   return script;
 }
@@ -333,20 +340,8 @@ const Script& renew() {
       // GT: the watchdog never shortens a lease the owner extended by hand.
       "if ARGV[3] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')\n"
       "else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
-      "if #KEYS >= 2 then\n"
-      "  local p = redis.call('PTTL', KEYS[1])\n"
-      "  if p > 0 then\n"
-      // The holder record (KEYS[2]) expires with the lease.
-      "    redis.call('PEXPIRE', KEYS[2], p)\n"
-      // The record of the hand-over to this holder's process (KEYS[3],
-      // while it names ARGV[4]) outlives the lease by one ttl, as a
-      // hand-over writes it: a holder paused past its lease then has its
-      // process's other waiters dropped (drop_lapsed), however long it held.
-      "    if #KEYS >= 3 and redis.call('GET', KEYS[3]) == ARGV[4] then\n"
-      "      redis.call('PEXPIRE', KEYS[3], p + tonumber(ARGV[2]))\n"
-      "    end\n"
-      "  end\n"
-      "end\n"
+      LOCKON_LUA_KEEP_LEASE_RECORDS
+      "keep_lease_records(ARGV[2], ARGV[4])\n"
       "return 1\n");
   return script;
 }
@@ -399,6 +394,7 @@ const Script& acquire_all() {
 #undef LOCKON_LUA_DROP_LAPSED
 #undef LOCKON_LUA_NEXT_FENCE
 #undef LOCKON_LUA_SET_HOLDER
+#undef LOCKON_LUA_KEEP_LEASE_RECORDS
 
 }  // namespace scripts
 }  // namespace lockon::detail

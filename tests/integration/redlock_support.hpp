@@ -7,7 +7,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "lockon/client.hpp"
@@ -82,12 +81,8 @@ class RedlockServers : public ::testing::Test {
   /// returned. `within` stays far below the tests' TTLs: a key that only
   /// expired does not pass for one that was released or undone.
   int holders_settled(const std::string& key, int expected, std::chrono::milliseconds within = std::chrono::milliseconds(500)) {
-    int n = holders(key);
-    const auto until = std::chrono::steady_clock::now() + within;
-    while (n != expected && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      n = holders(key);
-    }
+    int n = 0;
+    eventually(within, [&] { return (n = holders(key)) == expected; });
     return n;
   }
 

@@ -134,6 +134,15 @@ class Checker {
     f_.violations.push_back(std::move(v));
   }
 
+  // How much of its lease a holder that acquired `held` ns ago surely has
+  // left: renewed every TTL/3, a lease has as little as 2/3 of a TTL left
+  // when the server stops answering (the next renewal then cannot run), and
+  // one taken t < TTL/3 ago has TTL - t. 50 ms: the lease starts when the
+  // acquisition is sent, before it returns.
+  std::int64_t lease_surely_left(std::int64_t held) const {
+    return ttl_ - std::clamp<std::int64_t>(held, 0, ttl_ / 3) - 50 * kMs;
+  }
+
   // A documented cause of lost exclusion covering holder `a` overtaken by `b`:
   // a fault that may break exclusion, between a's lease start (minus one
   // TTL) and b's acquisition, applying to a's mechanism and worker.
@@ -142,13 +151,9 @@ class Checker {
       const FaultKind* kind = find_fault_kind(fault.type);
       if (kind == nullptr || !kind->may_break_exclusion) continue;
       if (fault.end_ns < a.acquired_ns - ttl_ || fault.start_ns > b.acquired_ns) continue;
-      // A lease renewed every TTL/3 has as little as 2/3 of a TTL left when
-      // the server stops answering (the next renewal then cannot run), and
-      // one taken t < TTL/3 before has TTL - t: shorter outages than a TTL
-      // can lapse it (the workload's long holds). 50 ms: the lease starts
-      // when the acquisition is sent, before it returns.
-      const std::int64_t held = std::clamp<std::int64_t>(fault.start_ns - a.acquired_ns, 0, ttl_ / 3);
-      const bool long_enough = fault.end_ns - fault.start_ns > ttl_ - held - 50 * kMs;
+      // Shorter outages than a TTL can lapse a lease held a while (the
+      // workload's long holds).
+      const bool long_enough = fault.end_ns - fault.start_ns > lease_surely_left(fault.start_ns - a.acquired_ns);
       if (fault.type == "pause_long" && fault.target == a.worker) return &fault;
       if ((fault.type == "stall_lock" || fault.type == "partition") && fault.target == "lock" && long_enough &&
           is_single_server(a))
@@ -217,15 +222,15 @@ class Checker {
   }
 
   // Until when section `r` held its key legitimately: to its release,
-  // unless its worker was killed, or paused too long for its lease to
-  // surely last (a renewed lease may have only 2/3 of a TTL left), while
-  // it held: then to one TTL after that stop at most.
+  // unless its worker was killed, or paused longer than a renewed lease
+  // surely lasts, while it held: then to one TTL after that stop at most.
   std::int64_t held_until(const CsRecord& r) const {
     std::int64_t until = r.release_ns;
     for (const auto& fault : h_.faults) {
       if (fault.target != r.worker || fault.start_ns > r.release_ns || fault.end_ns < r.acquired_ns) continue;
       const bool kill = fault.type == "kill_worker";
-      const bool long_pause = fault.type.rfind("pause", 0) == 0 && fault.end_ns - fault.start_ns > ttl_ * 2 / 3 - 50 * kMs;
+      const bool long_pause =
+          fault.type.rfind("pause", 0) == 0 && fault.end_ns - fault.start_ns > lease_surely_left(ttl_ / 3);
       if (kill || long_pause) until = std::min(until, std::max(fault.start_ns, r.acquired_ns) + ttl_);
     }
     return until;
@@ -236,15 +241,15 @@ class Checker {
   // is not the lock's delay. `at` itself when none held it.
   // Also long holds announced as they began whose record never came (the
   // worker was killed while holding).
-  std::int64_t running_holds_end(const std::vector<const CsRecord*>& records, std::int64_t at) const {
+  std::int64_t running_holds_end(const std::string& key, const std::vector<const CsRecord*>& records,
+                                 std::int64_t at) const {
     std::int64_t end = at;
     for (const CsRecord* r : records) {
       if (r->acquired_ns >= at) break;
       if (r->release_ns > end) end = std::max(end, held_until(*r));
     }
-    if (records.empty()) return end;
     for (const HoldRecord& hold : h_.long_holds) {
-      if (hold.key != records.front()->key || hold.acquired_ns >= at || hold.planned_end_ns <= end) continue;
+      if (hold.key != key || hold.acquired_ns >= at || hold.planned_end_ns <= end) continue;
       const CsRecord announced{.worker = hold.worker, .key = hold.key, .acquired_ns = hold.acquired_ns,
                                .release_ns = hold.planned_end_ns};
       end = std::max(end, held_until(announced));
@@ -273,7 +278,7 @@ class Checker {
                                          [](const CsRecord* r, std::int64_t t) { return r->acquired_ns < t; });
       if (next == records.end()) continue;
       const std::int64_t from = std::min(
-          std::max(running_holds_end(records, fault.end_ns), first_asked(asked, fault.end_ns)), (*next)->acquired_ns);
+          std::max(running_holds_end(key, records, fault.end_ns), first_asked(asked, fault.end_ns)), (*next)->acquired_ns);
       const std::int64_t gap = (*next)->acquired_ns - from;
       if (gap > f_.longest_gap_ns) {
         f_.longest_gap_ns = gap;
