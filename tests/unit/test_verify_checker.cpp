@@ -225,6 +225,27 @@ TEST(VerifyChecker, AGapCountsFromTheFirstAttemptAfterTheFault) {
   EXPECT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
 }
 
+// An attempt that failed with an error (a later fault made the server
+// unreachable) is no demand the lock kept waiting: its thread went to
+// another key. The gap counts from the next attempt that wanted the key.
+TEST(VerifyChecker, AnAttemptFailedByAnErrorDoesNotStartTheGap) {
+  History h = clean_history();
+  h.faults.push_back(fault("restart_empty", "lock", 5000, 5015));
+  h.faults.push_back(fault("restart_persistent", "lock", 5680, 5695));
+  h.sections.push_back(failed("w3.0", "k", 5688, "ConnectError"));
+  CsRecord late = section("w1.0", 0, "k", 1000, 9500, 9510);
+  late.start_ns = kT0 + 9200 * kMs;  // asked 300 ms before it got it
+  h.sections.push_back(late);
+  Findings findings = check(h);
+  EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+  EXPECT_EQ(findings.longest_gap_ns, 300 * kMs);
+
+  // The same error while another attempt waited from 5,700 ms on: a gap.
+  h.sections.push_back(waited("w2.0", "k", 5700, 8700));
+  findings = check(h);
+  EXPECT_EQ(findings.count("progress_gap")["progress_gap"], 2) << ::testing::PrintToString(kinds(findings));
+}
+
 // A stall of the lock server shorter than one TTL but longer than what the
 // holder's lease could have left (TTL minus up to one renewal period
 // held) may lapse it: an overlap then is allowed (when the stale holder saw
