@@ -138,6 +138,12 @@ class PortSquatter {
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<std::uint16_t>(port));
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // The killed server's closed connections sit in TIME_WAIT on this port
+    // (it closed first); without SO_REUSEADDR they make bind() fail (seen
+    // once under ctest -j2). A second *listener* is still refused, which is
+    // what makes the port busy for redis-server (it sets SO_REUSEADDR too).
+    const int on = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
     bound_ = ::bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
              ::listen(fd_, 1) == 0;
   }

@@ -58,8 +58,13 @@ TEST_F(RedlockLeases, NoFenceCounterIsLeftWithoutAnExpiry) {
     lock.unlock();
   }
   for (std::size_t i = 0; i < count(); ++i) {
-    EXPECT_EQ(get(i, "{" + name + "}:fence"), std::to_string(lock.fence())) << "node " << i;
-    EXPECT_GT(server(i).command({"PTTL", "{" + name + "}:fence"}).integer, 0) << "node " << i;
+    // A node outside the deciding majority gets its fence write-back a
+    // moment later (stragglers are settled in the background; seen once
+    // under ctest -j2): the counter must get there, not be there at once.
+    const std::string counter = "{" + name + "}:fence";
+    EXPECT_TRUE(eventually(2000ms, [&] { return get(i, counter) == std::to_string(lock.fence()); }))
+        << "node " << i << ": " << get(i, counter) << " instead of " << lock.fence();
+    EXPECT_GT(server(i).command({"PTTL", counter}).integer, 0) << "node " << i;
     EXPECT_TRUE(keys_without_ttl(i).empty()) << "node " << i << ": " << keys_without_ttl(i).front();
   }
 }
