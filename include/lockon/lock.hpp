@@ -70,7 +70,11 @@ struct LockOptions {
   /// Produce a strictly increasing 64-bit fence per acquisition (fence()).
   bool fencing = false;
   /// Caller-supplied token; unset means 128 random bits (OpenSSL RAND_bytes)
-  /// in hex, fresh for each acquisition. Must not be empty if set. A custom
+  /// in hex, fresh for each acquisition, then '.' and a 48-bit random nonce
+  /// of this process ("<32 hex>.<12 hex>"): a waiter queued behind a holder
+  /// of its own process tells so from the token alone, so a paused process
+  /// costs its waiters one lease in all (README, "Liveness after faults");
+  /// a custom token needs holder_record for that. Must not be empty if set. A custom
   /// token must identify ONE holder: acquiring while the key already holds
   /// it (another Lock object with the same token, an acquisition never
   /// released) throws LockError instead of sharing the lock. With a custom

@@ -81,7 +81,7 @@ asio::awaitable<bool> AsyncLockImpl::acquire(Clock::time_point deadline) {
 }
 
 asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
-  token_ = options_.token ? *options_.token : random_hex();
+  token_ = options_.token ? *options_.token : lock_token();
   record_ = options_.holder_record ? holder_record(token_, options_.holder_label) : std::string();
   Attempt first = co_await fast_attempt(deadline);
   if (first.cancelled) {

@@ -5,7 +5,9 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
 
+#include "common/fork.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
@@ -62,6 +64,32 @@ std::string random_hex(std::size_t bytes) {
   std::string hex;
   assign_random_hex(hex, bytes);
   return hex;
+}
+
+namespace {
+
+// This process image's nonce, redrawn on first use in a forked child (a
+// child's locks are its own: its waiters must not count the parent's holds
+// as theirs). ForkLocal: lock-free, so a fork while another thread reads it
+// cannot leave a frozen mutex behind. Leaked: used from static destructors.
+const std::string& nonce_for_this_process() {
+  static auto& nonce = *new ForkLocal<std::string>([] { return std::make_unique<std::string>(random_hex(6)); });
+  return nonce.get([] { return std::make_unique<std::string>(random_hex(6)); });
+}
+
+}  // namespace
+
+void assign_lock_token(std::string& out) {
+  const std::string& nonce = nonce_for_this_process();
+  assign_random_hex(out);
+  out.push_back('.');
+  out.append(nonce);
+}
+
+std::string lock_token() {
+  std::string token;
+  assign_lock_token(token);
+  return token;
 }
 
 }  // namespace lockon::detail

@@ -14,4 +14,14 @@ std::string random_hex(std::size_t bytes = 16);
 /// redrawn at every acquisition without an allocation).
 void assign_random_hex(std::string& out, std::size_t bytes = 16);
 
+/// A lock's random token: 128 random bits as hex, then '.' and this
+/// process's nonce (48 random bits as hex, drawn once per process image,
+/// again in a forked child): "<32 hex>.<12 hex>". The nonce tells a queued
+/// waiter that the key's holder is a thread of its own process without any
+/// other record (scripts::wait_attempt), so that a paused process costs its
+/// waiters one lease, not one each. Written over `out` (no allocation once
+/// its capacity suffices).
+void assign_lock_token(std::string& out);
+std::string lock_token();
+
 }  // namespace lockon::detail

@@ -41,7 +41,7 @@ bool Lock::Impl::acquire_until(Clock::time_point deadline) {
   if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
   // Written over the previous acquisition's strings: no allocation per cycle.
   if (state_.options.token) token_ = *state_.options.token;
-  else detail::assign_random_hex(token_);
+  else detail::assign_lock_token(token_);
   if (state_.options.holder_record) detail::assign_holder_record(record_, token_, state_.options.holder_label);
   else record_.clear();
   // Contended a moment ago: the fast SET NX would most likely fail, and

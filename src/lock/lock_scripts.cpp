@@ -260,22 +260,28 @@ const Script& wait_attempt(bool sharded) {
       "  redis.call('PEXPIRE', qwho_key, ARGV[3])\n"
       "end\n"
       "local pttl = redis.call('PTTL', KEYS[1])\n"
-      // First queued behind a holder of our own process (holder records:
-      // host|pid|process start), which took K without a hand-over: name our
-      // process in KEYS[7] as a hand-over would, so that if it is paused
-      // past its lease our entries are dropped (drop_lapsed), not handed K
-      // for one more lease each. Its renewals keep the record. The record
-      // must be the holder's (its token's first 8 characters): a failed
-      // fast path leaves its own record for a moment (holder.hpp).
-      "if ARGV[2] == '1' and ARGV[5] and holder and pttl > 0 and my_ttl ~= '0' then\n"
-      "  local function process_of(record)\n"
-      "    return record and string.match(record, '^[^|]*|([^|]*|[^|]*|[^|]*)|')\n"
+      // First queued behind a holder of our own process, which took K
+      // without a hand-over: name our process in KEYS[7] as a hand-over
+      // would, so that if it is paused past its lease our entries are
+      // dropped (drop_lapsed), not handed K for one more lease each. Its
+      // renewals keep the record. Ours if its random token ends in our
+      // process's nonce (common/token.hpp), or if the holder records say so
+      // (host|pid|process start; a custom token): the record must be the
+      // holder's (its token's first 8 characters), since a failed fast path
+      // leaves its own record for a moment (holder.hpp).
+      "if ARGV[2] == '1' and holder and pttl > 0 and my_ttl ~= '0' then\n"
+      "  local nonce = ARGV[4] == '1' and string.match(my_token, '%.%x+$')\n"
+      "  local ours = nonce and #holder > #nonce and string.sub(holder, -#nonce) == nonce\n"
+      "  if not ours and ARGV[5] then\n"
+      "    local function process_of(record)\n"
+      "      return record and string.match(record, '^[^|]*|([^|]*|[^|]*|[^|]*)|')\n"
+      "    end\n"
+      "    local held_by = redis.call('GET', who_key)\n"
+      "    local mine = process_of(ARGV[5])\n"
+      "    local short = string.sub(holder, 1, 8) .. '|'\n"
+      "    ours = mine and held_by and string.sub(held_by, 1, #short) == short and process_of(held_by) == mine\n"
       "  end\n"
-      "  local held_by = redis.call('GET', who_key)\n"
-      "  local mine = process_of(ARGV[5])\n"
-      "  local short = string.sub(holder, 1, 8) .. '|'\n"
-      "  if mine and held_by and string.sub(held_by, 1, #short) == short\n"
-      "     and process_of(held_by) == mine then\n"
+      "  if ours then\n"
       "    redis.call('SET', KEYS[7], string.match(ARGV[1], '^([^|]*)|'), 'PX', pttl + tonumber(my_ttl))\n"
       "  end\n"
       "end\n"

@@ -54,7 +54,7 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
     impls.push_back(impl);
   }
   const LockOptions& options = impls.front()->options();
-  const std::string token = options.token ? *options.token : random_hex();
+  const std::string token = options.token ? *options.token : lock_token();
   const std::string record = options.holder_record ? holder_record(token, options.holder_label) : std::string();
   const std::string ttl = options.no_expiry ? "0" : std::to_string(options.ttl.count());
   const std::array<std::string_view, 4> args{token, ttl, options.fencing ? "1" : "0", record};

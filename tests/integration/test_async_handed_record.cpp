@@ -121,17 +121,21 @@ TEST_F(AsyncHandedRecord, ARecordNamingAnotherProcessIsNotKeptAlive) {
 
 // A holder that took the key directly, with another AsyncLock of its
 // process queued behind it: the waiter names its process as it queues (the
-// holder record says the holder is one of its own), and the holder's
-// renewals keep that record while it names their process.
-TEST_F(AsyncHandedRecord, AWaiterOfTheHoldersProcessNamesItAndTheHoldersRenewalsKeepIt) {
+// holder's token ends in its process's nonce; the holder record, when
+// written, says the same), and the holder's renewals keep that record while
+// it names their process.
+class AsyncDirectHolder : public AsyncHandedRecord, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(AsyncDirectHolder, AWaiterOfTheHoldersProcessNamesItAndTheHoldersRenewalsKeepIt) {
+  const bool holder_record = GetParam();
   asio::io_context io;
   AsyncClient client(io.get_executor(), server.url());
   std::string during;
   bool waiter_got_it = false;
   const bool finished = run_on(io, [&]() -> asio::awaitable<void> {
-    AsyncLock holder(client, name, {.ttl = kLease});
+    AsyncLock holder(client, name, {.ttl = kLease, .holder_record = holder_record});
     co_await holder.async_lock();
-    AsyncLock waiter(client, name, {.ttl = kLease, .wait_poll_interval = 5s});
+    AsyncLock waiter(client, name, {.ttl = kLease, .wait_poll_interval = 5s, .holder_record = holder_record});
     asio::co_spawn(
         co_await asio::this_coro::executor,
         [&]() -> asio::awaitable<void> {
@@ -151,6 +155,11 @@ TEST_F(AsyncHandedRecord, AWaiterOfTheHoldersProcessNamesItAndTheHoldersRenewals
   EXPECT_FALSE(during.empty()) << "no record names the holder's process after it held for 3 leases";
   EXPECT_TRUE(waiter_got_it);
 }
+
+INSTANTIATE_TEST_SUITE_P(HolderRecord, AsyncDirectHolder, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? std::string("On") : std::string("Off");
+                         });
 
 }  // namespace
 }  // namespace lockon::test

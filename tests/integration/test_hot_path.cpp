@@ -47,13 +47,6 @@ class HotPath : public ClientTest {
   }
 };
 
-bool is_token(const std::string& s) {
-  if (s.size() != 32) return false;
-  for (const char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
 TEST_F(HotPath, ReleaseWithNobodyQueuedDeletesTheLockAndBothRecords) {
   const std::string name = key("fast-release");
   const std::string who = lock_companion_key(name, "who");
@@ -138,8 +131,9 @@ TEST_F(HotPath, EveryAcquisitionOfOneLockObjectGetsAFreshTokenAndItsOwnRecord) {
   for (int i = 0; i < 200; ++i) {
     ASSERT_TRUE(lock.try_lock());
     const std::string token = get(name);
-    ASSERT_TRUE(is_token(token)) << "'" << token << "'";
+    ASSERT_TRUE(is_lock_token(token)) << "'" << token << "'";
     EXPECT_TRUE(seen.insert(token).second) << "token reused at acquisition " << i;
+    EXPECT_EQ(token_nonce(token), token_nonce(*seen.begin())) << "one process, one nonce";
     const std::string record = get(who);
     EXPECT_EQ(record.substr(0, 9), token.substr(0, 8) + "|") << "the record names another acquisition";
     EXPECT_NE(record.find('|' + std::to_string(::getpid()) + '|'), std::string::npos);
@@ -189,13 +183,16 @@ TEST_F(HotPath, AForkedChildUsingTheParentsLockObjectDrawsOtherTokens) {
   ASSERT_TRUE(ended) << "the child hung";
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_EQ(WEXITSTATUS(status), 0) << "child failed check " << WEXITSTATUS(status);
-  ASSERT_EQ(n, 32);
-  const std::string child_token(buffer, 32);
+  ASSERT_EQ(n, 45);
+  const std::string child_token(buffer, 45);
   ASSERT_TRUE(lock.try_lock());
   const std::string parent_token = get(name);
   lock.unlock();
-  EXPECT_TRUE(is_token(child_token));
+  EXPECT_TRUE(is_lock_token(child_token)) << child_token;
   EXPECT_NE(child_token, parent_token) << "parent and child drew the same token after fork";
+  // The child is another process: its waiters must not take the parent's
+  // holds for their own (scripts::wait_attempt).
+  EXPECT_NE(token_nonce(child_token), token_nonce(parent_token)) << "the child kept its parent's process nonce";
 }
 
 // The encoding buffer is recycled from the idle lock of the previous call;

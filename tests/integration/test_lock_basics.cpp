@@ -30,11 +30,6 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kForeignToken = "6f1c2a4e9b7d4c1f8e2a3b5c7d9e0f12";  // a uuid4().hex
 
 
-bool is_hex(const std::string& text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-  });
-}
 
 // TimedLockable, checked at compile time (std::unique_lock & co. rely on it).
 template <class L>
@@ -59,15 +54,15 @@ TEST_F(LockBasics, TokenIsRandom128BitHexAndFreshPerAcquisition) {
   Lock lock(client(), name);
   ASSERT_TRUE(lock.try_lock());
   const std::string first = value(name);
-  EXPECT_GE(first.size(), 32u) << first;  // >= 128 bits in hex
-  EXPECT_TRUE(is_hex(first)) << first;
+  // 128 random bits in hex, then the process's nonce (common/token.hpp)
+  EXPECT_TRUE(is_lock_token(first)) << first;
   EXPECT_TRUE(lock.owned());
   lock.release();
   EXPECT_FALSE(exists(name));
 
   ASSERT_TRUE(lock.try_lock());
   const std::string second = value(name);
-  EXPECT_TRUE(is_hex(second)) << second;
+  EXPECT_TRUE(is_lock_token(second)) << second;
   EXPECT_NE(first, second);
   lock.release();
 

@@ -9,6 +9,8 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "lock/lock_scripts.hpp"
 #include "lockon/client.hpp"
@@ -159,20 +161,58 @@ TEST_F(LockPausedWaiters, AWaiterBehindAnotherProcessNamesNoProcess) {
       << "a waiter named its own process as the holder's: " << raw({"GET", detail::companion_key(name, "hs")}).str;
 }
 
+// The token alone (holder records off) names the waiter's process only
+// when the holder's token ends in this process's nonce: another process's
+// token (another nonce) names nobody; a token with ours does.
+TEST_F(LockPausedWaiters, TheTokensNonceNamesTheWaitersProcessOnlyWhenItIsOurs) {
+  const std::string name = key("lock");
+  const std::string hs = detail::companion_key(name, "hs");
+  std::string ours;
+  {
+    Lock probe(client(), name, {.ttl = 5s, .holder_record = false});
+    ASSERT_TRUE(probe.try_lock());
+    ours = raw({"GET", name}).str;
+    probe.unlock();
+  }
+  ASSERT_TRUE(is_lock_token(ours)) << ours;
+  std::string foreign = ours;
+  foreign.front() = foreign.front() == 'a' ? 'b' : 'a';
+  foreign.back() = foreign.back() == '0' ? '1' : '0';  // another process's nonce
+  ASSERT_TRUE(raw({"SET", name, foreign, "PX", "60000"}).is("OK"));
+  Lock waiter(client(), name, {.ttl = 5s, .holder_record = false});
+  EXPECT_FALSE(waiter.try_lock_for(200ms));
+  EXPECT_TRUE(raw({"GET", hs}).is_nil()) << "a waiter named its process behind another process's holder";
+
+  std::string same_process = ours;
+  same_process.front() = same_process.front() == 'a' ? 'b' : 'a';  // another acquisition of ours
+  ASSERT_TRUE(raw({"SET", name, same_process, "PX", "60000"}).is("OK"));
+  EXPECT_FALSE(waiter.try_lock_for(200ms));
+  const RawReply named = raw({"GET", hs});
+  EXPECT_FALSE(named.is_nil()) << "a waiter behind a holder of its own process did not name its process";
+  const long long record_ttl = raw({"PTTL", hs}).integer;
+  EXPECT_GT(record_ttl, 60'000) << "the record must outlive the holder's lease by one of the waiter's ttls";
+  EXPECT_LE(record_ttl, 65'000);
+  raw({"DEL", name, hs});
+}
+
 // A holder that took the key directly (no hand-over: nobody held it),
 // with another thread of its process queued behind it, is paused: the
-// queued thread names its process as it queues (the holder record says the
-// holder is one of its own), so when the lease lapses that thread's entry
-// is dropped and the next process's waiter gets the key after one lease,
-// not two. Paused at once, and after holding 3 leases (the renewals keep
-// that record).
-class LockPausedDirectHolder : public LockPausedWaiters, public ::testing::WithParamInterface<int> {};
+// queued thread names its process as it queues (the holder's random token
+// ends in its process's nonce, and the holder record says the same), so
+// when the lease lapses that thread's entry is dropped and the next
+// process's waiter gets the key after one lease, not two. Paused at once,
+// and after holding 3 leases (the renewals keep that record); with holder
+// records and without (the token alone tells).
+class LockPausedDirectHolder : public LockPausedWaiters,
+                               public ::testing::WithParamInterface<std::tuple<int, bool>> {};
 
 TEST_P(LockPausedDirectHolder, CostsOneLeaseNotOnePerQueuedThread) {
   const std::string name = key("lock");
   constexpr auto kLease = 400ms;
-  const auto hold = kLease * GetParam();
-  Child paused = spawn(worker_argv("wait_hold_threads", {server().url(), name, "400", "2"}));
+  const auto hold = kLease * std::get<0>(GetParam());
+  std::vector<std::string> args{server().url(), name, "400", "2"};
+  if (!std::get<1>(GetParam())) args.emplace_back("norecord");
+  Child paused = spawn(worker_argv("wait_hold_threads", args));
   ASSERT_TRUE(paused.wait_for_output("acquired", 10s)) << paused.stderr_text();
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 1; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
@@ -186,9 +226,10 @@ TEST_P(LockPausedDirectHolder, CostsOneLeaseNotOnePerQueuedThread) {
   EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
 }
 
-INSTANTIATE_TEST_SUITE_P(HeldFor, LockPausedDirectHolder, ::testing::Values(0, 3),
-                         [](const ::testing::TestParamInfo<int>& param) {
-                           return "Leases" + std::to_string(param.param);
+INSTANTIATE_TEST_SUITE_P(HeldFor, LockPausedDirectHolder, ::testing::Combine(::testing::Values(0, 3), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<int, bool>>& param) {
+                           return "Leases" + std::to_string(std::get<0>(param.param)) +
+                                  (std::get<1>(param.param) ? "" : "NoHolderRecord");
                          });
 
 }  // namespace

@@ -78,6 +78,20 @@ class ClientTest : public RedisTest {
 };
 
 /// Milliseconds elapsed on the steady clock since `start`.
+/// A lock's random token (common/token.hpp): 128 random bits in lowercase
+/// hex, '.', then its process's 48-bit nonce in hex.
+inline bool is_lock_token(std::string_view s) {
+  const auto hex = [](std::string_view part) {
+    for (const char c : part)
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    return true;
+  };
+  return s.size() == 45 && s[32] == '.' && hex(s.substr(0, 32)) && hex(s.substr(33));
+}
+
+/// The process nonce a lock token ends with.
+inline std::string_view token_nonce(std::string_view token) { return token.substr(token.size() - 12); }
+
 inline long long ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
 }

@@ -18,10 +18,11 @@
 //   wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS
 //       THREADS threads of this process each try_lock_for(TIMEOUT_MS) with a
 //       TTL_MS lease, releasing at once; prints "ready" when they started.
-//   wait_hold_threads URL LOCK TTL_MS THREADS
+//   wait_hold_threads URL LOCK TTL_MS THREADS [norecord]
 //       THREADS threads of this process each wait for LOCK (TTL_MS lease,
 //       auto-renewed); the one that gets it prints "acquired" and holds it
 //       until SIGKILLed (gives up after 60 s); the others stay queued.
+//       "norecord": LockOptions::holder_record = false.
 //   wait_extend_threads URL LOCK TTL_MS THREADS EXTEND_MS
 //       As wait_hold_threads, without auto-renewal: the one that gets LOCK
 //       extends it once by EXTEND_MS, then prints "acquired" and holds it.
@@ -143,13 +144,15 @@ namespace {
 
 template <class Holding>
 void wait_in_threads(const std::vector<std::string>& args, std::chrono::milliseconds timeout, Holding holding,
-                     bool auto_renew = true) {
+                     bool auto_renew = true, bool holder_record = true) {
   const lockon::Client client(args[0]);
   client.ping();
   std::vector<std::thread> threads;
   for (long long t = 0; t < to_number(args[3]); ++t) {
     threads.emplace_back([&] {
-      lockon::Lock lock(client, args[1], {.ttl = std::chrono::milliseconds(to_number(args[2])), .auto_renew = auto_renew});
+      lockon::Lock lock(client, args[1],
+                        {.ttl = std::chrono::milliseconds(to_number(args[2])), .auto_renew = auto_renew,
+                         .holder_record = holder_record});
       if (lock.try_lock_for(timeout)) holding(lock);
     });
   }
@@ -168,13 +171,17 @@ LOCKON_WORKER_COMMAND(wait_acquire_threads)(const std::vector<std::string>& args
 // A process that holds LOCK (got by hand-over when another holds it now)
 // while more of its threads wait behind it.
 LOCKON_WORKER_COMMAND(wait_hold_threads)(const std::vector<std::string>& args) -> int {
-  if (args.size() != 4) return usage("wait_hold_threads URL LOCK TTL_MS THREADS");
-  wait_in_threads(args, std::chrono::seconds(60), [](lockon::Lock& lock) {
-    std::cout << "acquired" << std::endl;
-    // Bounded "forever": the test SIGKILLs us long before this ends.
-    std::this_thread::sleep_for(std::chrono::seconds(60));
-    lock.unlock();
-  });
+  if (args.size() != 4 && !(args.size() == 5 && args[4] == "norecord"))
+    return usage("wait_hold_threads URL LOCK TTL_MS THREADS [norecord]");
+  wait_in_threads(
+      args, std::chrono::seconds(60),
+      [](lockon::Lock& lock) {
+        std::cout << "acquired" << std::endl;
+        // Bounded "forever": the test SIGKILLs us long before this ends.
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+        lock.unlock();
+      },
+      true, args.size() == 4);
   return 1;
 }
 
