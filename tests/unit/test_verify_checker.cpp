@@ -37,6 +37,15 @@ CsRecord section(const std::string& worker, int thread, const std::string& key, 
                   .write = 'A'};
 }
 
+// A section whose attempt began at `asked_ms` and got the key at `at_ms`
+// (held 10 ms).
+CsRecord asked_then_got(const std::string& worker, const std::string& key, std::uint64_t fence,
+                        std::int64_t asked_ms, std::int64_t at_ms) {
+  CsRecord r = section(worker, 0, key, fence, at_ms, at_ms + 10);
+  r.start_ns = kT0 + asked_ms * kMs;
+  return r;
+}
+
 // One failed attempt: asked at `at_ms`, failed with `error` 2 ms later.
 CsRecord failed(const std::string& worker, const std::string& key, std::int64_t at_ms, const std::string& error) {
   CsRecord r = section(worker, 0, key, 0, at_ms, 0);
@@ -213,9 +222,7 @@ TEST(VerifyChecker, ALongHolderPausedTooLongExcusesOnlyOneTtlAfterThePause) {
 TEST(VerifyChecker, AGapCountsFromTheFirstAttemptAfterTheFault) {
   History h = clean_history();
   h.faults.push_back(fault("kill_worker", "w0.0", 5000, 5010));
-  CsRecord late = section("w1.0", 0, "k", 1000, 9000, 9010);
-  late.start_ns = kT0 + 8990 * kMs;  // asked 10 ms before it got it
-  h.sections.push_back(late);
+  h.sections.push_back(asked_then_got("w1.0", "k", 1000, 8990, 9000));  // asked 10 ms before it got it
   Findings findings = check(h);
   EXPECT_EQ(kinds(findings), std::vector<std::string>{});
   EXPECT_EQ(findings.longest_gap_ns, 10 * kMs);
@@ -233,9 +240,7 @@ TEST(VerifyChecker, AnAttemptFailedByAnErrorDoesNotStartTheGap) {
   h.faults.push_back(fault("restart_empty", "lock", 5000, 5015));
   h.faults.push_back(fault("restart_persistent", "lock", 5680, 5695));
   h.sections.push_back(failed("w3.0", "k", 5688, "ConnectError"));
-  CsRecord late = section("w1.0", 0, "k", 1000, 9500, 9510);
-  late.start_ns = kT0 + 9200 * kMs;  // asked 300 ms before it got it
-  h.sections.push_back(late);
+  h.sections.push_back(asked_then_got("w1.0", "k", 1000, 9200, 9500));  // asked 300 ms before it got it
   Findings findings = check(h);
   EXPECT_EQ(kinds(findings), std::vector<std::string>{});
   EXPECT_EQ(findings.longest_gap_ns, 300 * kMs);
