@@ -190,13 +190,18 @@ struct KindResult {
   std::vector<double> waits_us;
   std::vector<double> data_us;      // a critical section's GET + SET
   std::vector<double> handover_us;  // a release begins -> the next holder's acquire returns
+  // The same two for sections whose holder is another process than the
+  // previous one's: the spin loop re-takes about half of its sections in
+  // the process that just released (hot, no wake-up), which a FIFO lock
+  // never does (docs/benchmarks.md, session 14).
+  std::vector<double> switch_data_us, switch_handover_us;
 };
 
 // One critical section as the parent pieces it together.
 struct Section {
   long long seq = 0;
   int worker = 0;
-  long long acquired_us = 0, releasing_us = 0;
+  long long acquired_us = 0, releasing_us = 0, data_us = -1;
   bool operator<(const Section& other) const { return seq < other.seq; }
 };
 
@@ -234,13 +239,11 @@ void collect(std::vector<lockon::test::Child>& children, Raw& admin, const std::
         auto& sections = order[static_cast<std::size_t>(block)];
         first = sections.size();
         for (long long s = 0; fields >> s;) sections.push_back({s, static_cast<int>(w)});
-      } else if (tag == "acq" || tag == "rel") {
+      } else if (tag == "acq" || tag == "rel" || tag == "data") {
         auto& sections = order[static_cast<std::size_t>(block)];
         std::size_t i = first;
         for (long long us = 0; fields >> us && i < sections.size(); ++i)
-          (tag == "acq" ? sections[i].acquired_us : sections[i].releasing_us) = us;
-      } else if (tag == "data" && block > 0) {
-        for (long long us = 0; fields >> us;) r.data_us.push_back(static_cast<double>(us));
+          (tag == "acq" ? sections[i].acquired_us : tag == "rel" ? sections[i].releasing_us : sections[i].data_us) = us;
       } else if (tag == "slow" && std::getenv("LOCKON_BENCH_SLOW") != nullptr && line.size() > 4) {
         std::cerr << counter_prefix << " worker " << w << " block " << block << " (µs into it:wait µs):" << line.substr(4)
                   << '\n';
@@ -257,10 +260,17 @@ void collect(std::vector<lockon::test::Child>& children, Raw& admin, const std::
     if (b == 0) continue;  // warm-up
     auto& o = order[static_cast<std::size_t>(b)];
     std::sort(o.begin(), o.end());
+    for (const Section& section : o)
+      if (section.data_us >= 0) r.data_us.push_back(static_cast<double>(section.data_us));
     for (std::size_t i = 1; i < o.size(); ++i) {
-      r.retakes += o[i].worker == o[i - 1].worker ? 1 : 0;
-      if (o[i].seq == o[i - 1].seq + 1)
-        r.handover_us.push_back(static_cast<double>(o[i].acquired_us - o[i - 1].releasing_us));
+      const bool retake = o[i].worker == o[i - 1].worker;
+      r.retakes += retake ? 1 : 0;
+      if (!retake && o[i].data_us >= 0) r.switch_data_us.push_back(static_cast<double>(o[i].data_us));
+      if (o[i].seq == o[i - 1].seq + 1) {
+        const auto handover = static_cast<double>(o[i].acquired_us - o[i - 1].releasing_us);
+        r.handover_us.push_back(handover);
+        if (!retake) r.switch_handover_us.push_back(handover);
+      }
     }
     r.critical_sections += count;
   }
@@ -298,6 +308,8 @@ void report(benchmark::State& state, const std::string& prefix, const KindResult
   state.counters[prefix + "server_calls_per_cs"] = static_cast<double>(r.server_calls) / cs;
   state.counters[prefix + "data_p50_us"] = percentile(r.data_us, 0.5);
   state.counters[prefix + "handover_p50_us"] = percentile(r.handover_us, 0.5);
+  state.counters[prefix + "switch_data_p50_us"] = percentile(r.switch_data_us, 0.5);
+  state.counters[prefix + "switch_handover_p50_us"] = percentile(r.switch_handover_us, 0.5);
 }
 
 void BM_ContentionProcesses(benchmark::State& state) {
@@ -385,6 +397,13 @@ const bool registered = [] {
                     .informational = true});
     register_ratio({.label = ways + "release -> next acquire returns, p50 µs, lockon / raw spin", .subject = subject,
                     .baseline = subject, .metric = "lockon_handover_p50_us",
+                    .baseline_metric = "spin_handover_p50_us", .informational = true});
+    // The spin loop's sections that changed process, as every FIFO one does.
+    register_ratio({.label = ways + "raw spin, another process than the last: GET + SET p50 µs / all", .subject = subject,
+                    .baseline = subject, .metric = "spin_switch_data_p50_us", .baseline_metric = "spin_data_p50_us",
+                    .informational = true});
+    register_ratio({.label = ways + "raw spin, another process than the last: release -> acquire p50 µs / all",
+                    .subject = subject, .baseline = subject, .metric = "spin_switch_handover_p50_us",
                     .baseline_metric = "spin_handover_p50_us", .informational = true});
   }
   return true;
