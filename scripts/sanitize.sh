@@ -51,7 +51,7 @@ for preset in "${presets[@]}"; do
     # ("starting new threads after multi-threaded fork is not supported"), and
     # lockon's fork handling starts fresh threads there: those tests run in
     # stage 1 of test.sh only, and are named here.
-    tsan_fork_tests='^integration\.(Fork\.|WatchdogFaults\.ForkedChild|AutoPipelineAttack\.ForkWhileTheIoThreadIsBusy)'
+    tsan_fork_tests='^integration\.(Fork\.|WatchdogFaults\.ForkedChild|AutoPipelineAttack\.ForkWhileTheIoThreadIsBusy|HotPath\.AForkedChild)'
     echo "sanitize: tsan: not run under this sanitizer (TSan refuses threads after fork): $tsan_fork_tests"
     ctest --preset tsan -R '^(unit|integration|async)\.' -E "$many_locks|$tsan_fork_tests" "$@"
     LOCKON_TSAN_OPTIONS=detect_deadlocks=0 ctest --preset tsan -R "$many_locks" "$@"
