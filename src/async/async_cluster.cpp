@@ -56,7 +56,7 @@ AsyncCluster::AsyncCluster(asio::any_io_executor executor, const ConnectionOptio
     : executor_(std::move(executor)),
       options_(options),
       reconnect_delay_(reconnect_delay),
-      subscriber_id_(random_hex(8)),
+      subscriber_id_(new_subscriber_id()),
       slots_(kClusterSlots) {
   if (options_.seeds.empty()) options_.seeds.push_back({options_.host, options_.port});
 }

@@ -12,6 +12,7 @@
 
 #include "async/async_lock_impl.hpp"
 #include "common/diagnostics.hpp"
+#include "common/token.hpp"
 #include "lock/eviction_check.hpp"
 #include "lock/lock_scripts.hpp"
 
@@ -118,12 +119,11 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
       renewal->lease->declare_lost(LossReason::max_hold, "max_hold ended renewal and the lease ran out");
       co_return;
     }
-    const std::string process = self->client_->subscriber_id_if_made();
-    const std::array<std::string_view, 4> all_args{renewal->token, ttl_text, "1", process};
-    const auto args = std::span<const std::string_view>(all_args).first(process.empty() ? 3 : 4);
+    const std::string process = subscriber_or_process_id(self->client_->subscriber_id_if_made());
+    const std::array<std::string_view, 4> args{renewal->token, ttl_text, "1", process};
     // Also the record naming the process to drop if the lease lapses
     // ({K}:hs: a hand-over to us, or a waiter of ours queued behind us).
-    const auto keys = self->lease_keys(storage, renewal->with_record, !process.empty());
+    const auto keys = self->lease_keys(storage, renewal->with_record, true);
     try {
       auto answer = co_await self->client_->script(scripts::renew(), keys, args, "renew lock",
                                                    renewal->lease->lease_end());
@@ -199,11 +199,10 @@ asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional
   const std::string ms = std::to_string(additional.count());
   // As the renewals: the record naming this process ({K}:hs) is kept alive
   // past the longer lease while it names us (scripts::extend()).
-  const std::string process = client_->subscriber_id_if_made();
-  const std::array<std::string_view, 5> all_args{token_, ms, replace_ttl ? "1" : "0", ttl_text_, process};
-  const auto args = std::span<const std::string_view>(all_args).first(process.empty() ? 3 : 5);
+  const std::string process = subscriber_or_process_id(client_->subscriber_id_if_made());
+  const std::array<std::string_view, 5> args{token_, ms, replace_ttl ? "1" : "0", ttl_text_, process};
   std::array<std::string_view, 3> storage;
-  const auto keys = lease_keys(storage, !record_.empty(), !process.empty());
+  const auto keys = lease_keys(storage, !record_.empty(), true);
   const auto sent_at = Clock::now();
   auto lease = lease_;
   auto answer = co_await client_->script(scripts::extend(), keys, args, "extend lock", Clock::time_point::max());

@@ -16,7 +16,7 @@ namespace lockon::detail {
 AsyncSubscriber::AsyncSubscriber(asio::any_io_executor executor, ConnectionOptions options,
                                  std::chrono::milliseconds reconnect_delay, bool sharded, std::string id)
     : executor_(std::move(executor)),
-      id_(id.empty() ? random_hex(8) : std::move(id)),
+      id_(id.empty() ? new_subscriber_id() : std::move(id)),
       reconnect_delay_(reconnect_delay),
       connection_(std::make_shared<AsyncConnection>(executor_, std::move(options))),
       reconnect_timer_(executor_),

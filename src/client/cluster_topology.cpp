@@ -23,7 +23,7 @@ std::string host_or(std::string_view announced, const NodeAddress& asked) {
 }  // namespace
 
 ClusterTopology::ClusterTopology(const ConnectionOptions& options, PoolOptions limits)
-    : options_(options), limits_(limits), pubsub_{true, random_hex(8)} {
+    : options_(options), limits_(limits), pubsub_{true, new_subscriber_id()} {
   if (options_.seeds.empty()) options_.seeds.push_back({options_.host, options_.port});
 }
 

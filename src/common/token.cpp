@@ -92,4 +92,16 @@ std::string lock_token() {
   return token;
 }
 
+std::string subscriber_or_process_id(std::string subscriber_id) {
+  if (!subscriber_id.empty()) return subscriber_id;
+  return "-." + nonce_for_this_process();
+}
+
+std::string new_subscriber_id() {
+  std::string id = random_hex(8);
+  id.push_back('.');
+  id.append(nonce_for_this_process());
+  return id;
+}
+
 }  // namespace lockon::detail

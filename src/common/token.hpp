@@ -24,4 +24,18 @@ void assign_random_hex(std::string& out, std::size_t bytes = 16);
 void assign_lock_token(std::string& out);
 std::string lock_token();
 
+/// A subscriber's id (the wake-up channel's suffix, the first field of a
+/// queue entry): 64 random bits in hex, '.', this process's nonce, so that
+/// the lock scripts can tell two subscribers of one process (two Clients,
+/// or a Client and an AsyncClient) from two processes (scripts::renew(),
+/// drop_lapsed in lock_scripts.cpp).
+std::string new_subscriber_id();
+
+/// `subscriber_id`, or, when it is empty (no subscriber on that server: the
+/// Client's locks never waited there), this process's nonce alone,
+/// "-.<12 hex>". Renewals and extensions pass it so that the scripts keep a
+/// record naming any subscriber of their process (same_process in
+/// lock_scripts.cpp), also when the holder's own Client has none.
+std::string subscriber_or_process_id(std::string subscriber_id);
+
 }  // namespace lockon::detail

@@ -7,6 +7,7 @@
 #include "client/error_map.hpp"
 #include "client/pipeline.hpp"
 #include "client/routed.hpp"
+#include "common/token.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/errors.hpp"
 #include "lock/orphans.hpp"
@@ -99,7 +100,7 @@ ReplyPtr LockCalls::run1_as_process(const Script& script, std::span<const std::s
   std::string process;
   return run_on_key_node(*client_, name(), keys, script, operation, [&](Node& node) {
     // The server serving the key now (after a redirection too).
-    process = node.subscriber_id_if_started();
+    process = subscriber_or_process_id(node.subscriber_id_if_started());
     all_args.back() = process;
     return std::span<const std::string_view>(all_args);
   });

@@ -107,11 +107,12 @@ namespace {
 // the caller's own process, which is evidently running. A release deletes
 // KEYS[7]: only a lapse finds it.
 #define LOCKON_LUA_DROP_LAPSED                                                                      \
+  LOCKON_LUA_SAME_PROCESS                                                                           \
   "local function drop_lapsed(my_sid)\n"                                                             \
   "  local lapsed = redis.call('GET', KEYS[7])\n"                                                    \
   "  if not lapsed then return end\n"                                                               \
   "  redis.call('DEL', KEYS[7])\n"                                                                  \
-  "  if lapsed == my_sid then return end\n"                                                         \
+  "  if same_process(lapsed, my_sid) then return end\n"                                             \
   "  local prefix = lapsed .. '|'\n"                                                                \
   "  for _, e in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do\n"                                 \
   "    if string.sub(e, 1, #prefix) == prefix then\n"                                               \
@@ -120,6 +121,17 @@ namespace {
   "      if wid then redis.call('HDEL', qwho_key, wid) end\n"                                       \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \
+  "end\n"
+
+// Whether two subscriber ids belong to one process: equal, or both ending
+// in the same process nonce (common/token.hpp, new_subscriber_id()). An id
+// without a nonce (an older lockon) matches only itself.
+#define LOCKON_LUA_SAME_PROCESS                                                                     \
+  "local function same_process(a, b)\n"                                                             \
+  "  if not a or not b then return false end\n"                                                     \
+  "  if a == b then return true end\n"                                                              \
+  "  local na = string.match(a, '%.(%x+)$')\n"                                                      \
+  "  return na ~= nil and na == string.match(b, '%.(%x+)$')\n"                                      \
   "end\n"
 
 #define LOCKON_LUA_HAND_OVER                                                                        \
@@ -185,16 +197,18 @@ const Script& sharded_variant(const Script& plain, bool sharded) {
 // Once the lease (KEYS[1]) was renewed or extended, for renew() and
 // extend(): the holder record (KEYS[2], optional) expires with it; the
 // record of the hand-over to the holder's process (KEYS[3], optional; only
-// while it names `sid`) one `ttl` after, as a hand-over writes it: a holder
+// while it names `sid`'s process: a waiter on another Client of this process
+// may have named its own subscriber) one `ttl` after, as a hand-over writes it: a holder
 // paused past its lease then has its process's other waiters dropped
 // (drop_lapsed), however long it held.
 #define LOCKON_LUA_KEEP_LEASE_RECORDS                                                               \
+  LOCKON_LUA_SAME_PROCESS                                                                           \
   "local function keep_lease_records(ttl, sid)\n"                                                   \
   "  if #KEYS < 2 then return end\n"                                                                \
   "  local p = redis.call('PTTL', KEYS[1])\n"                                                       \
   "  if p <= 0 then return end\n"                                                                   \
   "  redis.call('PEXPIRE', KEYS[2], p)\n"                                                           \
-  "  if #KEYS >= 3 and redis.call('GET', KEYS[3]) == sid then\n"                                    \
+  "  if #KEYS >= 3 and same_process(redis.call('GET', KEYS[3]), sid) then\n"                         \
   "    redis.call('PEXPIRE', KEYS[3], p + tonumber(ttl))\n"                                         \
   "  end\n"                                                                                         \
   "end\n"
@@ -401,6 +415,7 @@ const Script& acquire_all() {
 #undef LOCKON_LUA_NEXT_FENCE
 #undef LOCKON_LUA_SET_HOLDER
 #undef LOCKON_LUA_KEEP_LEASE_RECORDS
+#undef LOCKON_LUA_SAME_PROCESS
 
 }  // namespace scripts
 }  // namespace lockon::detail

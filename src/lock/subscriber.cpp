@@ -112,7 +112,7 @@ void Subscriber::Watch::note_handoff(std::chrono::nanoseconds waited, long long 
 }
 
 Subscriber::Subscriber(ConnectionOptions options, bool sharded, std::string id)
-    : id_(id.empty() ? random_hex(8) : std::move(id)), sharded_(sharded), connection_(std::move(options)) {
+    : id_(id.empty() ? new_subscriber_id() : std::move(id)), sharded_(sharded), connection_(std::move(options)) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the lock subscriber");
   reader_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -9,6 +9,7 @@
 #include "client/client_impl.hpp"
 #include "lockon/errors.hpp"
 #include "common/fork.hpp"
+#include "common/token.hpp"
 #include "lock/eviction_check.hpp"
 #include "lock/lock_scripts.hpp"
 #include "client/script.hpp"
@@ -76,7 +77,7 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
     auto connection = node.pool().borrow();
     // Keeps the record naming this process as the one to drop if a lease
     // lapses ({K}:hs, lock_scripts.cpp) alive while it names us.
-    const std::string process = node.subscriber_id_if_started();
+    const std::string process = subscriber_or_process_id(node.subscriber_id_if_started());
     std::vector<std::string> ttls;
     std::vector<std::string> whos;      // holder records: expire with the lease
     std::vector<std::string> handeds;   // lapse records ({K}:hs): kept while they name us
@@ -93,12 +94,10 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
       const RenewalEntry& entry = *entries[i];
       ttls.push_back(std::to_string(entry.ttl.count()));
       whos.push_back(companion_key(entry.name, "who"));
-      handeds.push_back(process.empty() ? std::string() : companion_key(entry.name, "hs"));
+      handeds.push_back(companion_key(entry.name, "hs"));
       keys.push_back({entry.name, whos.back(), handeds.back()});
       args.push_back({entry.token, ttls.back(), "1", process});
-      const std::size_t used = process.empty() ? 2 : 3;
-      calls.push_back({std::span<const std::string_view>(keys.back()).first(used),
-                       std::span<const std::string_view>(args.back()).first(used + 1)});
+      calls.push_back({keys.back(), args.back()});
     }
     const std::vector<ReplyPtr> replies = eval_pipelined(*connection, scripts::renew(), calls, "renew lease");
     for (std::size_t n = 0; n < which.size(); ++n) {

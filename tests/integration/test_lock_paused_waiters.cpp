@@ -195,6 +195,30 @@ TEST_F(LockPausedWaiters, TheTokensNonceNamesTheWaitersProcessOnlyWhenItIsOurs) 
   raw({"DEL", name, hs});
 }
 
+// The same when the holder and its process's waiter use two Clients (two
+// subscriber ids): the waiter names its own subscriber as it queues, and
+// the holder's renewals keep that record because it names their process
+// (subscriber ids end in the process nonce), so after 3 leases and a pause
+// the next process's waiter still gets the key after one lease, not two.
+TEST_F(LockPausedWaiters, PausedHolderWithItsWaiterOnAnotherClientCostsOneLease) {
+  const std::string name = key("lock");
+  constexpr auto kLease = 400ms;
+  Child paused = spawn(worker_argv("hold_and_wait_two_clients", {server().url(), name, "400"}));
+  ASSERT_TRUE(paused.wait_for_output("acquired", 10s)) << paused.stderr_text();
+  ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 1; })) << paused.stderr_text();
+  std::atomic<long long> acquired_ns{0};
+  std::thread waiter = third_waiter(name, acquired_ns, 10s);
+  ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 2; }));
+  std::this_thread::sleep_for(kLease * 3);  // past the waiter's own record's expiry (lease + one ttl)
+  EXPECT_FALSE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
+      << "the record naming the holder's process lapsed while it held the key";
+  const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
+  ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
+  std::cout << "third waiter behind a paused holder whose waiter uses another Client: " << took_ms
+            << " ms (lease " << kLease.count() << " ms)\n";
+  EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+}
+
 // A holder that took the key directly (no hand-over: nobody held it),
 // with another thread of its process queued behind it, is paused: the
 // queued thread names its process as it queues (the holder's random token

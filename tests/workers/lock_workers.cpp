@@ -26,6 +26,11 @@
 //   wait_extend_threads URL LOCK TTL_MS THREADS EXTEND_MS
 //       As wait_hold_threads, without auto-renewal: the one that gets LOCK
 //       extends it once by EXTEND_MS, then prints "acquired" and holds it.
+//   hold_and_wait_two_clients URL LOCK TTL_MS
+//       One thread takes LOCK through one Client (TTL_MS lease, renewed)
+//       and prints "acquired"; then another thread of this process waits for
+//       it through a second Client (its own subscriber). Holds until
+//       SIGKILLed (gives up after 60 s).
 //   fence URL LOCK N LIST
 //       N fenced acquisitions; while holding, RPUSHes the fence to LIST.
 //       Prints "fences <first> <last>".
@@ -198,6 +203,26 @@ LOCKON_WORKER_COMMAND(wait_extend_threads)(const std::vector<std::string>& args)
         lock.unlock();
       },
       false);
+  return 1;
+}
+
+// A process with two Clients on one server: a holder on one, a waiter
+// queued behind it on the other (two subscriber ids, one process).
+LOCKON_WORKER_COMMAND(hold_and_wait_two_clients)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 3) return usage("hold_and_wait_two_clients URL LOCK TTL_MS");
+  const lockon::Client holding_client(args[0]);
+  const lockon::Client waiting_client(args[0]);
+  const lockon::LockOptions options{.ttl = std::chrono::milliseconds(to_number(args[2]))};
+  lockon::Lock holder(holding_client, args[1], options);
+  if (!holder.try_lock_for(std::chrono::seconds(10))) return 2;
+  std::cout << "acquired" << std::endl;
+  std::thread waiter([&] {
+    lockon::Lock lock(waiting_client, args[1], options);
+    if (lock.try_lock_for(std::chrono::seconds(60))) lock.unlock();
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(60));  // SIGKILLed long before
+  holder.unlock();
+  waiter.join();
   return 1;
 }
 
