@@ -177,10 +177,29 @@ TEST_F(ReadWriteLockTest, EightThreadsWritersExactReadersTogether) {
   EXPECT_EQ(crew.errors(), "");
   EXPECT_EQ(violations.load(), 0);
   EXPECT_EQ(number(counter), kWriters * kRounds);
-  EXPECT_GE(peak_readers.load(), 2) << "readers never held together";
-  std::cout << "peak concurrent readers: " << peak_readers.load() << "\n";
+  // Mixed with writers, readers overlap only when they queue next to each
+  // other (FIFO: a writer between two readers separates them), which a
+  // loaded run may never produce (seen once under ASan: peak 1). Shown,
+  // not asserted; the readers-only round below must overlap.
+  std::cout << "peak concurrent readers among writers: " << peak_readers.load() << "\n";
   EXPECT_EQ(holders(name), 0);
   EXPECT_EQ(queued(name), 0);
+
+  // Readers alone, each holding 50 ms: they must hold together.
+  peak_readers = 0;
+  Crew readers;
+  readers.run(kReaders, [&](int) {
+    ReadWriteLock lock(pooled(), name, {.ttl = 10s});
+    if (!lock.try_lock_shared_for(10s)) throw std::runtime_error("reader timed out");
+    raise_peak(peak_readers, ++readers_inside);
+    std::this_thread::sleep_for(50ms);
+    --readers_inside;
+    lock.unlock_shared();
+  });
+  readers.join();
+  EXPECT_EQ(readers.errors(), "");
+  EXPECT_GE(peak_readers.load(), 2) << "readers never held together";
+  std::cout << "peak concurrent readers alone: " << peak_readers.load() << "\n";
 }
 
 TEST_F(ReadWriteLockTest, FourProcessesWritersExactReadersUndisturbed) {
