@@ -73,8 +73,10 @@ namespace {
 // as theirs). ForkLocal: lock-free, so a fork while another thread reads it
 // cannot leave a frozen mutex behind. Leaked: used from static destructors.
 const std::string& nonce_for_this_process() {
-  static auto& nonce = *new ForkLocal<std::string>([] { return std::make_unique<std::string>(random_hex(6)); });
-  return nonce.get([] { return std::make_unique<std::string>(random_hex(6)); });
+  constexpr std::size_t kNonceBytes = 6;  // 48 bits
+  const auto draw = [] { return std::make_unique<std::string>(random_hex(kNonceBytes)); };
+  static auto& nonce = *new ForkLocal<std::string>(draw);
+  return nonce.get(draw);
 }
 
 }  // namespace

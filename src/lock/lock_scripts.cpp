@@ -123,9 +123,9 @@ namespace {
   "  end\n"                                                                                         \
   "end\n"
 
-// Whether two subscriber ids belong to one process: equal, or both ending
-// in the same process nonce (common/token.hpp, new_subscriber_id()). An id
-// without a nonce (an older lockon) matches only itself.
+// Whether two ids belong to one process: equal, or both ending in the same
+// process nonce (common/token.hpp: subscriber ids, random lock tokens). An
+// id without a nonce (an older lockon) matches only itself.
 #define LOCKON_LUA_SAME_PROCESS                                                                     \
   "local function same_process(a, b)\n"                                                             \
   "  if not a or not b then return false end\n"                                                     \
@@ -284,8 +284,7 @@ const Script& wait_attempt(bool sharded) {
       // holder's (its token's first 8 characters), since a failed fast path
       // leaves its own record for a moment (holder.hpp).
       "if ARGV[2] == '1' and holder and pttl > 0 and my_ttl ~= '0' then\n"
-      "  local nonce = ARGV[4] == '1' and string.match(my_token, '%.%x+$')\n"
-      "  local ours = nonce and #holder > #nonce and string.sub(holder, -#nonce) == nonce\n"
+      "  local ours = ARGV[4] == '1' and same_process(holder, my_token)\n"
       "  if not ours and ARGV[5] then\n"
       "    local function process_of(record)\n"
       "      return record and string.match(record, '^[^|]*|([^|]*|[^|]*|[^|]*)|')\n"

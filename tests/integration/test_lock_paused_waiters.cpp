@@ -46,6 +46,18 @@ class LockPausedWaiters : public ClientTest {
     return acquired_ns.load() == 0 ? -1 : (acquired_ns.load() - ns_of(stopped)) / 1'000'000;
   }
 
+  // Pauses the process holding the key (pause_and_time) and expects the
+  // third waiter to get it within one `lease`, not two; prints
+  // how long it took, after `scenario`.
+  static void expect_one_lease_after_pause(Child& paused, std::thread& waiter,
+                                           const std::atomic<long long>& acquired_ns, std::chrono::milliseconds lease,
+                                           const std::string& scenario) {
+    const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
+    ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
+    std::cout << "third waiter behind " << scenario << ": " << took_ms << " ms (lease " << lease.count() << " ms)\n";
+    EXPECT_LT(took_ms, lease.count() * 3 / 2) << "a second lease went to the same paused process";
+  }
+
   // Another process's waiter (its own Client), polling every 50 ms: sets
   // `acquired_ns` to the moment it got the lock (0: never).
   std::thread third_waiter(const std::string& name, std::atomic<long long>& acquired_ns, std::chrono::seconds timeout) {
@@ -114,11 +126,8 @@ TEST_F(LockPausedWaiters, PausedHolderAfterALongHoldCostsOneLeaseNotTwo) {
   std::this_thread::sleep_for(kLease * 3);  // past the hand-over record's 2 x ttl
   EXPECT_FALSE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
       << "the record of the hand-over to the holding process lapsed while it held the key";
-  const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
-  ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
-  std::cout << "third waiter behind a paused holder (held " << (kLease * 3).count()
-            << " ms) with one more waiter: " << took_ms << " ms (lease " << kLease.count() << " ms)\n";
-  EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+  expect_one_lease_after_pause(paused, waiter, acquired_ns, kLease,
+                               "a paused holder (held " + std::to_string((kLease * 3).count()) + " ms) with one more waiter");
 }
 
 // The same when the holder extended its lease by hand (no renewals) past
@@ -141,11 +150,8 @@ TEST_F(LockPausedWaiters, PausedHolderAfterAnExtendCostsOneLeaseNotTwo) {
   std::this_thread::sleep_for(kExtension);  // past the hand-over record's 2 x ttl; about one ttl of the lease left
   EXPECT_FALSE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
       << "the record of the hand-over to the holding process lapsed before its extended lease";
-  const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
-  ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
-  std::cout << "third waiter behind a paused holder that extended its lease, with one more waiter: " << took_ms
-            << " ms after the pause (lease " << kLease.count() << " ms, about as much of it left)\n";
-  EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+  expect_one_lease_after_pause(paused, waiter, acquired_ns, kLease,
+                               "a paused holder that extended its lease (about one lease left), with one more waiter");
 }
 
 // The record naming a process to drop is written only for a holder of the
@@ -212,11 +218,7 @@ TEST_F(LockPausedWaiters, PausedHolderWithItsWaiterOnAnotherClientCostsOneLease)
   std::this_thread::sleep_for(kLease * 3);  // past the waiter's own record's expiry (lease + one ttl)
   EXPECT_FALSE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
       << "the record naming the holder's process lapsed while it held the key";
-  const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
-  ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
-  std::cout << "third waiter behind a paused holder whose waiter uses another Client: " << took_ms
-            << " ms (lease " << kLease.count() << " ms)\n";
-  EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+  expect_one_lease_after_pause(paused, waiter, acquired_ns, kLease, "a paused holder whose waiter uses another Client");
 }
 
 // A holder that took the key directly (no hand-over: nobody held it),
@@ -243,11 +245,8 @@ TEST_P(LockPausedDirectHolder, CostsOneLeaseNotOnePerQueuedThread) {
   std::thread waiter = third_waiter(name, acquired_ns, 10s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 2; }));
   std::this_thread::sleep_for(hold);
-  const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
-  ASSERT_GE(took_ms, 0) << "the third waiter never got the lock";
-  std::cout << "third waiter behind a paused direct holder (held " << hold.count()
-            << " ms more) with one more waiter: " << took_ms << " ms (lease " << kLease.count() << " ms)\n";
-  EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+  expect_one_lease_after_pause(paused, waiter, acquired_ns, kLease,
+                               "a paused direct holder (held " + std::to_string(hold.count()) + " ms more) with one more waiter");
 }
 
 INSTANTIATE_TEST_SUITE_P(HeldFor, LockPausedDirectHolder, ::testing::Combine(::testing::Values(0, 3), ::testing::Bool()),

@@ -77,7 +77,6 @@ class ClientTest : public RedisTest {
   std::unique_ptr<RawConnection> raw_;
 };
 
-/// Milliseconds elapsed on the steady clock since `start`.
 /// A lock's random token (common/token.hpp): 128 random bits in lowercase
 /// hex, '.', then its process's 48-bit nonce in hex.
 inline bool is_lock_token(std::string_view s) {
@@ -92,6 +91,7 @@ inline bool is_lock_token(std::string_view s) {
 /// The process nonce a lock token ends with.
 inline std::string_view token_nonce(std::string_view token) { return token.substr(token.size() - 12); }
 
+/// Milliseconds elapsed on the steady clock since `start`.
 inline long long ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
 }
