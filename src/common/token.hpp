@@ -39,3 +39,17 @@ std::string new_subscriber_id();
 std::string subscriber_or_process_id(std::string subscriber_id);
 
 }  // namespace lockon::detail
+
+/// Lua, for the lock scripts: `same_process(a, b)`, whether two ids belong to
+/// one process: equal, or both ending in the same process nonce (the format
+/// above: subscriber ids, random lock tokens, "-.<nonce>"; a share's member
+/// "<kind>:<token>" too). An id without a nonce (an older lockon, a custom
+/// token) matches only itself: a nonce is exactly 12 hex digits. Nil matches
+/// nothing. A false match costs liveness only (entries re-queued), never safety.
+#define LOCKON_LUA_SAME_PROCESS                                                \
+  "local function same_process(a, b)\n"                                        \
+  "  if not a or not b then return false end\n"                                \
+  "  if a == b then return true end\n"                                         \
+  "  local na = string.match(a, '%.(%x+)$')\n"                                 \
+  "  return na ~= nil and #na == 12 and na == string.match(b, '%.(%x+)$')\n"   \
+  "end\n"

@@ -6,6 +6,7 @@
 
 #include "client/client_impl.hpp"
 #include "client/slots.hpp"
+#include "common/token.hpp"
 #include "lockon/lock.hpp"
 
 namespace lockon::detail {
@@ -121,17 +122,6 @@ namespace {
   "      if wid then redis.call('HDEL', qwho_key, wid) end\n"                                       \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \
-  "end\n"
-
-// Whether two ids belong to one process: equal, or both ending in the same
-// process nonce (common/token.hpp: subscriber ids, random lock tokens). An
-// id without a nonce (an older lockon) matches only itself.
-#define LOCKON_LUA_SAME_PROCESS                                                                     \
-  "local function same_process(a, b)\n"                                                             \
-  "  if not a or not b then return false end\n"                                                     \
-  "  if a == b then return true end\n"                                                              \
-  "  local na = string.match(a, '%.(%x+)$')\n"                                                      \
-  "  return na ~= nil and na == string.match(b, '%.(%x+)$')\n"                                      \
   "end\n"
 
 #define LOCKON_LUA_HAND_OVER                                                                        \
@@ -414,7 +404,6 @@ const Script& acquire_all() {
 #undef LOCKON_LUA_NEXT_FENCE
 #undef LOCKON_LUA_SET_HOLDER
 #undef LOCKON_LUA_KEEP_LEASE_RECORDS
-#undef LOCKON_LUA_SAME_PROCESS
 
 }  // namespace scripts
 }  // namespace lockon::detail

@@ -4,9 +4,7 @@
 #include <array>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "client/client_impl.hpp"
 #include "client/error_map.hpp"
@@ -67,50 +65,6 @@ ReplyPtr run_script(ClientImpl& client, const std::string& name, const std::arra
   return reply;
 }
 
-// The shares this process holds, by name. A waiter of this process names
-// them as its process's when it queues (shared_scripts::attempt), so that if
-// a share taken directly (no hand-over, so no record of it) lapses because
-// this process is paused, its other waiters are dropped rather than each
-// granted one more lease. Leaked on purpose: holders unlock in static
-// destructors.
-class HeldShares {
- public:
-  static HeldShares& instance() {
-    static HeldShares& shares = *new HeldShares;
-    return shares;
-  }
-  void add(const std::string& name, const std::string& member) {
-    std::lock_guard lock(mutex_);
-    held_[name].emplace_back(member, fork_generation());
-  }
-  void remove(const std::string& name, const std::string& member) noexcept {
-    std::lock_guard lock(mutex_);
-    const auto it = held_.find(name);
-    if (it == held_.end()) return;
-    std::erase_if(it->second, [&](const auto& held) { return held.first == member; });
-    if (it->second.empty()) held_.erase(it);
-  }
-  /// At most `limit` of them (a forked child's inherited ones are not its own).
-  std::vector<std::string> of(const std::string& name, std::size_t limit) const {
-    std::vector<std::string> out;
-    std::lock_guard lock(mutex_);
-    const auto it = held_.find(name);
-    if (it == held_.end()) return out;
-    const auto generation = fork_generation();
-    for (const auto& [member, when] : it->second)
-      if (when == generation && out.size() < limit) out.push_back(member);
-    return out;
-  }
-
- private:
-  HeldShares() = default;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::vector<std::pair<std::string, std::uint64_t>>> held_;
-};
-
-// A process holding more shares of one name than this names only these.
-constexpr std::size_t kMaxNamedShares = 16;
-
 }  // namespace
 
 struct SharedHolder::Attempt {
@@ -158,12 +112,7 @@ std::string SharedHolder::orphan_entry() const {
 }
 
 SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char* mode, Clock::time_point until) {
-  std::vector<std::string_view> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl};
-  // Queueing: the shares this process holds on the name, to be recorded as
-  // its process's (a try-only attempt never queues, so it names none).
-  std::vector<std::string> ours;
-  if (mode[0] != '0') ours = HeldShares::instance().of(name_, kMaxNamedShares);
-  args.insert(args.end(), ours.begin(), ours.end());
+  const std::array<std::string_view, 5> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl};
   Attempt result;
   result.sent_at = Clock::now();
   const ReplyPtr reply = run_script(*client_.impl(), name_, keys_,
@@ -184,7 +133,12 @@ SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char
 bool SharedHolder::acquire_until(Clock::time_point deadline) {
   if (!held()) stop_renewal();
   if (held_) throw LockError(std::string(what_) + " '" + name_ + "' is already held by this object", name_);
-  token_ = fixed_token_.empty() ? random_hex() : fixed_token_;
+  // Ending in this process's nonce: a waiter of this process queueing
+  // behind it tells it is ours (shared_scripts::attempt).
+  if (fixed_token_.empty())
+    assign_lock_token(token_);
+  else
+    token_ = fixed_token_;
   const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
   Attempt first;
   try {
@@ -272,7 +226,6 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
 }
 
 bool SharedHolder::on_acquired(Clock::time_point lease_from) {
-  HeldShares::instance().add(name_, std::string(1, kind_) + ":" + token_);
   held_ = true;
   generation_ = fork_generation();
   lease_ = std::make_shared<LeaseSignal>(name_, options_.on_lost);
@@ -347,7 +300,6 @@ void SharedHolder::release() {
   stop_renewal();
   held_ = false;
   const std::string member = std::string(1, kind_) + ":" + token_;
-  HeldShares::instance().remove(name_, member);
   const std::array<std::string_view, 3> args{wake_prefix_, limit_text_, member};
   ReplyPtr reply;
   try {

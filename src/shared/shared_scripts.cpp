@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/token.hpp"
+
 namespace lockon::detail::shared_scripts {
 namespace {
 
@@ -21,7 +23,9 @@ namespace {
   /* tail, when it runs), so it is not granted one more lease per waiter    */                      \
   /* (the Lock's drop_lapsed). Looked up by membership, not by this call's  */                      \
   /* pruning: KEYS[1] itself may have expired with its last share. An entry */                      \
-  /* caller (ARGV[3]) is evidently running.                                 */                      \
+  /* caller (ARGV[3]) is evidently running, and so is its whole process:   */                      \
+  /* entries are matched by process (same_process: any of its subscribers). */                      \
+  LOCKON_LUA_SAME_PROCESS                                                                           \
   "local function keep_handed(ttl)\n"                                                               \
   "  local want = 2 * tonumber(ttl)\n"                                                              \
   "  if redis.call('PTTL', KEYS[3]) < want then redis.call('PEXPIRE', KEYS[3], want) end\n"         \
@@ -32,10 +36,11 @@ namespace {
   "  for i = 1, #handed, 2 do\n"                                                                    \
   "    if not redis.call('ZSCORE', KEYS[1], handed[i]) then\n"                                      \
   "      redis.call('HDEL', KEYS[3], handed[i])\n"                                                  \
-  "      if handed[i + 1] ~= caller then\n"                                                         \
-  "        local prefix = handed[i + 1] .. '|'\n"                                                   \
+  "      if not same_process(handed[i + 1], caller) then\n"                                        \
   "        for _, e in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do\n"                           \
-  "          if string.sub(e, 1, #prefix) == prefix then redis.call('LREM', KEYS[2], 1, e) end\n"   \
+  "          if same_process(string.match(e, '^([^|]*)|'), handed[i + 1]) then\n"                   \
+  "            redis.call('LREM', KEYS[2], 1, e)\n"                                                 \
+  "          end\n"                                                                                 \
   "        end\n"                                                                                   \
   "      end\n"                                                                                     \
   "    end\n"                                                                                       \
@@ -107,18 +112,6 @@ const Script& attempt(bool sharded) {
       LOCKON_LUA_SHARED_PRELUDE
       "local sid, wid, ttl, kind, token = parse(ARGV[3])\n"
       "local me = kind .. ':' .. token\n"
-      // Queueing behind shares of our own process (ARGV[6..]; still held,
-      // so taken by running threads): they name our process as a hand-over
-      // does, so if one lapses unreleased (our process paused), our queued
-      // entries are dropped instead of each being granted a lease.
-      "if ARGV[4] ~= '0' then\n"
-      "  for i = 6, #ARGV do\n"
-      "    if redis.call('ZSCORE', KEYS[1], ARGV[i]) then\n"
-      "      redis.call('HSET', KEYS[3], ARGV[i], sid)\n"
-      "      keep_handed(ttl)\n"
-      "    end\n"
-      "  end\n"
-      "end\n"
       "local function granted()\n"
       "  hold(me, ttl)\n"
       "  return {1, 0, publish_denied}\n"
@@ -132,7 +125,27 @@ const Script& attempt(bool sharded) {
       "if handed and not fresh and redis.call('ZSCORE', KEYS[1], me) then return granted() end\n"
       "local queued = not fresh and redis.call('LPOS', KEYS[2], ARGV[3])\n"
       "if not queued and empty and fits(kind) then return granted() end\n"
-      "if not queued and ARGV[4] ~= '0' then redis.call('RPUSH', KEYS[2], ARGV[3]) end\n"
+      // Entering the queue behind shares of our own process (their tokens
+      // end in our subscriber id's nonce; taken directly, so no hand-over
+      // recorded them): they are recorded as our process's, as a hand-over
+      // is, so if one lapses unreleased (our process paused) our queued
+      // entries are dropped instead of each being granted one more lease.
+      // Looked up here, atomically, not named by the caller: a thread's
+      // share granted a moment ago may not be in any registry of its
+      // process yet. Once suffices: while we are queued nobody takes the
+      // name directly (that needs an empty queue); an entry dropped comes
+      // back through here. Bounded: the 1,024 earliest-ending shares.
+      "if not queued and ARGV[4] ~= '0' then\n"
+      "  redis.call('RPUSH', KEYS[2], ARGV[3])\n"
+      "  local named = false\n"
+      "  for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, 1023)) do\n"
+      "    if m ~= me and same_process(m, sid) then\n"
+      "      redis.call('HSET', KEYS[3], m, sid)\n"
+      "      named = true\n"
+      "    end\n"
+      "  end\n"
+      "  if named then keep_handed(ttl) end\n"
+      "end\n"
       "if ARGV[4] ~= '0' then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end\n"
       "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
       "local wait = -1\n"

@@ -4,10 +4,11 @@
 //       sleeps until killed (bounded: 60 s), releases and exits 0.
 //   sem_hold URL NAME PERMITS TTL_MS
 //       the same with one permit of a semaphore.
-//   rw_wait_threads URL NAME TTL_MS THREADS
-//       THREADS threads of this process (one Client) each wait up to 20 s
-//       for the write lock with a TTL_MS lease and release it at once;
-//       prints "ready" when they started.
+//   rw_wait_threads URL NAME TTL_MS THREADS [clients]
+//       THREADS threads of this process (one Client, or one each with
+//       "clients": then they queue through different subscribers) each wait
+//       up to 20 s for the write lock with a TTL_MS lease and release it at
+//       once; prints "ready" when they started.
 //   rw_hold_threads URL NAME TTL_MS THREADS
 //       THREADS threads of this process each wait for the write lock
 //       (TTL_MS lease, auto-renewed); the one that gets it prints "acquired"
@@ -74,16 +75,19 @@ LOCKON_WORKER_COMMAND(sem_hold)(const std::vector<std::string>& args) -> int {
   return 0;
 }
 
-// THREADS (args[3]) threads of one process (one Client) each run
-// `body(lock)` with a ReadWriteLock of NAME (args[1]) and a TTL_MS (args[2])
-// lease; prints "ready" when they started.
+// THREADS (args[3]) threads of one process (one Client, or one each if
+// args[4] is "clients") each run `body(lock)` with a ReadWriteLock of NAME
+// (args[1]) and a TTL_MS (args[2]) lease; prints "ready" when they started.
 template <class Body>
 void in_rw_threads(const std::vector<std::string>& args, Body body) {
-  const lockon::Client client(args[0]);
-  client.ping();
+  const bool own_clients = args.size() > 4 && args[4] == "clients";
+  const long long count = std::stoll(args[3]);
+  std::vector<lockon::Client> clients;
+  for (long long t = 0; t < (own_clients ? count : 1); ++t) clients.emplace_back(args[0]).ping();
   std::vector<std::thread> threads;
-  for (long long t = 0; t < std::stoll(args[3]); ++t) {
-    threads.emplace_back([&] {
+  for (long long t = 0; t < count; ++t) {
+    threads.emplace_back([&, t] {
+      const lockon::Client& client = clients[own_clients ? static_cast<std::size_t>(t) : 0];
       lockon::ReadWriteLock lock(client, args[1], {.ttl = std::chrono::milliseconds(std::stoll(args[2]))});
       body(lock);
     });
@@ -93,7 +97,7 @@ void in_rw_threads(const std::vector<std::string>& args, Body body) {
 }
 
 LOCKON_WORKER_COMMAND(rw_wait_threads)(const std::vector<std::string>& args) -> int {
-  if (args.size() != 4) return shared_usage("rw_wait_threads URL NAME TTL_MS THREADS");
+  if (args.size() != 4 && args.size() != 5) return shared_usage("rw_wait_threads URL NAME TTL_MS THREADS [clients]");
   in_rw_threads(args, [](lockon::ReadWriteLock& lock) {
     if (lock.try_lock_for(20s)) lock.unlock();
   });
