@@ -103,8 +103,9 @@ namespace {
 // means its lease lapsed:
 // if that process was handed K and let it lapse, it is paused or gone, and
 // each of its other queued waiters would be handed K for one more lease in
-// turn (verify --seed 29: a 6 s gap). Its entries are dropped instead; its
-// waiters queue again, at the tail, when it runs (wait_attempt). `my_sid`:
+// turn (verify --seed 29: a 6 s gap). Its entries are dropped instead, all
+// of them, whichever of its Clients (subscribers) queued them (same_process);
+// its waiters queue again, at the tail, when it runs (wait_attempt). `my_sid`:
 // the caller's own process, which is evidently running. A release deletes
 // KEYS[7]: only a lapse finds it.
 #define LOCKON_LUA_DROP_LAPSED                                                                      \
@@ -114,11 +115,10 @@ namespace {
   "  if not lapsed then return end\n"                                                               \
   "  redis.call('DEL', KEYS[7])\n"                                                                  \
   "  if same_process(lapsed, my_sid) then return end\n"                                             \
-  "  local prefix = lapsed .. '|'\n"                                                                \
   "  for _, e in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do\n"                                 \
-  "    if string.sub(e, 1, #prefix) == prefix then\n"                                               \
+  "    local sid, wid = string.match(e, '^([^|]*)|([^|]*)|')\n"                                      \
+  "    if same_process(sid, lapsed) then\n"                                                         \
   "      redis.call('LREM', KEYS[2], 1, e)\n"                                                       \
-  "      local wid = string.match(e, '^[^|]*|([^|]*)|')\n"                                          \
   "      if wid then redis.call('HDEL', qwho_key, wid) end\n"                                       \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \

@@ -79,13 +79,19 @@ class LockPausedWaiters : public ClientTest {
 // another lease (found by scripts/verify.sh --seed 29: a 6 s gap, one lease
 // per waiter of the paused process). Its other entries are dropped (they
 // queue again when it runs), so a third process's waiter gets the key
-// about one lease after the release, not two.
-TEST_F(LockPausedWaiters, PausedProcessWithTwoWaitersCostsOneLeaseNotTwo) {
+// about one lease after the release, not two. Also when the two waiters
+// queued through two Clients (two subscribers): the lapse names the
+// process, not only the subscriber the hand-over reached.
+class LockPausedTwoWaiters : public LockPausedWaiters, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(LockPausedTwoWaiters, PausedProcessCostsOneLeaseNotTwo) {
   const std::string name = key("lock");
   constexpr auto kLease = 800ms;
   Lock holder(client(), name, {.ttl = 30s, .wait_poll_interval = 60s});
   ASSERT_TRUE(holder.try_lock());
-  Child paused = spawn(worker_argv("wait_acquire_threads", {server().url(), name, "800", "2", "20000"}));
+  std::vector<std::string> args{server().url(), name, "800", "2", "20000"};
+  if (GetParam()) args.push_back("clients");
+  Child paused = spawn(worker_argv("wait_acquire_threads", args));
   ASSERT_TRUE(eventually(10s, [&] { return queue_length(name) == 2; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
   std::thread waiter = third_waiter(name, acquired_ns, 8s);
@@ -97,13 +103,19 @@ TEST_F(LockPausedWaiters, PausedProcessWithTwoWaitersCostsOneLeaseNotTwo) {
   paused.kill(SIGCONT);
   ASSERT_NE(acquired_ns.load(), 0) << "the third waiter never got the lock";
   const long long took_ms = (acquired_ns.load() - ns_of(released)) / 1'000'000;
-  std::cout << "third waiter behind a paused process with two waiters: " << took_ms << " ms (lease "
+  std::cout << "third waiter behind a paused process with two waiters (" << (GetParam() ? "two Clients" : "one Client")
+            << "): " << took_ms << " ms (lease "
             << kLease.count() << " ms)\n";
   EXPECT_GE(took_ms, kLease.count() - 50) << "the paused waiter's lease was cut short";
   EXPECT_LT(took_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
   paused.kill(SIGKILL);
   paused.wait(5s);
 }
+
+INSTANTIATE_TEST_SUITE_P(Queued, LockPausedTwoWaiters, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "ThroughTwoClients" : "ThroughOneClient";
+                         });
 
 // The same after a long hold: a process handed the key keeps it, renewed,
 // for longer than the hand-over's record of it lives (2 x ttl), with

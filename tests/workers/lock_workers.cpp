@@ -15,9 +15,10 @@
 //   wait_acquire URL LOCK TIMEOUT_MS
 //       try_lock_for(TIMEOUT_MS); prints "acquired <steady-ns>" (the moment
 //       it returned) or "timeout", releases and exits 0.
-//   wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS
-//       THREADS threads of this process each try_lock_for(TIMEOUT_MS) with a
-//       TTL_MS lease, releasing at once; prints "ready" when they started.
+//   wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS [clients]
+//       THREADS threads of this process (one Client, or one each with
+//       "clients") each try_lock_for(TIMEOUT_MS) with a TTL_MS lease,
+//       releasing at once; prints "ready" when they started.
 //   wait_hold_threads URL LOCK TTL_MS THREADS [norecord]
 //       THREADS threads of this process each wait for LOCK (TTL_MS lease,
 //       auto-renewed); the one that gets it prints "acquired" and holds it
@@ -141,20 +142,23 @@ LOCKON_WORKER_COMMAND(wait_acquire)(const std::vector<std::string>& args) -> int
   return 0;
 }
 
-// THREADS (args[3]) threads of one process (one Client, one subscriber)
-// each wait up to `timeout` for LOCK (args[1]) with a TTL_MS (args[2])
-// lease and run `holding(lock)` if they got it: a process with several
-// waiters queued on a key. Prints "ready" once they started.
+// THREADS (args[3]) threads of one process (one Client, one subscriber;
+// or one Client each with `own_clients`) each wait up to `timeout` for LOCK
+// (args[1]) with a TTL_MS (args[2]) lease and run `holding(lock)` if they
+// got it: a process with several waiters queued on a key. Prints "ready"
+// once they started.
 namespace {
 
 template <class Holding>
 void wait_in_threads(const std::vector<std::string>& args, std::chrono::milliseconds timeout, Holding holding,
-                     bool auto_renew = true, bool holder_record = true) {
-  const lockon::Client client(args[0]);
-  client.ping();
+                     bool auto_renew = true, bool holder_record = true, bool own_clients = false) {
+  const long long count = to_number(args[3]);
+  std::vector<lockon::Client> clients;
+  for (long long t = 0; t < (own_clients ? count : 1); ++t) clients.emplace_back(args[0]).ping();
   std::vector<std::thread> threads;
-  for (long long t = 0; t < to_number(args[3]); ++t) {
-    threads.emplace_back([&] {
+  for (long long t = 0; t < count; ++t) {
+    threads.emplace_back([&, t] {
+      const lockon::Client& client = clients[own_clients ? static_cast<std::size_t>(t) : 0];
       lockon::Lock lock(client, args[1],
                         {.ttl = std::chrono::milliseconds(to_number(args[2])), .auto_renew = auto_renew,
                          .holder_record = holder_record});
@@ -168,8 +172,11 @@ void wait_in_threads(const std::vector<std::string>& args, std::chrono::millisec
 }  // namespace
 
 LOCKON_WORKER_COMMAND(wait_acquire_threads)(const std::vector<std::string>& args) -> int {
-  if (args.size() != 5) return usage("wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS");
-  wait_in_threads(args, std::chrono::milliseconds(to_number(args[4])), [](lockon::Lock& lock) { lock.unlock(); });
+  if (args.size() != 5 && !(args.size() == 6 && args[5] == "clients"))
+    return usage("wait_acquire_threads URL LOCK TTL_MS THREADS TIMEOUT_MS [clients]");
+  wait_in_threads(
+      args, std::chrono::milliseconds(to_number(args[4])), [](lockon::Lock& lock) { lock.unlock(); }, true, true,
+      args.size() == 6);
   return 0;
 }
 
