@@ -9,6 +9,7 @@
 // clock in every process of the machine.
 #pragma once
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -29,7 +30,7 @@ struct CsRecord {
   std::string worker{};     // "<worker id>.<incarnation>"
   int thread = 0;
   long long seq = 0;      // per thread
-  std::string mechanism{};  // "lock", "lock_on", "redlock"
+  std::string mechanism{};  // "lock", "lock_on", "redlock", "rw_write", "rw_read", "sem" (unfenced: fence 0)
   std::string key{};        // the lock key (lock and lock_on share keys)
   std::uint64_t fence = 0;
   std::int64_t start_ns = 0;    // acquisition asked
@@ -43,6 +44,15 @@ struct CsRecord {
   std::string release_error = "-";  // error type name of release / LockLost, "-" if none
   bool acquired() const { return acquire_error == "-"; }
 };
+
+/// The workload's semaphores have this many permits ("sem" sections).
+inline constexpr std::size_t kSemaphorePermits = 2;
+
+/// Mechanisms without fencing tokens (ReadWriteLock, Semaphore): fence 0,
+/// no fenced resource; their exclusion is checked from the sections' times.
+inline bool is_unfenced(const CsRecord& r) {
+  return r.mechanism == "rw_write" || r.mechanism == "rw_read" || r.mechanism == "sem";
+}
 
 /// A long hold beginning: written when it starts, so that the checker knows
 /// the key was held even if the worker is killed before the section's own

@@ -51,4 +51,16 @@ char Resource::fenced_increment(const std::string& key, std::uint64_t fence, con
   }
 }
 
+char Resource::unfenced_access(const std::string& key, std::chrono::microseconds hold) const {
+  const std::string state = "unfenced:" + key;
+  try {
+    client_.command({"GET", state});
+    if (hold.count() > 0) std::this_thread::sleep_for(hold);
+    client_.command({"INCR", state});
+    return 'A';
+  } catch (const Error&) {
+    return 'E';
+  }
+}
+
 }  // namespace lockon::verify

@@ -14,6 +14,9 @@
 // `conflicts` counts writes whose read value was no longer current: a lost
 // update the fencing failed to stop. It must stay 0, as must any accepted
 // write whose fence is not above the previous accepted writer's.
+// Unfenced mechanisms (ReadWriteLock, Semaphore: no fencing tokens) touch
+// "unfenced:K" instead (unchecked, not dumped): their exclusion is checked
+// from the sections' own times (checker.cpp, check_overlaps).
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -33,6 +36,9 @@ class Resource {
   /// problem, reported). Thread-safe.
   char fenced_increment(const std::string& key, std::uint64_t fence, const std::string& holder,
                         std::chrono::microseconds hold) const;
+  /// An unfenced section's access: a read, a sleep of `hold`, a write.
+  /// Returns 'A', or 'E' if the resource server failed. Thread-safe.
+  char unfenced_access(const std::string& key, std::chrono::microseconds hold) const;
 
  private:
   Client client_;

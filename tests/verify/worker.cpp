@@ -1,12 +1,18 @@
 // verify/worker.cpp — one worker process of the verification harness.
 //
 // Several threads loop until a given CLOCK_MONOTONIC instant, each running
-// short critical sections on a small set of keys through one of three
+// short critical sections on a small set of keys through one of five
 // mechanisms chosen at random per section: lockon::Lock, RedisLocker::lock_on
 // (both on the same keys of the single lock server, so they contend with each
-// other) and lockon::Redlock (over the node servers). Inside a section the
-// thread does a fenced read-modify-write of a counter on the resource server
-// (resource.hpp). Every attempt is logged as one CsRecord line.
+// other), lockon::Redlock (over the node servers), a ReadWriteLock's write
+// side or read share (half and half, on 4 keys of their own on the lock
+// server: fewer keys, so that shares meet), and a Semaphore of
+// kSemaphorePermits permits (4 keys of its own too). Inside a fenced
+// section the thread does a fenced read-modify-write of a counter on the
+// resource server (resource.hpp); inside an unfenced one (read-write lock,
+// semaphore: no fences) an unchecked access of the same shape, their
+// exclusion being checked from the sections' times. Every attempt is logged
+// as one CsRecord line.
 #include <cstdint>
 #include <iostream>
 #include <random>
@@ -14,12 +20,15 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "history.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/locker.hpp"
+#include "lockon/read_write_lock.hpp"
 #include "lockon/redlock.hpp"
+#include "lockon/semaphore.hpp"
 #include "resource.hpp"
 #include "verify.hpp"
 
@@ -69,12 +78,12 @@ class WorkerThread {
     });
     while (now_ns() < config_.until_ns) {
       const int key = static_cast<int>(random_() % static_cast<std::uint64_t>(config_.keys));
-      const auto pick = random_() % 10;
+      const auto pick = random_() % 12;
       current_ = CsRecord{.worker = config_.id, .thread = index_, .seq = ++seq_,
                           .deadline_ms = config_.deadline.count()};
       current_.start_ns = now_ns();
       hold_ = config_.hold;
-      if (pick < 8 && config_.long_hold_every > 0 &&
+      if (pick != 8 && pick != 9 && config_.long_hold_every > 0 &&
           random_() % static_cast<std::uint64_t>(config_.long_hold_every) == 0)
         hold_ = std::chrono::duration_cast<std::chrono::microseconds>(config_.ttl * 5 / 2);
       if (pick < 4) {
@@ -87,8 +96,12 @@ class WorkerThread {
         } catch (...) {
           note_error(std::current_exception());
         }
-      } else {
+      } else if (pick < 10) {
         with_redlock(key);
+      } else if (pick == 10) {
+        with_read_write_lock(key % 4, random_() % 2 == 0);
+      } else {
+        with_semaphore(key % 4);
       }
       if (current_.end_ns == 0) current_.end_ns = now_ns();
       if (current_.acquired_ns == 0) current_.acquired_ns = current_.end_ns;
@@ -146,6 +159,58 @@ class WorkerThread {
     } catch (...) {
       note_error(std::current_exception());
     }
+  }
+
+  // A ReadWriteLock's write side, or (`shared`) a read share.
+  void with_read_write_lock(int key, bool shared) {
+    current_.mechanism = shared ? "rw_read" : "rw_write";
+    current_.key = "vfy:rw:" + std::to_string(key);
+    try {
+      ReadWriteLock lock(lock_client_, current_.key, {.ttl = config_.ttl});
+      unfenced_section(shared ? lock.try_lock_shared_for(config_.deadline) : lock.try_lock_for(config_.deadline),
+                       lock);
+    } catch (...) {
+      note_error(std::current_exception());
+    }
+  }
+
+  void with_semaphore(int key) {
+    current_.mechanism = "sem";
+    current_.key = "vfy:sem:" + std::to_string(key);
+    try {
+      Semaphore semaphore(lock_client_, current_.key, kSemaphorePermits, {.ttl = config_.ttl});
+      unfenced_section(semaphore.try_acquire_for(config_.deadline), semaphore);
+    } catch (...) {
+      note_error(std::current_exception());
+    }
+  }
+
+  // The section of a ReadWriteLock or Semaphore `lock` whose acquisition
+  // returned `acquired`: release() / release_or_throw() report a lease that
+  // had ended, as a DistributedLock's release() does.
+  template <class SharedLock>
+  void unfenced_section(bool acquired, SharedLock& lock) {
+    current_.acquired_ns = now_ns();
+    if (!acquired) {
+      current_.acquire_error = "busy";
+      current_.end_ns = now_ns();
+      return;
+    }
+    try {
+      announce_long_hold();
+      current_.write = resource_.unfenced_access(current_.key, hold_);
+      current_.lost = lock.lost();
+      current_.release_ns = now_ns();
+      if constexpr (std::is_same_v<SharedLock, Semaphore>) {
+        lock.release_or_throw();
+      } else {
+        lock.release();
+      }
+    } catch (...) {
+      if (current_.release_ns == 0) current_.release_ns = now_ns();
+      note_error(std::current_exception());
+    }
+    current_.end_ns = now_ns();
   }
 
   void held_section(DistributedLock& lock) {
