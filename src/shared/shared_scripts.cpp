@@ -134,17 +134,21 @@ const Script& attempt(bool sharded) {
       // share granted a moment ago may not be in any registry of its
       // process yet. Once suffices: while we are queued nobody takes the
       // name directly (that needs an empty queue); an entry dropped comes
-      // back through here. Bounded: the 1,024 earliest-ending shares.
+      // back through here. Bounded: among the 1,024 earliest-ending shares,
+      // at most 16 are named (each record costs every script a ZSCORE
+      // while it lasts; paused, all of a process's shares lapse, and the
+      // first named one to go is enough).
       "if not queued and ARGV[4] ~= '0' then\n"
       "  redis.call('RPUSH', KEYS[2], ARGV[3])\n"
-      "  local named = false\n"
+      "  local named = 0\n"
       "  for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, 1023)) do\n"
+      "    if named == 16 then break end\n"
       "    if m ~= me and same_process(m, sid) then\n"
       "      redis.call('HSET', KEYS[3], m, sid)\n"
-      "      named = true\n"
+      "      named = named + 1\n"
       "    end\n"
       "  end\n"
-      "  if named then keep_handed(ttl) end\n"
+      "  if named > 0 then keep_handed(ttl) end\n"
       "end\n"
       "if ARGV[4] ~= '0' then redis.call('PEXPIRE', KEYS[2], ARGV[5]) end\n"
       "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
