@@ -101,14 +101,16 @@ bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
 std::chrono::nanoseconds Subscriber::Watch::handoff_interval() const {
   std::lock_guard lock(owner_->mutex_);
   const auto it = owner_->channels_.find(channel_);
-  return it == owner_->channels_.end() ? std::chrono::nanoseconds(0) : it->second.handoff_interval;
+  if (it == owner_->channels_.end() || it->second.handoff_samples < 2) return std::chrono::nanoseconds(0);
+  return it->second.handoff_interval;
 }
 
 void Subscriber::Watch::note_handoff(std::chrono::nanoseconds waited, long long ahead) const {
   std::lock_guard lock(owner_->mutex_);
   const auto it = owner_->channels_.find(channel_);
-  if (it != owner_->channels_.end())
-    it->second.handoff_interval = next_handoff_interval(it->second.handoff_interval, waited, ahead);
+  if (it == owner_->channels_.end() || ahead < 0 || waited.count() <= 0) return;
+  it->second.handoff_interval = next_handoff_interval(it->second.handoff_interval, waited, ahead);
+  if (it->second.handoff_samples < 2) ++it->second.handoff_samples;
 }
 
 Subscriber::Subscriber(ConnectionOptions options, bool sharded, std::string id)

@@ -81,7 +81,9 @@ class Subscriber {
     /// without sleeping during `spin` (handoff_spin.hpp). Clears the nudge.
     Slot::Wake wait_until(Clock::time_point until, SpinWindow spin = {});
     /// How often the lock of this channel has been changing hands, as this
-    /// process saw it (0: not measured yet). Thread-safe.
+    /// process saw it (0: not measured yet, or from one hand-over only: an
+    /// attempt sent late in a turn, e.g. by a thread just started or
+    /// descheduled, makes one short sample of a slow key). Thread-safe.
     std::chrono::nanoseconds handoff_interval() const;
     /// A hand-over came `waited` after an attempt that found `ahead`
     /// entries before ours: updates handoff_interval(). Thread-safe.
@@ -192,6 +194,7 @@ class Subscriber {
     Clock::time_point denied_at{};    // when the server refused it
     bool moved = false;               // denied because its slot moved (sharded)
     std::chrono::nanoseconds handoff_interval{0};  // Watch::handoff_interval()
+    unsigned handoff_samples = 0;                   // hand-overs it averages (saturates)
   };
   // SUBSCRIBE/UNSUBSCRIBE commands sent (one channel each) whose reply has
   // not arrived, oldest first: replies come in this order, so an error reply
