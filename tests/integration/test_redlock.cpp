@@ -49,13 +49,19 @@ TEST_F(RedlockBasics, AcquireSetsTheSameTokenOnEveryNodeAndReleaseDeletesIt) {
   EXPECT_GT(lock.validity(), 4800ms);
   EXPECT_EQ(lock.fence(), 0u);
 
+  // A majority's replies decide; a straggler's is not waited for (its SET
+  // still ran: holders_settled above), which its event says. Under load
+  // (ctest -j2) the third node does straggle now and then.
   const auto acquires = log.of(NodeOperation::acquire);
   ASSERT_EQ(acquires.size(), 3u);
+  std::size_t ok = 0;
   for (const auto& event : acquires) {
-    EXPECT_TRUE(event.ok()) << event.endpoint << ": " << event.detail;
+    if (event.ok()) ++ok;
+    else EXPECT_NE(event.detail.find("not waited for"), std::string::npos) << event.endpoint << ": " << event.detail;
     EXPECT_EQ(event.name, name);
     EXPECT_LT(event.elapsed, 1s);
   }
+  EXPECT_GE(ok, 2u);
 
   lock.unlock();
   EXPECT_FALSE(lock.held());
