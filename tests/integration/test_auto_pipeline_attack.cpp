@@ -149,14 +149,37 @@ std::vector<long long> orphan_block_ms(RedisServer& server, const std::string& u
   constexpr int kThreads = 6;
   std::vector<std::string> keys;
   for (int t = 0; t < kThreads; ++t) keys.push_back("attack:orphan:" + tag + ":" + std::to_string(t));
+  // A probe connected beforehand tells when the server is asleep: a fixed
+  // 30 ms after sending DEBUG SLEEP was not always enough on a loaded
+  // machine, and a thread then acquired (CI, once). (SIGSTOP instead lets
+  // the threads' reconnections fill the accept queue, and the connection
+  // after the wake-up times out.)
+  RawConnection probe = server.connect();
+  probe.set_command_timeout(50ms);
+  std::atomic<bool> sending{false};
   auto sleeper = std::async(std::launch::async, [&] {
     RawConnection staller = server.connect();
     staller.set_command_timeout(5s);
+    sending = true;
     staller.command({"DEBUG", "SLEEP", "0.4"});
     return Clock::now();
   });
-  std::this_thread::sleep_for(30ms);
-  const auto until = Clock::now() + 300ms;
+  bool asleep = false;
+  for (int i = 0; i < 200 && !asleep; ++i) {
+    if (!sending.load()) {
+      std::this_thread::sleep_for(1ms);
+      continue;
+    }
+    try {
+      probe.command({"PING"});  // answered: the sleep has not begun
+      std::this_thread::sleep_for(2ms);
+    } catch (const RawIoError& e) {
+      asleep = e.timed_out();
+      if (!asleep) break;
+    }
+  }
+  EXPECT_TRUE(asleep) << "the server never went to sleep: the round proves nothing";
+  const auto until = Clock::now() + 250ms;
   std::vector<std::thread> threads;
   std::atomic<int> acquired{0};
   for (int t = 0; t < kThreads; ++t)
