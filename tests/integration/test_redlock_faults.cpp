@@ -268,18 +268,25 @@ TEST_F(RedlockFaults, AcquisitionPastItsValidityIsReportedFailedAndReleasedEvery
   } catch (const QuorumError& error) {
     EXPECT_NE(std::string(error.what()).find("validity"), std::string::npos) << error.what();
   }
-  // Three attempts in a row (each ≈ 200 ms + 300 ms of cleanup), then the
-  // error — long before the 5 s deadline.
-  EXPECT_LT(Clock::now() - started, 3s);
+  // Three failed attempts in a row (each ≈ 200 ms + 300 ms of cleanup),
+  // then the error — long before the 5 s deadline. An attempt that finds
+  // the key still on the slow node (an earlier attempt's late SET, or its
+  // release not there yet: seen under ASan) counts as busy and restarts the
+  // count, so there may be one or two more.
+  EXPECT_LT(Clock::now() - started, 4s);
   EXPECT_FALSE(lock.held());
   const auto acquires = log.of(NodeOperation::acquire);
-  ASSERT_EQ(acquires.size(), 9u);
-  EXPECT_EQ(std::count_if(acquires.begin(), acquires.end(), [](const NodeEvent& e) { return e.ok(); }), 6);
+  ASSERT_EQ(acquires.size() % 3, 0u);
+  const std::size_t attempts = acquires.size() / 3;
+  ASSERT_GE(attempts, 3u);
+  ASSERT_LE(attempts, 5u);
+  EXPECT_GE(std::count_if(acquires.begin(), acquires.end(), [](const NodeEvent& e) { return e.ok(); }), 6);
   // Each attempt was released on every node that answered (or its key had
   // already expired: the decision came at the end of the validity); the
   // paused one failed.
   const auto releases = log.of(NodeOperation::release);
-  ASSERT_EQ(releases.size(), 9u);
+  ASSERT_GE(releases.size(), 9u);  // the three failed attempts (a plainly refused one releases nothing)
+  ASSERT_LE(releases.size(), acquires.size());
   for (const auto& event : releases) {
     if (event.endpoint == endpoint(2)) {
       EXPECT_EQ(event.outcome, NodeOutcome::failed);
