@@ -134,7 +134,8 @@ const Script& attempt(bool sharded) {
       // share granted a moment ago may not be in any registry of its
       // process yet. Once suffices: while we are queued nobody takes the
       // name directly (that needs an empty queue); an entry dropped comes
-      // back through here. Bounded: among the 1,024 earliest-ending shares,
+      // back through here. Our own share is not among them (a handed entry
+      // returned above). Bounded: among the 1,024 earliest-ending shares,
       // at most 16 are named (each record costs every script a ZSCORE
       // while it lasts; paused, all of a process's shares lapse, and the
       // first named one to go is enough).
@@ -143,7 +144,7 @@ const Script& attempt(bool sharded) {
       "  local named = 0\n"
       "  for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, 1023)) do\n"
       "    if named == 16 then break end\n"
-      "    if m ~= me and same_process(m, sid) then\n"
+      "    if same_process(m, sid) then\n"
       "      redis.call('HSET', KEYS[3], m, sid)\n"
       "      named = named + 1\n"
       "    end\n"

@@ -1,6 +1,7 @@
 // integration/shared_lease_support.hpp — helpers of the ReadWriteLock and
 // Semaphore tests: threads whose exceptions become failures, and the
-// steady clock in ns (comparable with the workers' output).
+// steady clock in ns (comparable with the workers' output); the fixture of
+// their fault tests (test_shared_faults.cpp, test_shared_paused.cpp).
 #pragma once
 
 #include <atomic>
@@ -11,7 +12,17 @@
 #include <thread>
 #include <vector>
 
+#include "lock/lock_scripts.hpp"
+#include "support/fixtures.hpp"
+
 namespace lockon::test {
+
+// A server and a Client per test, and the shared locks' keys counted.
+class SharedFaults : public ClientTest {
+ protected:
+  long long holders(const std::string& name) { return raw({"ZCARD", detail::companion_key(name, "sh")}).integer; }
+  long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "sq")}).integer; }
+};
 
 // Joined by the destructor; every body is bounded by its own timeouts.
 class Crew {

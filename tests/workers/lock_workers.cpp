@@ -49,6 +49,7 @@
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "support/worker_registry.hpp"
+#include "thread_clients.hpp"
 
 namespace {
 
@@ -152,14 +153,12 @@ namespace {
 template <class Holding>
 void wait_in_threads(const std::vector<std::string>& args, std::chrono::milliseconds timeout, Holding holding,
                      bool auto_renew = true, bool holder_record = true, bool own_clients = false) {
-  const long long count = to_number(args[3]);
-  std::vector<lockon::Client> clients;
-  for (long long t = 0; t < (own_clients ? count : 1); ++t) clients.emplace_back(args[0]).ping();
+  const auto count = static_cast<std::size_t>(to_number(args[3]));
+  const lockon::test::worker::ThreadClients clients(args[0], count, own_clients);
   std::vector<std::thread> threads;
-  for (long long t = 0; t < count; ++t) {
+  for (std::size_t t = 0; t < count; ++t) {
     threads.emplace_back([&, t] {
-      const lockon::Client& client = clients[own_clients ? static_cast<std::size_t>(t) : 0];
-      lockon::Lock lock(client, args[1],
+      lockon::Lock lock(clients.of(t), args[1],
                         {.ttl = std::chrono::milliseconds(to_number(args[2])), .auto_renew = auto_renew,
                          .holder_record = holder_record});
       if (lock.try_lock_for(timeout)) holding(lock);

@@ -32,6 +32,7 @@
 #include "lockon/read_write_lock.hpp"
 #include "lockon/semaphore.hpp"
 #include "support/worker_registry.hpp"
+#include "thread_clients.hpp"
 
 namespace {
 
@@ -81,14 +82,12 @@ LOCKON_WORKER_COMMAND(sem_hold)(const std::vector<std::string>& args) -> int {
 template <class Body>
 void in_rw_threads(const std::vector<std::string>& args, Body body) {
   const bool own_clients = args.size() > 4 && args[4] == "clients";
-  const long long count = std::stoll(args[3]);
-  std::vector<lockon::Client> clients;
-  for (long long t = 0; t < (own_clients ? count : 1); ++t) clients.emplace_back(args[0]).ping();
+  const auto count = static_cast<std::size_t>(std::stoll(args[3]));
+  const lockon::test::worker::ThreadClients clients(args[0], count, own_clients);
   std::vector<std::thread> threads;
-  for (long long t = 0; t < count; ++t) {
+  for (std::size_t t = 0; t < count; ++t) {
     threads.emplace_back([&, t] {
-      const lockon::Client& client = clients[own_clients ? static_cast<std::size_t>(t) : 0];
-      lockon::ReadWriteLock lock(client, args[1], {.ttl = std::chrono::milliseconds(std::stoll(args[2]))});
+      lockon::ReadWriteLock lock(clients.of(t), args[1], {.ttl = std::chrono::milliseconds(std::stoll(args[2]))});
       body(lock);
     });
   }
