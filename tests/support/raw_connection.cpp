@@ -130,6 +130,20 @@ RawReply RawConnection::command(const std::vector<std::string>& args) {
   return convert(*reply);
 }
 
+RawReply RawConnection::next_reply() {
+  if (!context_) throw RawIoError("use of a moved-from RawConnection", false);
+  errno = 0;
+  void* raw = nullptr;
+  const int status = redisGetReply(context_.get(), &raw);
+  const int read_errno = errno;
+  if (status != REDIS_OK || raw == nullptr) {
+    throw RawIoError(endpoint_ + " (waiting for a pushed message): " + context_->errstr,
+                     looks_like_timeout(read_errno, context_->errstr));
+  }
+  const std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw), freeReplyObject);
+  return convert(*reply);
+}
+
 void RawConnection::set_command_timeout(std::chrono::milliseconds timeout) {
   if (context_) redisSetTimeout(context_.get(), to_timeval(timeout));
 }

@@ -69,6 +69,10 @@ class RawConnection {
 
   /// Sends one command, waits for its reply. Throws RawIoError on I/O error.
   RawReply command(const std::vector<std::string>& args);
+  /// Waits for one more reply without sending anything: a message pushed
+  /// after SUBSCRIBE. Throws RawIoError on I/O error or timeout (hiredis
+  /// then leaves the connection unusable).
+  RawReply next_reply();
   /// Changes the per-command timeout of this connection.
   void set_command_timeout(std::chrono::milliseconds timeout);
 
