@@ -17,11 +17,21 @@
 // run together. Reported without a target (/0): a writer that loops back at
 // once; writer preference then makes the load alternate between one write
 // and one batch of reads.
+//
+// BM_SemaphoreQueueingScan: what a waiter costs the server when it joins the
+// queue of a semaphore full of other processes' shares. Joining, the script
+// scans up to 1,024 holders for shares of the waiter's own process
+// (shared_scripts.cpp, same_process in common/token.hpp). Two semaphores,
+// one full with 1 permit and one full with 1,024 (members written directly,
+// as another process's), in alternating blocks of waits that give up after
+// 1 ms: the server's script time per wait (INFO commandstats) on each, and
+// their difference, the scan. Reported, no target.
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -30,6 +40,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "lock/lock_scripts.hpp"
 #include "lockon/lockon.hpp"
 
 namespace {
@@ -153,8 +164,73 @@ void BM_ReadersAndWriter(benchmark::State& state) {
   state.counters["ratio_rw_vs_lock"] = lock_ops > 0 ? static_cast<double>(rw_ops) / static_cast<double>(lock_ops) : 0;
 }
 
+// The server's time in scripts so far, in µs (EVALSHA and EVAL).
+long long script_usec(redisContext* context) {
+  auto* reply = static_cast<redisReply*>(redisCommand(context, "INFO commandstats"));
+  if (reply == nullptr || reply->type != REDIS_REPLY_STRING) throw std::runtime_error("INFO commandstats failed");
+  const std::string info(reply->str, reply->len);
+  freeReplyObject(reply);
+  long long total = 0;
+  for (const char* command : {"cmdstat_evalsha:", "cmdstat_eval:"}) {
+    const auto at = info.find(command);
+    if (at == std::string::npos) continue;
+    const auto usec = info.find("usec=", at);
+    total += std::stoll(info.substr(usec + 5));
+  }
+  return total;
+}
+
+void BM_SemaphoreQueueingScan(benchmark::State& state) {
+  constexpr int kRounds = 10;
+  constexpr int kBlock = 40;
+  constexpr int kMany = 1024;
+  const std::string url = lockon::bench::server_url();
+  const auto options = lockon::ConnectionOptions::from_url(url);
+  std::unique_ptr<redisContext, decltype(&redisFree)> raw(redisConnect(options.host.c_str(), options.port),
+                                                          &redisFree);
+  if (!raw || raw->err) throw std::runtime_error("cannot connect to " + url);
+  const lockon::Client client(url);
+  struct Full {
+    std::string name;
+    int permits;
+    long long usec = 0;
+    long long waits = 0;
+  };
+  std::vector<Full> semaphores{{"bench:scan:one", 1}, {"bench:scan:many", kMany}};
+  for (const auto& full : semaphores) {
+    const std::string holders = lockon::detail::companion_key(full.name, "sh");
+    freeReplyObject(redisCommand(raw.get(), "DEL %s", holders.c_str()));
+    for (int i = 0; i < full.permits; ++i) {
+      // Another process's share: its own nonce, a far end (never lapses).
+      char member[64];
+      std::snprintf(member, sizeof member, "p:%032x.%012x", i + 1, 0xbe11c0de);
+      freeReplyObject(redisCommand(raw.get(), "ZADD %s 99999999999999 %s", holders.c_str(), member));
+    }
+  }
+  for (auto _ : state) {
+    for (int round = 0; round < kRounds; ++round) {
+      for (auto& full : semaphores) {
+        lockon::Semaphore semaphore(client, full.name, full.permits);
+        const long long before = script_usec(raw.get());
+        for (int i = 0; i < kBlock; ++i)
+          if (semaphore.try_acquire_for(1ms)) throw std::runtime_error("a full semaphore granted a permit");
+        full.usec += script_usec(raw.get()) - before;
+        full.waits += kBlock;
+      }
+    }
+  }
+  for (const auto& full : semaphores)
+    freeReplyObject(redisCommand(raw.get(), "DEL %s", lockon::detail::companion_key(full.name, "sh").c_str()));
+  const double one = static_cast<double>(semaphores[0].usec) / static_cast<double>(semaphores[0].waits);
+  const double many = static_cast<double>(semaphores[1].usec) / static_cast<double>(semaphores[1].waits);
+  state.counters["server_us_per_wait_1_holder"] = one;
+  state.counters["server_us_per_wait_1024_holders"] = many;
+  state.counters["scan_us"] = many - one;
+}
+
 BENCHMARK(BM_SharedCycles)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
 BENCHMARK(BM_ReadersAndWriter)->Arg(5)->Arg(0)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
+BENCHMARK(BM_SemaphoreQueueingScan)->Iterations(1)->Repetitions(3)->UseRealTime()->ReportAggregatesOnly(true);
 
 const bool registered = [] {
   using lockon::bench::register_ratio;
