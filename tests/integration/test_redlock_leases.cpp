@@ -57,14 +57,25 @@ TEST_F(RedlockLeases, NoFenceCounterIsLeftWithoutAnExpiry) {
     ASSERT_TRUE(lock.try_lock_for(2s));
     lock.unlock();
   }
+  // A node outside the deciding majority gets its fence write-back a moment
+  // later (stragglers are settled in the background; seen once under ctest
+  // -j2), and one still connecting when the majority decided may get none:
+  // it is then suspected and skipped for 100 ms, longer than these three
+  // rounds (seen once under ASan and ctest -j2 --repeat). A majority must
+  // record the fence; wherever a counter exists, it must expire.
+  const std::string counter = "{" + name + "}:fence";
+  const std::string fence = std::to_string(lock.fence());
+  std::size_t recorded = 0;
+  eventually(2000ms, [&] {
+    recorded = 0;
+    for (std::size_t i = 0; i < count(); ++i) recorded += get(i, counter) == fence ? 1 : 0;
+    return recorded == count();
+  });
+  EXPECT_GE(recorded, count() / 2 + 1) << "the fence " << fence << " is on " << recorded << " of " << count() << " nodes";
   for (std::size_t i = 0; i < count(); ++i) {
-    // A node outside the deciding majority gets its fence write-back a
-    // moment later (stragglers are settled in the background; seen once
-    // under ctest -j2): the counter must get there, not be there at once.
-    const std::string counter = "{" + name + "}:fence";
-    EXPECT_TRUE(eventually(2000ms, [&] { return get(i, counter) == std::to_string(lock.fence()); }))
-        << "node " << i << ": " << get(i, counter) << " instead of " << lock.fence();
-    EXPECT_GT(server(i).command({"PTTL", counter}).integer, 0) << "node " << i;
+    if (server(i).command({"EXISTS", counter}).integer == 1) {
+      EXPECT_GT(server(i).command({"PTTL", counter}).integer, 0) << "node " << i;
+    }
     EXPECT_TRUE(keys_without_ttl(i).empty()) << "node " << i << ": " << keys_without_ttl(i).front();
   }
 }
