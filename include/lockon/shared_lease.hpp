@@ -67,9 +67,9 @@ class SharedHolder;
 ///
 /// Of LockOptions it uses ttl, auto_renew, wait_poll_interval, on_lost and
 /// token (a custom token must identify ONE holder: two objects sharing one
-/// would count as one share; unlike a random token, it does not end in this
-/// process's nonce, so this process's queued waiters do not recognise the
-/// share as theirs: paused holding it, the process may cost a lease per
+/// would count as one share; it does not end in this process's nonce as a
+/// random token does, so its grant records it as this process's on the
+/// server: paused holding it, the process costs one lease, not one per
 /// queued thread); the constructor throws ConfigError for what a
 /// share does not support: fencing, no_expiry, replica_acks, max_hold,
 /// keep_queue_place. extend() and reacquire() throw LockError (the watchdog

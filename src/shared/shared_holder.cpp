@@ -108,11 +108,15 @@ bool SharedHolder::lost() const noexcept { return lease_ && lease_->lost(); }
 std::stop_token SharedHolder::lost_token() const noexcept { return lease_ ? lease_->token() : std::stop_token(); }
 
 std::string SharedHolder::orphan_entry() const {
-  return std::string("-|-|") + ttl_text_ + "|" + kind_ + "|" + token_;
+  // A caller-chosen token's direct grant is recorded under this process's
+  // id (shared_scripts::attempt); a random one names its process itself.
+  const std::string sid = fixed_token_.empty() ? std::string("-") : subscriber_or_process_id(std::string());
+  return sid + "|-|" + ttl_text_ + "|" + kind_ + "|" + token_;
 }
 
 SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char* mode, Clock::time_point until) {
-  const std::array<std::string_view, 5> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl};
+  const std::array<std::string_view, 6> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl,
+                                             fixed_token_.empty() ? "0" : "1"};
   Attempt result;
   result.sent_at = Clock::now();
   const ReplyPtr reply = run_script(*client_.impl(), name_, keys_,

@@ -112,8 +112,16 @@ const Script& attempt(bool sharded) {
       LOCKON_LUA_SHARED_PRELUDE
       "local sid, wid, ttl, kind, token = parse(ARGV[3])\n"
       "local me = kind .. ':' .. token\n"
+      // ARGV[6] '1': a caller-chosen token, which does not end in the
+      // process nonce, so no queueing lookup can tell it is this process's.
+      // It is recorded as a hand-over's is, atomically with the grant: if it
+      // lapses unreleased, the process's queued entries are dropped.
       "local function granted()\n"
       "  hold(me, ttl)\n"
+      "  if ARGV[6] == '1' and sid ~= '-' then\n"
+      "    redis.call('HSET', KEYS[3], me, sid)\n"
+      "    keep_handed(ttl)\n"
+      "  end\n"
       "  return {1, 0, publish_denied}\n"
       "end\n"
       // Handed to us already (a wake-up we have not read yet, or the reply

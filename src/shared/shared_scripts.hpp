@@ -37,9 +37,12 @@ namespace lockon::detail::shared_scripts {
 
 /// ARGV[3] = own entry, ARGV[4] = mode: "0" try only (never queues), "1"
 /// queue at the tail if not granted, "r" resume (queue again if the entry was
-/// dropped), ARGV[5] = queue ttl ms. Entering the queue, it records in
-/// KEYS[3] the shares held by the entry's process (by the nonce its
-/// subscriber id and their tokens end in) as that process's.
+/// dropped), ARGV[5] = queue ttl ms, ARGV[6] = "1" for a caller-chosen
+/// token, else "0". Entering the queue, it records in KEYS[3] the shares
+/// held by the entry's process (by the nonce its subscriber id and their
+/// tokens end in) as that process's. A caller-chosen token ends in no nonce:
+/// its grant is recorded at once, under the entry's id ("-.<nonce>" for a
+/// first attempt, subscriber_or_process_id).
 /// Returns {1, 0, denied} when this entry holds a share (granted now or by an
 /// earlier hand-over; the lease restarts now), {0, ms, denied} when not: ms
 /// until the earliest holder's share expires (-1: no holder).

@@ -16,6 +16,7 @@
 #include "common/token.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/read_write_lock.hpp"
+#include "lockon/semaphore.hpp"
 #include "shared_lease_support.hpp"
 #include "support/fixtures.hpp"
 
@@ -161,6 +162,58 @@ TEST_F(SharedFaults, AWaiterNamesItsProcesssShareGrantedAMomentAgo) {
   EXPECT_EQ(token_nonce(named.str), our_nonce) << "named for a subscriber of another process";
   EXPECT_EQ(raw({"HEXISTS", record, theirs}).integer, 0) << "a waiter named another process's share as its own";
   EXPECT_GT(raw({"PTTL", record}).integer, 0) << "the record never expires";
+}
+
+// A share with a caller-chosen token (SharedLeaseLock, LockOptions::token)
+// ends in no process nonce, so no queueing lookup can tell it is its
+// process's: its grant records it instead. A process holding the only
+// permit of a semaphore that way, with another of its threads queued, is
+// paused after holding one lease (renewed): a third process's waiter gets
+// in about one lease after the pause, not two. The record is in place as
+// soon as the permit is granted, and goes with the worker's SIGKILL lapse.
+TEST_F(SharedFaults, CustomTokenShareHolderPausedCostsOneLeaseNotOnePerQueuedThread) {
+  const std::string name = key("sem");
+  const std::string record = detail::companion_key(name, "shs");
+  constexpr auto kLease = 600ms;
+  Child paused = spawn(worker_argv("sem_custom_hold_threads", {server().url(), name, std::to_string(kLease.count()), "2"}));
+  ASSERT_TRUE(paused.wait_for_output("acquired", 10s)) << paused.stderr_text();
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; })) << paused.stderr_text();
+  const RawReply holders = raw({"ZRANGE", detail::companion_key(name, "sh"), "0", "-1"});
+  ASSERT_EQ(holders.elements.size(), 1u);
+  ASSERT_EQ(holders.elements[0].str.rfind("p:custom-", 0), 0u) << holders.elements[0].str;
+  const RawReply named = raw({"HGET", record, holders.elements[0].str});
+  ASSERT_EQ(named.type, RawReply::Type::string) << "the custom-token grant was not recorded as its process's";
+  // Under the worker's own process id, the nonce its queued entry's subscriber id ends in.
+  const RawReply queue = raw({"LRANGE", detail::companion_key(name, "sq"), "0", "-1"});
+  ASSERT_EQ(queue.elements.size(), 1u);
+  const std::string entry_sid = queue.elements[0].str.substr(0, queue.elements[0].str.find('|'));
+  EXPECT_EQ(named.str.rfind("-.", 0), 0u) << named.str;
+  EXPECT_EQ(token_nonce(named.str), token_nonce(entry_sid)) << named.str << " / " << entry_sid;
+  std::atomic<long long> acquired_after_ms{-1};
+  Clock::time_point stopped;
+  std::atomic<bool> pausing{false};
+  std::thread third([&] {
+    const Client own(server().url());
+    Semaphore semaphore(own, name, 1, {.ttl = 5s, .wait_poll_interval = 50ms});
+    if (semaphore.try_acquire_for(10s)) {
+      acquired_after_ms = pausing.load() ? ms_since(stopped) : -2;
+      semaphore.release();
+    }
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 2; }));
+  std::this_thread::sleep_for(kLease);
+  stopped = Clock::now();
+  pausing = true;
+  paused.kill(SIGSTOP);
+  third.join();
+  paused.kill(SIGCONT);
+  paused.kill(SIGKILL);
+  paused.wait(5s);
+  ASSERT_NE(acquired_after_ms.load(), -2) << "the third waiter got in before the pause";
+  ASSERT_GE(acquired_after_ms.load(), 0) << "the third waiter never got a permit";
+  std::cout << "third waiter behind a paused custom-token permit holder with one more waiter: "
+            << acquired_after_ms.load() << " ms (lease " << kLease.count() << " ms)\n";
+  EXPECT_LT(acquired_after_ms.load(), kLease.count() * 3 / 2) << "a second lease went to the same paused process";
 }
 
 INSTANTIATE_TEST_SUITE_P(HeldFor, SharedPausedDirectHolder, ::testing::Values(0, 3),

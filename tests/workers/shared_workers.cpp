@@ -14,6 +14,9 @@
 //       (TTL_MS lease, auto-renewed); the one that gets it prints "acquired"
 //       and holds it until SIGKILLed (gives up after 60 s); the others stay
 //       queued.
+//   sem_custom_hold_threads URL NAME TTL_MS THREADS
+//       as rw_hold_threads, with a permit of a 1-permit semaphore taken
+//       through SharedLeaseLock with a caller-chosen token per thread.
 //   rw_mix URL NAME COUNTER ROUNDS
 //       ROUNDS alternations of a writer's racy GET/SET increment and a
 //       reader's hold checking that COUNTER does not change under it. Exits 1
@@ -31,6 +34,7 @@
 #include "lockon/client.hpp"
 #include "lockon/read_write_lock.hpp"
 #include "lockon/semaphore.hpp"
+#include "lockon/shared_lease.hpp"
 #include "support/worker_registry.hpp"
 #include "thread_clients.hpp"
 
@@ -111,6 +115,26 @@ LOCKON_WORKER_COMMAND(rw_hold_threads)(const std::vector<std::string>& args) -> 
     sleep_until_killed();
     lock.unlock();
   });
+  return 1;
+}
+
+LOCKON_WORKER_COMMAND(sem_custom_hold_threads)(const std::vector<std::string>& args) -> int {
+  if (args.size() != 4) return shared_usage("sem_custom_hold_threads URL NAME TTL_MS THREADS");
+  const lockon::Client client(args[0]);
+  const auto count = std::stoi(args[3]);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < count; ++t) {
+    threads.emplace_back([&, t] {
+      const auto permit = lockon::SharedLeaseLock::permit(
+          client, args[1], 1,
+          {.ttl = std::chrono::milliseconds(std::stoll(args[2])), .token = "custom-" + std::to_string(t)});
+      if (!permit->try_lock_for(60s)) return;
+      std::cout << "acquired" << std::endl;
+      sleep_until_killed();
+      permit->unlock();
+    });
+  }
+  for (auto& thread : threads) thread.join();
   return 1;
 }
 
