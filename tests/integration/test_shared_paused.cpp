@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -25,6 +26,33 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// Starts a third process's waiter (`get_in` on a Client of its own: true if
+// it got in, having released at once), waits until the queue holds it
+// behind the paused process's queued thread, lets `hold` pass, stops
+// `paused` (SIGSTOP), and returns the ms from the pause until the third got
+// in: -1 never, -2 before the pause. `paused` is SIGKILLed afterwards.
+long long ms_until_a_third_gets_in(Child& paused, const std::string& url, const std::function<long long()>& queued_now,
+                                   std::chrono::milliseconds hold, const std::function<bool(const Client&)>& get_in) {
+  std::atomic<long long> acquired_after_ms{-1};
+  Clock::time_point stopped;
+  std::atomic<bool> pausing{false};
+  std::thread third([&] {
+    const Client own(url);
+    if (get_in(own)) acquired_after_ms = pausing.load() ? ms_since(stopped) : -2;
+  });
+  const bool queued_up = eventually(5s, [&] { return queued_now() == 2; });
+  if (queued_up) std::this_thread::sleep_for(hold);
+  stopped = Clock::now();
+  pausing = true;
+  paused.kill(SIGSTOP);
+  third.join();
+  paused.kill(SIGCONT);
+  paused.kill(SIGKILL);
+  paused.wait(5s);
+  EXPECT_TRUE(queued_up) << "the third waiter never queued behind the paused process";
+  return acquired_after_ms.load();
+}
 
 // A process paused with two writers queued (the lock's own version of
 // this: LockPausedWaiters): the release grants its first writer (its
@@ -89,32 +117,19 @@ TEST_P(SharedPausedDirectHolder, CostsOneLeaseNotOnePerQueuedThread) {
   Child paused = spawn(worker_argv("rw_hold_threads", {server().url(), name, std::to_string(kLease.count()), "2"}));
   ASSERT_TRUE(paused.wait_for_output("acquired", 10s)) << paused.stderr_text();
   ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; })) << paused.stderr_text();
-  std::atomic<long long> acquired_after_ms{-1};
-  Clock::time_point stopped;
-  std::atomic<bool> pausing{false};
-  std::thread third([&] {
-    const Client own(server().url());
-    ReadWriteLock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
-    if (lock.try_lock_for(10s)) {
-      acquired_after_ms = pausing.load() ? ms_since(stopped) : -2;
-      lock.unlock();
-    }
-  });
-  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 2; }));
-  std::this_thread::sleep_for(hold);
-  stopped = Clock::now();
-  pausing = true;
-  paused.kill(SIGSTOP);
-  third.join();
-  paused.kill(SIGCONT);
-  paused.kill(SIGKILL);
-  paused.wait(5s);
-  ASSERT_NE(acquired_after_ms.load(), -2) << "the third writer got in before the pause";
-  ASSERT_GE(acquired_after_ms.load(), 0) << "the third writer never got the lock";
+  const long long after_ms = ms_until_a_third_gets_in(
+      paused, server().url(), [&] { return queued(name); }, hold, [&](const Client& own) {
+        ReadWriteLock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
+        if (!lock.try_lock_for(10s)) return false;
+        lock.unlock();
+        return true;
+      });
+  ASSERT_NE(after_ms, -2) << "the third writer got in before the pause";
+  ASSERT_GE(after_ms, 0) << "the third writer never got the lock";
   std::cout << "third writer behind a paused direct holder (held " << hold.count()
-            << " ms more) with one more writer: " << acquired_after_ms.load() << " ms (lease " << kLease.count()
+            << " ms more) with one more writer: " << after_ms << " ms (lease " << kLease.count()
             << " ms)\n";
-  EXPECT_LT(acquired_after_ms.load(), kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+  EXPECT_LT(after_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
 }
 
 // Only a process's own shares are named: a waiter behind another process's
@@ -189,31 +204,18 @@ TEST_F(SharedFaults, CustomTokenShareHolderPausedCostsOneLeaseNotOnePerQueuedThr
   const std::string entry_sid = queue.elements[0].str.substr(0, queue.elements[0].str.find('|'));
   EXPECT_EQ(named.str.rfind("-.", 0), 0u) << named.str;
   EXPECT_EQ(token_nonce(named.str), token_nonce(entry_sid)) << named.str << " / " << entry_sid;
-  std::atomic<long long> acquired_after_ms{-1};
-  Clock::time_point stopped;
-  std::atomic<bool> pausing{false};
-  std::thread third([&] {
-    const Client own(server().url());
-    Semaphore semaphore(own, name, 1, {.ttl = 5s, .wait_poll_interval = 50ms});
-    if (semaphore.try_acquire_for(10s)) {
-      acquired_after_ms = pausing.load() ? ms_since(stopped) : -2;
-      semaphore.release();
-    }
-  });
-  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 2; }));
-  std::this_thread::sleep_for(kLease);
-  stopped = Clock::now();
-  pausing = true;
-  paused.kill(SIGSTOP);
-  third.join();
-  paused.kill(SIGCONT);
-  paused.kill(SIGKILL);
-  paused.wait(5s);
-  ASSERT_NE(acquired_after_ms.load(), -2) << "the third waiter got in before the pause";
-  ASSERT_GE(acquired_after_ms.load(), 0) << "the third waiter never got a permit";
+  const long long after_ms = ms_until_a_third_gets_in(
+      paused, server().url(), [&] { return queued(name); }, kLease, [&](const Client& own) {
+        Semaphore semaphore(own, name, 1, {.ttl = 5s, .wait_poll_interval = 50ms});
+        if (!semaphore.try_acquire_for(10s)) return false;
+        semaphore.release();
+        return true;
+      });
+  ASSERT_NE(after_ms, -2) << "the third waiter got in before the pause";
+  ASSERT_GE(after_ms, 0) << "the third waiter never got a permit";
   std::cout << "third waiter behind a paused custom-token permit holder with one more waiter: "
-            << acquired_after_ms.load() << " ms (lease " << kLease.count() << " ms)\n";
-  EXPECT_LT(acquired_after_ms.load(), kLease.count() * 3 / 2) << "a second lease went to the same paused process";
+            << after_ms << " ms (lease " << kLease.count() << " ms)\n";
+  EXPECT_LT(after_ms, kLease.count() * 3 / 2) << "a second lease went to the same paused process";
 }
 
 INSTANTIATE_TEST_SUITE_P(HeldFor, SharedPausedDirectHolder, ::testing::Values(0, 3),
