@@ -161,7 +161,7 @@ TEST_F(AsyncCluster, BlockingLockAndAsyncLockExcludeAndHandOverBothWays) {
   Lock holder(blocking, name, {.ttl = 10s});
   ASSERT_TRUE(holder.try_lock());
   std::atomic<long long> released_ns{0};
-  std::thread releaser([&] {
+  std::jthread releaser([&] {
     std::this_thread::sleep_for(400ms);
     released_ns = Clock::now().time_since_epoch().count();
     holder.unlock();
@@ -184,7 +184,7 @@ TEST_F(AsyncCluster, BlockingLockAndAsyncLockExcludeAndHandOverBothWays) {
   AsyncLock async_holder(client, name, LockOptions{.ttl = 10s});
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { EXPECT_TRUE(co_await async_holder.async_try_lock()); }));
   std::atomic<long long> async_released_ns{0};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Lock lock(blocking, name, {.ttl = 10s, .wait_poll_interval = 10s});
     if (lock.try_lock_for(8s)) {
       blocking_waited_after_release = (Clock::now().time_since_epoch().count() - async_released_ns.load()) / 1'000'000;
@@ -222,7 +222,7 @@ TEST_F(AsyncCluster, SyncAndAsyncLockOnExcludeEachOther) {
     inside.fetch_sub(1);
     ++calls;
   });
-  std::thread sync_side([&] {
+  std::jthread sync_side([&] {
     for (int i = 0; i < 40; ++i) sync_fn(7);
   });
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {

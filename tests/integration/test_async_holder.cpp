@@ -96,7 +96,7 @@ TEST_F(AsyncHolderRecords, AQueuedAsyncWaiterIsListedAndTheHandOverMakesItTheHol
   AsyncClient client(io.get_executor(), server().url());
   std::atomic<bool> got{false};
   std::string record_while_held;
-  std::thread releaser([&] {
+  std::jthread releaser([&] {
     // Queued: its waiter record is in qwho, beside the queue entry.
     for (int i = 0; i < 500 && server().command({"HLEN", detail::companion_key(name, "qwho")}).integer < 1; ++i)
       std::this_thread::sleep_for(10ms);

@@ -89,7 +89,7 @@ TEST_F(AsyncLockTest, SyncHolderHandsOverToAsyncWaiter) {
   Lock holder(sync_client, name, LockOptions{.fencing = true});
   holder.lock();
   const auto sync_fence = holder.fence();
-  std::thread releaser([&] {
+  std::jthread releaser([&] {
     std::this_thread::sleep_for(300ms);
     holder.unlock();
   });
@@ -117,7 +117,7 @@ TEST_F(AsyncLockTest, AsyncHolderHandsOverToSyncWaiter) {
   std::uint64_t sync_fence = 0;
   std::uint64_t async_fence = 0;
   std::promise<void> async_holds;
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     async_holds.get_future().wait();
     Lock lock(sync_client, name, LockOptions{.fencing = true});
     lock.lock();

@@ -70,7 +70,7 @@ TEST_F(AsyncLockOnTest, SyncAndAsyncCallsExcludeEachOther) {
     --inside;
     ++calls;
   });
-  std::thread sync_thread([&] {
+  std::jthread sync_thread([&] {
     for (int i = 0; i < 50; ++i) sync_fn(7);
   });
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {

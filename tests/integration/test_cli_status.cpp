@@ -195,7 +195,7 @@ TEST_F(CliStatusHolders, ListSkipsTheCompanionKeysOfAHandOver) {
   Lock holder(Client(server().url()), name, {.ttl = 30s});
   holder.lock();
   std::atomic<bool> held{false}, done{false};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Lock next(Client(server().url()), name, {.ttl = 30s, .holder_label = "next"});
     if (!next.try_lock_for(10s)) return;
     held = true;

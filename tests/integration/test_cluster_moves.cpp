@@ -299,7 +299,7 @@ TEST_F(ClusterMoves, WaiterFollowsItsSlotToTheNewMaster) {
   ASSERT_TRUE(holder.try_lock());
   std::atomic<long long> acquired_after{-1};
   std::atomic<long long> released_ns{0};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     const Client mine(cluster().url());
     Lock lock(mine, name, {.ttl = 20s, .wait_poll_interval = 10s});
     if (lock.try_lock_for(8s)) {
@@ -348,7 +348,7 @@ TEST_F(ClusterMoves, MasterFailoverMidRunRecoversWithTypedErrors) {
   std::atomic<long long> last_error_ns{0};
   std::map<std::string, int> error_kinds;
   std::mutex kinds_mutex;
-  std::thread runner([&] {
+  std::jthread runner([&] {
     for (std::size_t i = 0; !stop; ++i) {
       try {
         Lock lock(client, names[i % names.size()], {.ttl = 5s});
@@ -442,7 +442,7 @@ TEST_F(ClusterMoves, ZzMasterCrashFailoverRecoversWithinABound) {
   std::map<std::string, int> error_kinds;
   std::mutex kinds_mutex;
   constexpr auto kDeadline = 1s;
-  std::thread runner([&] {
+  std::jthread runner([&] {
     for (std::size_t i = 0; !stop; ++i) {
       const auto start = Clock::now();
       const long long started_ns = start.time_since_epoch().count();

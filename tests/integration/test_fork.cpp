@@ -86,7 +86,7 @@ TEST_F(Fork, ChildHasIndependentWorkingStateAndLeavesTheParentsLockAlone) {
   std::atomic<bool> stop{false};
   std::atomic<int> wrong_replies{0};
   std::atomic<int> parent_calls{0};
-  std::thread parent_user([&] {
+  std::jthread parent_user([&] {
     for (int i = 0; !stop && i < 100000; ++i) {
       const std::string tag = "parent-" + std::to_string(i);
       try {

@@ -335,13 +335,13 @@ TEST_F(LockWaiting, WaiterThatGivesUpDoesNotBlockTheQueue) {
   Lock holder(client(), name, {.ttl = 30s});
   ASSERT_TRUE(holder.try_lock());
   bool first_result = true;
-  std::thread first([&] {
+  std::jthread first([&] {
     Lock lock(client(), name, {.wait_poll_interval = 30s});
     first_result = lock.try_lock_for(300ms);
   });
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 1; }));
   std::atomic<long long> second_ns{0};
-  std::thread second([&] {
+  std::jthread second([&] {
     Lock lock(client(), name, {.wait_poll_interval = 30s});
     if (lock.try_lock_for(10s)) second_ns = ns_of(Clock::now());
   });
@@ -370,7 +370,7 @@ TEST_F(LockWaiting, WaiterThatCrashedInTheQueueDoesNotBlockItForLong) {
   crashed.kill(SIGKILL);
   EXPECT_EQ(crashed.wait(5s).signal, SIGKILL);
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Lock lock(client(), name);
     if (lock.try_lock_for(8s)) acquired_ns = ns_of(Clock::now());
   });

@@ -160,7 +160,7 @@ TEST_F(LockFaults, WakeUpDelayedPastTheLeaseByAPartitionIsNotAnAcquisition) {
               {.ttl = 500ms, .auto_renew = false, .wait_poll_interval = 50ms, .keep_queue_place = true});
   std::atomic<int> outcome{-1};
   std::atomic<bool> owned_when_acquired{false};
-  std::thread t([&] {
+  std::jthread t([&] {
     const auto until = Clock::now() + 2500ms;
     outcome = 0;
     while (Clock::now() < until && outcome == 0) {

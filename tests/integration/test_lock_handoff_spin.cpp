@@ -101,7 +101,7 @@ TEST_F(HandoffSpin, AWaiterBehindAStalledHolderPollsAtMostHandoffSpin) {
   std::chrono::milliseconds waited_wall{0};
   bool stalled_wait_acquired = false;
   const auto polled_before = Subscriber::seen_while_polling.load();
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Lock lock(other, name, options);
     // Warm-up: the two alternate, so this process learns the key's pace,
     // until waiters have polled a few times (bounded).

@@ -151,7 +151,7 @@ TEST_F(LockOnTest, AReleaseWakesTheWaiterImmediately) {
     std::this_thread::sleep_for(300ms);
     released_at_ns = Clock::now().time_since_epoch().count();  // just before the release
   });
-  std::thread holder([&] { hold(1); });
+  std::jthread holder([&] { hold(1); });
   ASSERT_TRUE(eventually(5s, [&] { return holding.load(); }));
 
   int attempts = 0;
@@ -237,7 +237,7 @@ TEST_F(LockOnTest, EntityScopeSharesOneLockAcrossFunctions) {
   const auto deposit = lk.try_lock_on<0>("bank::deposit", [](const std::string&, int amount) { return amount; }, entity);
   const auto deposit_own = lk.try_lock_on<0>("bank::deposit", [](const std::string&, int amount) { return amount; });
 
-  std::thread worker([&] { withdraw("card-1", 10); });
+  std::jthread worker([&] { withdraw("card-1", 10); });
   ASSERT_TRUE(eventually(5s, [&] { return inside.load(); }));
   EXPECT_EQ(deposit("card-1", 5), std::nullopt);  // same card, another function: excluded
   EXPECT_EQ(deposit("card-2", 5), 5);             // another card: free

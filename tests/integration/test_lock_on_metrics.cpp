@@ -36,7 +36,7 @@ TEST_F(LockOnMetrics, HandOversAreCountedExactly) {
     // Hold until the second call waits in the queue, so our release hands over.
     queued_seen = eventually(10s, [&] { return server().command({"LLEN", queue}).integer == 1; });
   });
-  std::thread first([&] { handed(1); });
+  std::jthread first([&] { handed(1); });
   ASSERT_TRUE(eventually(10s, [&] { return first_running.load(); }));
   handed(1);  // queues behind the first call, is handed the lock
   first.join();

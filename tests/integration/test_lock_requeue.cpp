@@ -100,7 +100,7 @@ TEST_F(LockRequeue, AQueuedRetryStillWaitsForTheHolderAndExcludes) {
   ASSERT_TRUE(holder.try_lock());
   const long long before = scripts_run();
   const auto released_at = Clock::now() + 150ms;
-  std::thread release([&] {
+  std::jthread release([&] {
     std::this_thread::sleep_until(released_at);
     holder.unlock();
   });

@@ -41,7 +41,7 @@ TEST_F(LockSafety, WaiterPausedPastAHandedLeaseQueuesAgainInsteadOfRunning) {
 
   Lock next(client(), name, {.ttl = 10s});
   std::atomic<int> next_acquired{-1};
-  std::thread next_thread([&] { next_acquired = next.try_lock_for(5s) ? 1 : 0; });
+  std::jthread next_thread([&] { next_acquired = next.try_lock_for(5s) ? 1 : 0; });
   ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 2; }));
   holder.unlock();  // handed to the stopped waiter; its 500 ms lease runs out
   next_thread.join();
@@ -95,7 +95,7 @@ TEST_F(LockSafety, HandedOverFencesIncreaseToo) {
   Lock waiter(client(), name, {.ttl = 5s, .fencing = true});
   ASSERT_TRUE(holder.try_lock());
   std::atomic<bool> got{false};
-  std::thread t([&] { got = waiter.try_lock_for(5s); });
+  std::jthread t([&] { got = waiter.try_lock_for(5s); });
   ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; }));
   const std::uint64_t first = holder.fence();
   holder.unlock();
@@ -181,7 +181,7 @@ TEST_F(LockSafety, WaitersTimedOutDuringAStallLeaveNoPhantomOwners) {
   // subscribed), sleeping through the stall without I/O.
   std::atomic<int> patient_acquired{-1};
   Lock patient(client, name, {.ttl = 1s, .wait_poll_interval = 10s});
-  std::thread patient_thread([&] {
+  std::jthread patient_thread([&] {
     try {
       patient_acquired = patient.try_lock_for(15s) ? 1 : 0;
     } catch (const Error&) {
@@ -250,7 +250,7 @@ TEST_F(LockSafety, AclUserWithoutChannelRightsStillLocksAndIsWarnedOnce) {
   Lock waiter(client, name, {.ttl = 5s, .wait_poll_interval = 50ms});
   ASSERT_TRUE(holder.try_lock());
   std::atomic<int> got{-1};
-  std::thread t([&] { got = waiter.try_lock_for(5s) ? 1 : 0; });
+  std::jthread t([&] { got = waiter.try_lock_for(5s) ? 1 : 0; });
   RawConnection probe = own.connect();
   ASSERT_TRUE(eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == 1; }));
   EXPECT_NO_THROW(holder.release());
@@ -332,7 +332,7 @@ TEST_F(LockSafety, TheReadmeAclRulesAreSufficient) {
   ASSERT_TRUE(holder.try_lock());
   std::atomic<int> got{-1};
   const auto start = Clock::now();
-  std::thread t([&] { got = waiter.try_lock_for(5s) ? 1 : 0; });
+  std::jthread t([&] { got = waiter.try_lock_for(5s) ? 1 : 0; });
   RawConnection probe = own.connect();
   ASSERT_TRUE(eventually(5s, [&] { return probe.command({"LLEN", detail::companion_key(name, "q")}).integer == 1; }));
   std::this_thread::sleep_for(1100ms);  // one renewal (ttl/3) of the holder's lease

@@ -96,7 +96,7 @@ TEST_F(LockSubscription, SecondWaiterOfAProcessIsHandedTheLockAfterTheFirstLeave
   const auto stamp = [](std::atomic<long long>& into) {
     into = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   };
-  std::thread first([&] {
+  std::jthread first([&] {
     Lock lock(client, name, {.wait_poll_interval = 30s});
     if (!lock.try_lock_for(10s)) return;
     stamp(first_ns);
@@ -137,7 +137,7 @@ TEST_F(LockSubscription, WaiterJoiningADirectReaderIsHandedItsLockPromptly) {
   ASSERT_TRUE(fast_holder.try_lock());
   RawConnection probe = server().connect();
   std::atomic<bool> slow_served{false};
-  std::thread reader([&] {  // alone at first: reads directly
+  std::jthread reader([&] {  // alone at first: reads directly
     Lock lock(client, slow, {.wait_poll_interval = 100ms});
     slow_served = lock.try_lock_for(10s);
   });

@@ -129,7 +129,7 @@ TEST_F(MultiLockScript, AQueuedWaiterIsNotJumped) {
   Lock holder(client(), b);
   ASSERT_TRUE(holder.try_lock());
   std::atomic<bool> waiter_done{false};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Client own(server().url());
     Lock lock(own, b);
     if (lock.try_lock_for(5s)) {

@@ -98,7 +98,7 @@ TEST_F(ReadWriteLockTest, ReleasedShareIsHandedToTheQueuedWriterAtOnce) {
   ReadWriteLock reader(client(), name, {.wait_poll_interval = 10s});
   reader.lock_shared();
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     ReadWriteLock writer(client(), name, {.wait_poll_interval = 10s});
     if (writer.try_lock_for(5s)) acquired_ns = Clock::now().time_since_epoch().count();
   });
@@ -119,7 +119,7 @@ TEST_F(ReadWriteLockTest, ReadersArrivingAfterAQueuedWriterWaitBehindIt) {
   ReadWriteLock first(client(), name);
   first.lock_shared();
   std::atomic<int> order{0}, writer_at{0}, reader_at{0};
-  std::thread writer([&] {
+  std::jthread writer([&] {
     ReadWriteLock lock(pooled(), name, {.wait_poll_interval = 10s});
     if (!lock.try_lock_for(5s)) return;
     writer_at = ++order;
@@ -129,7 +129,7 @@ TEST_F(ReadWriteLockTest, ReadersArrivingAfterAQueuedWriterWaitBehindIt) {
   ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; }));
   ReadWriteLock late(client(), name);
   EXPECT_FALSE(late.try_lock_shared()) << "a late reader joined while a writer waits";
-  std::thread reader([&] {
+  std::jthread reader([&] {
     ReadWriteLock lock(pooled(), name, {.wait_poll_interval = 10s});
     if (!lock.try_lock_shared_for(5s)) return;
     reader_at = ++order;
@@ -271,7 +271,7 @@ TEST_F(ReadWriteLockTest, KilledReaderFreesItsShareWithinTtl) {
   ASSERT_EQ(holders(name), 1) << "the share was not renewed";
   std::atomic<long long> acquired_ns{0};
   // Poll interval far above the ttl: only the expiry-driven retry counts.
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     ReadWriteLock writer(client(), name, {.wait_poll_interval = 30s});
     if (writer.try_lock_for(10s)) acquired_ns = Clock::now().time_since_epoch().count();
   });

@@ -152,7 +152,7 @@ TEST_F(SemaphoreTest, KilledHolderGivesItsPermitBackWithinTtl) {
   std::this_thread::sleep_for(kTtl + 200ms);  // renewed at least once
   ASSERT_EQ(holders(name), 2) << "permits were not renewed";
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Semaphore semaphore(client(), name, 2, {.wait_poll_interval = 30s});
     if (semaphore.try_acquire_for(10s)) acquired_ns = Clock::now().time_since_epoch().count();
   });
@@ -179,7 +179,7 @@ TEST_F(SemaphoreTest, WaiterKilledInTheQueueDoesNotHoldUpTheNext) {
   EXPECT_EQ(crashed.wait(5s).signal, SIGKILL);
   std::atomic<long long> took{-1};
   std::atomic<Clock::time_point> released_at{Clock::time_point::max()};  // read by the waiter
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Semaphore semaphore(client(), name, 1, {.wait_poll_interval = 30s});
     if (semaphore.try_acquire_for(8s)) took = ms_since(released_at.load());
   });

@@ -122,7 +122,7 @@ TEST_F(SharedOnCluster, QueuedWaiterFollowsItsSlotAndKeepsItsPlace) {
       }
     };
   };
-  std::thread first(waiter(&first_turn, &first_after_release));
+  std::jthread first(waiter(&first_turn, &first_after_release));
   for (int i = 0; i < 300 && from.command({"LLEN", queue}).integer < 1; ++i) std::this_thread::sleep_for(10ms);
   ASSERT_EQ(from.command({"LLEN", queue}).integer, 1);
   const auto migration = cluster().begin_migration(detail::key_slot(name), to);

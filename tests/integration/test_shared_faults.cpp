@@ -247,7 +247,7 @@ TEST_F(SharedProxyFaults, LostReleaseReplyHandsOverOnce) {
   Semaphore holder(via_proxy(), name, 1, {.ttl = 5s});
   ASSERT_TRUE(holder.try_acquire());
   std::atomic<bool> waiter_in{false};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Semaphore semaphore(client(), name, 1, {.ttl = 5s});
     if (semaphore.try_acquire_for(3s)) {
       waiter_in = true;
@@ -276,7 +276,7 @@ TEST_F(SharedProxyFaults, UnsentReleaseEndsWithTheTtl) {
   ASSERT_TRUE(holder.try_acquire());
   std::atomic<long long> waited{-1};
   std::atomic<Clock::time_point> released_at{Clock::time_point::max()};
-  std::thread waiter([&] {
+  std::jthread waiter([&] {
     Semaphore semaphore(client(), name, 1, {.ttl = 5s, .wait_poll_interval = 10s});
     if (semaphore.try_acquire_for(4s)) waited = ms_since(released_at.load());
   });
@@ -313,7 +313,7 @@ TEST_F(SharedProxyFaults, LostCancelDoesNotStrandThePermit) {
   Semaphore holder(client(), name, 1, {.ttl = 10s});
   ASSERT_TRUE(holder.try_acquire());
   std::atomic<int> first_result{-1};
-  std::thread first([&] {
+  std::jthread first([&] {
     Semaphore semaphore(via_proxy(), name, 1, {.ttl = 3s, .wait_poll_interval = 10s});
     try {
       first_result = semaphore.try_acquire_for(400ms) ? 1 : 0;
@@ -324,7 +324,7 @@ TEST_F(SharedProxyFaults, LostCancelDoesNotStrandThePermit) {
   ASSERT_TRUE(eventually(3s, [&] { return queued(name) == 1; }));
   std::atomic<long long> second_waited{-1};
   std::atomic<Clock::time_point> released_at{Clock::time_point::max()};
-  std::thread second([&] {
+  std::jthread second([&] {
     Semaphore semaphore(via_proxy(), name, 1, {.ttl = 3s, .wait_poll_interval = 10s});
     if (semaphore.try_acquire_for(6s)) second_waited = ms_since(released_at.load());
   });

@@ -76,7 +76,7 @@ TEST_P(SharedPausedWaiters, ProcessWithTwoQueuedWritersCostsOneLeaseNotTwo) {
   std::atomic<long long> acquired_after_ms{-1};
   paused.kill(SIGSTOP);
   const auto released = Clock::now();
-  std::thread third([&] {
+  std::jthread third([&] {
     const Client own(server().url());
     ReadWriteLock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
     if (lock.try_lock_for(8s)) {

@@ -97,7 +97,7 @@ TEST_F(WatchdogFaults, ForkedChildLocksThroughTheParentsClientAndLocker) {
   // The parent keeps using the same Client from a thread while the child runs.
   std::atomic<bool> stop{false};
   std::atomic<int> parent_errors{0};
-  std::thread parent_traffic([&] {
+  std::jthread parent_traffic([&] {
     while (!stop) {
       try {
         if (client.command({"ECHO", "parent"}).as_string() != "parent") ++parent_errors;
