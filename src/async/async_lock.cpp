@@ -117,6 +117,11 @@ asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::fast_attempt(Clock::time_
     } catch (const TimeoutError&) {
       client_->abandon(keys_, orphan_entry());
       throw;
+    } catch (...) {
+      // The SET won but a later step failed (the holder record, the fence,
+      // a reply check): K holds our token and nobody would release it.
+      if (result.granted) client_->abandon(keys_, orphan_entry());
+      throw;
     }
     if (outcome < 0) throw_token_in_use();
     result.acquired = outcome == 1;
@@ -148,6 +153,7 @@ asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_po
         co_await drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
         check_reply(*outcome.replies[0], client_->endpoint(), "acquire lock");
       }
+      result.granted = outcome.replies[0]->type == REDIS_REPLY_NIL || previous_holder_is_us(*outcome.replies[0]) == 1;
       check_reply(*outcome.replies[1], client_->endpoint(), "record the lock's holder");
       answer.reply = std::move(outcome.replies[0]);
     }
@@ -183,6 +189,13 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
     result.deadline_passed = !result.cancelled;
     if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
     co_return 0;
+  }
+  // Whether the SET won, before any reply is checked (fast_attempt). EXEC's
+  // reply is the fifth.
+  if (const redisReply& exec_reply = *outcome.replies[4];
+      exec_reply.type == REDIS_REPLY_ARRAY && exec_reply.elements == 3) {
+    const redisReply& set_reply = *exec_reply.element[0];
+    result.granted = set_reply.type == REDIS_REPLY_NIL || previous_holder_is_us(set_reply) == 1;
   }
   if (!record_.empty()) {
     check_reply(*outcome.replies.back(), client_->endpoint(), "record the lock's holder");

@@ -85,6 +85,7 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
     std::uint64_t fence = 0;
     long long pttl = -2;
     Clock::time_point sent_at;
+    bool granted = false;  // the fast path's SET won, whatever fails after it (fast_attempt)
   };
   struct Renewal;
 

@@ -163,8 +163,13 @@ Lock::Impl::Attempt Lock::Impl::fast_attempt(Clock::time_point deadline) {
     } catch (const TimeoutError&) {
       calls_.abandon(orphan_entry(token_), true);
       throw;
-    } catch (const ReplyError&) {
-      drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
+    } catch (...) {
+      // The SET won but a later step failed (WAIT refused, the fence's
+      // round trip, an error reply after EXEC): K holds our token and
+      // nobody will release it. The clean-up hands it on (or deletes it
+      // and its record) as a release would.
+      if (result.granted) calls_.abandon(orphan_entry(token_), false);
+      else drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
       throw;
     }
   }
@@ -202,12 +207,15 @@ int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
     const std::span<const std::span<const std::string_view>> commands(all.data(), count);
     std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
     if (replies.empty()) return deadline_passed(result);
+    reply = std::move(replies[0]);
+    detail::check_reply(*reply, client_.endpoint(), "acquire lock");
+    // The SET's outcome before WAIT's: a refused WAIT after a won SET must
+    // not leave K held (fast_attempt).
+    result.granted = reply->type == REDIS_REPLY_NIL || previous_holder_is_us(*reply) == 1;
     if (acks_required()) {
       detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
       result.acks = static_cast<int>(replies.back()->integer);
     }
-    reply = std::move(replies[0]);
-    detail::check_reply(*reply, client_.endpoint(), "acquire lock");
   } else {
     reply = calls_.command_until(set, "acquire lock", until);
   }
@@ -245,6 +253,13 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
   const std::span<const std::span<const std::string_view>> commands(commands_buffer.data(), count);
   std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
   if (replies.empty()) return deadline_passed(result);
+  // Whether the SET won, before any reply is checked: a failure after a won
+  // SET must not leave K held (fast_attempt). EXEC's reply is the fifth.
+  if (const redisReply& exec_reply = *replies[4];
+      exec_reply.type == REDIS_REPLY_ARRAY && exec_reply.elements == 3) {
+    const redisReply& set_reply = *exec_reply.element[0];
+    result.granted = set_reply.type == REDIS_REPLY_NIL || previous_holder_is_us(set_reply) == 1;
+  }
   if (acks_required()) {
     detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
     result.acks = static_cast<int>(replies.back()->integer);
@@ -318,7 +333,7 @@ void Lock::Impl::require_acks(int acks) {
   if (required <= 0 || acks >= required) return;
   try {
     const std::array<std::string_view, 1> args{token_};
-    calls_.run_lock_script(detail::scripts::release(), args, "release an unreplicated lock");
+    calls_.run_lock_script(detail::scripts::release(calls_.sharded()), args, "release an unreplicated lock");
   } catch (...) {
     calls_.abandon(orphan_entry(token_), true);
   }

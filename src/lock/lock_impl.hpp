@@ -53,6 +53,10 @@ class Lock::Impl {
     int acks = -1;                 // WAIT's reply in the same pipeline (-1: none)
     bool handed = false;           // granted by a release's hand-over message
     long long ahead = -1;          // queued entries before ours (-1: unknown)
+    // The fast path's SET granted K to our token, whatever fails after it
+    // (WAIT, the fence, a reply check): K must then be handed on, not left
+    // held by a token nobody holds for a whole lease (fast_attempt).
+    bool granted = false;
   };
   bool acquire_until(Clock::time_point deadline);
   void release();
