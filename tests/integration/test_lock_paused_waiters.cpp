@@ -36,7 +36,7 @@ class LockPausedWaiters : public ClientTest {
   // Pauses `paused` (SIGSTOP) and returns how long after that the third
   // waiter got the lock, in ms (-1: never), once it has finished; then
   // resumes and kills `paused`.
-  static long long pause_and_time(Child& paused, std::thread& waiter, const std::atomic<long long>& acquired_ns) {
+  static long long pause_and_time(Child& paused, std::jthread& waiter, const std::atomic<long long>& acquired_ns) {
     paused.kill(SIGSTOP);
     const auto stopped = Clock::now();
     waiter.join();
@@ -49,7 +49,7 @@ class LockPausedWaiters : public ClientTest {
   // Pauses the process holding the key (pause_and_time) and expects the
   // third waiter to get it within one `lease`, not two; prints
   // how long it took, after `scenario`.
-  static void expect_one_lease_after_pause(Child& paused, std::thread& waiter,
+  static void expect_one_lease_after_pause(Child& paused, std::jthread& waiter,
                                            const std::atomic<long long>& acquired_ns, std::chrono::milliseconds lease,
                                            const std::string& scenario) {
     const long long took_ms = pause_and_time(paused, waiter, acquired_ns);
@@ -60,8 +60,8 @@ class LockPausedWaiters : public ClientTest {
 
   // Another process's waiter (its own Client), polling every 50 ms: sets
   // `acquired_ns` to the moment it got the lock (0: never).
-  std::thread third_waiter(const std::string& name, std::atomic<long long>& acquired_ns, std::chrono::seconds timeout) {
-    return std::thread([this, name, &acquired_ns, timeout] {
+  std::jthread third_waiter(const std::string& name, std::atomic<long long>& acquired_ns, std::chrono::seconds timeout) {
+    return std::jthread([this, name, &acquired_ns, timeout] {
       const Client own(server().url());
       Lock lock(own, name, {.ttl = 5s, .wait_poll_interval = 50ms});
       if (lock.try_lock_for(timeout)) {
@@ -94,7 +94,7 @@ TEST_P(LockPausedTwoWaiters, PausedProcessCostsOneLeaseNotTwo) {
   Child paused = spawn(worker_argv("wait_acquire_threads", args));
   ASSERT_TRUE(eventually(10s, [&] { return queue_length(name) == 2; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter = third_waiter(name, acquired_ns, 8s);
+  std::jthread waiter = third_waiter(name, acquired_ns, 8s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 3; }));
   paused.kill(SIGSTOP);
   const auto released = Clock::now();
@@ -131,7 +131,7 @@ TEST_F(LockPausedWaiters, PausedHolderAfterALongHoldCostsOneLeaseNotTwo) {
   Child paused = spawn(worker_argv("wait_hold_threads", {server().url(), name, "400", "2"}));
   ASSERT_TRUE(eventually(10s, [&] { return queue_length(name) == 2; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter = third_waiter(name, acquired_ns, 10s);
+  std::jthread waiter = third_waiter(name, acquired_ns, 10s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 3; }));
   holder.release();  // handed to the worker's first thread, which holds it
   ASSERT_TRUE(paused.wait_for_output("acquired", 5s)) << paused.stderr_text();
@@ -155,7 +155,7 @@ TEST_F(LockPausedWaiters, PausedHolderAfterAnExtendCostsOneLeaseNotTwo) {
                                                            std::to_string(kExtension.count())}));
   ASSERT_TRUE(eventually(10s, [&] { return queue_length(name) == 2; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter = third_waiter(name, acquired_ns, 10s);
+  std::jthread waiter = third_waiter(name, acquired_ns, 10s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 3; }));
   holder.release();  // handed to the worker's first thread: lease 400 ms + 1,200 ms extension
   ASSERT_TRUE(paused.wait_for_output("acquired", 5s)) << paused.stderr_text();
@@ -225,7 +225,7 @@ TEST_F(LockPausedWaiters, PausedHolderWithItsWaiterOnAnotherClientCostsOneLease)
   ASSERT_TRUE(paused.wait_for_output("acquired", 10s)) << paused.stderr_text();
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 1; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter = third_waiter(name, acquired_ns, 10s);
+  std::jthread waiter = third_waiter(name, acquired_ns, 10s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 2; }));
   std::this_thread::sleep_for(kLease * 3);  // past the waiter's own record's expiry (lease + one ttl)
   EXPECT_FALSE(raw({"GET", detail::companion_key(name, "hs")}).is_nil())
@@ -254,7 +254,7 @@ TEST_P(LockPausedDirectHolder, CostsOneLeaseNotOnePerQueuedThread) {
   ASSERT_TRUE(paused.wait_for_output("acquired", 10s)) << paused.stderr_text();
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 1; })) << paused.stderr_text();
   std::atomic<long long> acquired_ns{0};
-  std::thread waiter = third_waiter(name, acquired_ns, 10s);
+  std::jthread waiter = third_waiter(name, acquired_ns, 10s);
   ASSERT_TRUE(eventually(5s, [&] { return queue_length(name) == 2; }));
   std::this_thread::sleep_for(hold);
   expect_one_lease_after_pause(paused, waiter, acquired_ns, kLease,
