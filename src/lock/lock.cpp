@@ -36,6 +36,7 @@ void warn_publish_denied(const ClientImpl& client) {
 
 bool Lock::Impl::acquire_until(Clock::time_point deadline) {
   if (!state_.held_here()) renewal_.reset();  // a parent's renewal entry, in a forked child: never touched
+  forget_parents_wait();
   if (state_.held)
     throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
   if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it

@@ -74,7 +74,10 @@ class Lock::Impl {
   const LockOptions& options() const noexcept { return state_.options; }
   const std::shared_ptr<detail::ClientImpl>& client_impl() const noexcept { return client_.impl(); }
   /// Not held, no queue place kept: an acquisition may be adopted.
-  bool can_adopt() noexcept { return !state_.held_here() && !wait_; }
+  bool can_adopt() noexcept {
+    forget_parents_wait();
+    return !state_.held_here() && !wait_;
+  }
   /// Takes over an acquisition of this key made by someone else's request
   /// (sent at `sent_at`, the key set to `token` with this lock's ttl,
   /// `record` written as holder record): from here on it is exactly this
@@ -101,7 +104,16 @@ class Lock::Impl {
     std::unique_ptr<detail::Subscriber::Watch> watch;
     Attempt last;
     bool spun = false;  // a spin window was given (handoff_spin: one per wait)
+    std::uint64_t generation = detail::fork_generation();  // the process image that queued it
   };
+  /// A queue place kept (keep_queue_place) by the parent, seen in a forked
+  /// child: the parent's, not ours. Continuing from it would take the
+  /// parent's hand-over (two holders); giving it up would cancel the
+  /// parent's entry, or hand its lock on. Dropped without I/O, and never
+  /// destroyed (its watch belongs to the parent's subscriber; common/fork.hpp).
+  void forget_parents_wait() noexcept {
+    if (wait_ && wait_->generation != detail::fork_generation()) (void)wait_.release();
+  }
 
   bool random_token() const noexcept { return !state_.options.token.has_value(); }
 

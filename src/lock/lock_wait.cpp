@@ -7,6 +7,7 @@ namespace lockon {
 
 // Gives up a queue place kept between timed attempts (keep_queue_place).
 void Lock::Impl::abandon_wait() noexcept {
+  forget_parents_wait();
   if (!wait_) return;
   const std::string entry = wait_->entry;
   wait_.reset();

@@ -125,5 +125,49 @@ TEST_F(Fork, ChildHasIndependentWorkingStateAndLeavesTheParentsLockAlone) {
   EXPECT_FALSE(exists(parent_key));
 }
 
+// A queue place kept across fork() (keep_queue_place) is the parent's: the
+// child must neither continue from it (the parent's hand-over would make
+// both holders) nor give it up (cancelling the parent's entry hands the
+// parent's lock on). Found by reading the code (session 17): the child's
+// try_lock_for took the parent's hand-over.
+TEST_F(Fork, AQueuePlaceKeptAcrossForkStaysTheParents) {
+  const std::string name = key("queued");
+  Lock holder(client(), name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  Lock waiter(client(), name, {.ttl = 10s, .wait_poll_interval = 50ms, .keep_queue_place = true});
+  ASSERT_FALSE(waiter.try_lock_for(100ms));  // queued; the place is kept
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The parent hands the key to the kept place and takes it meanwhile.
+    std::this_thread::sleep_for(400ms);
+    int code = 0;
+    try {
+      if (waiter.try_lock_for(500ms)) code = 1;  // the parent's hand-over, or its lock
+      waiter.abandon_wait();                     // must not cancel the parent's entry
+    } catch (...) {
+      code = 2;
+    }
+    std::_Exit(code);
+  }
+  ASSERT_GT(pid, 0);
+  holder.unlock();  // handed to the kept place
+  const bool acquired = waiter.try_lock_for(3s);
+  int status = -1;
+  const bool ended = eventually(10000ms, [&] { return ::waitpid(pid, &status, WNOHANG) == pid; });
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ASSERT_TRUE(ended) << "the child hung";
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << (WEXITSTATUS(status) == 1 ? "the child acquired the parent's lock"
+                                                                  : "the child threw");
+  ASSERT_TRUE(acquired) << "the parent did not get the hand-over to its kept place";
+  EXPECT_TRUE(waiter.owned()) << "the child's abandon_wait handed the parent's lock on";
+  EXPECT_FALSE(waiter.lost());
+  waiter.unlock();
+  EXPECT_EQ(waiter.last_unlock_error(), nullptr);
+}
+
 }  // namespace
 }  // namespace lockon::test
