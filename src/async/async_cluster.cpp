@@ -116,6 +116,13 @@ asio::awaitable<void> AsyncCluster::refresh(Clock::time_point until) {
     co_return;
   }
   refreshing_ = true;
+  // Cleared however this ends: a cancelled caller's next co_await throws
+  // operation_aborted (not a lockon Error), and a flag left set stopped
+  // every later refresh of this client (found by review, session 17).
+  struct ClearWhenDone {
+    bool& flag;
+    ~ClearWhenDone() { flag = false; }
+  } clear_when_done{refreshing_};
   last_refresh_ = Clock::now();
   ++refreshes_;
   std::vector<NodeAddress> candidates;
@@ -153,10 +160,8 @@ asio::awaitable<void> AsyncCluster::refresh(Clock::time_point until) {
     nodes_.swap(kept);
     slots_.swap(slots);
     stale_ = false;
-    refreshing_ = false;
     co_return;
   }
-  refreshing_ = false;
   throw ConnectError("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
 }
 
