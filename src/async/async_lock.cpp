@@ -91,7 +91,25 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
   }
   // GCC 12 miscompiles co_await inside conditions: computed beforehand.
   bool confirmed = first.acquired;
-  if (confirmed) confirmed = co_await confirm_lease(first, Clock::time_point::max());
+  if (confirmed) {
+    // Granted: from here a cancellation (it may have landed while the reply
+    // travelled: the next co_await throws operation_aborted) or any failure
+    // must pass the key on before the caller is told (found by review,
+    // session 17: the key stayed held for the whole lease).
+    std::exception_ptr failure;
+    try {
+      const auto state = co_await asio::this_coro::cancellation_state;
+      if (state.cancelled() != asio::cancellation_type::none) throw_cancelled();
+      confirmed = co_await confirm_lease(first, Clock::time_point::max());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (failure) {
+      co_await uncancellable();
+      co_await leave(orphan_entry());
+      std::rethrow_exception(failure);
+    }
+  }
   if (confirmed) {
     on_acquired(first);
     co_return true;
