@@ -17,6 +17,7 @@
 //   and removes its queue place.
 // - A release that fails for any reason surfaces as a lost lease.
 #include "lock/lock_impl.hpp"
+#include "lock/orphans.hpp"
 
 namespace lockon {
 
@@ -41,8 +42,15 @@ bool Lock::Impl::acquire_until(Clock::time_point deadline) {
     throw LockError("lock '" + state_.name + "' is already held by this object (not reentrant)", state_.name);
   if (wait_) return wait_for_turn(deadline);  // a kept queue place: continue from it
   // Written over the previous acquisition's strings: no allocation per cycle.
-  if (state_.options.token) token_ = *state_.options.token;
-  else detail::assign_lock_token(token_);
+  if (state_.options.token) {
+    token_ = *state_.options.token;
+    // Clean-ups of this process's earlier attempts with the same token
+    // release whatever holds it: they must not outlive this acquisition's
+    // start (they would release it: two holders; found by review, session 17).
+    if (!detail::Orphans::instance().forget(client_.impl().get(), state_.name, token_, deadline)) return false;
+  } else {
+    detail::assign_lock_token(token_);
+  }
   if (state_.options.holder_record) detail::assign_holder_record(record_, token_, state_.options.holder_label);
   else record_.clear();
   // Contended a moment ago: the fast SET NX would most likely fail, and

@@ -55,6 +55,54 @@ void Orphans::adopt(Orphan orphan) noexcept {
   }
 }
 
+bool Orphans::forget(const ClientImpl* client, const std::string& key, const std::string& token,
+                     Clock::time_point deadline) {
+  if (token.empty()) return true;
+  // A try_lock (no deadline) still waits for a clean-up in flight, briefly:
+  // it usually ends within a round trip.
+  deadline = std::max(deadline, Clock::now() + kForgetGrace);
+  const auto id = std::forward_as_tuple(client, key, token);
+  const auto matches = [&](const Job& job) {
+    return job.orphan.client.get() == client && job.orphan.token == token && job.orphan.keys[0] == key;
+  };
+  std::vector<Job> now;
+  bool in_time = true;
+  for (State* s : {&locks(), &others()}) {
+    std::unique_lock lock(s->mutex);
+    while (true) {
+      // Queued ones, and those a lane filed again while we waited.
+      for (auto it = s->jobs.begin(); it != s->jobs.end();) {
+        if (!matches(*it)) {
+          ++it;
+          continue;
+        }
+        now.push_back(std::move(*it));
+        it = s->jobs.erase(it);
+      }
+      if (s->in_flight_tokens.count(id) == 0) break;
+      // A lane runs one: its I/O ends within the socket timeouts.
+      if (deadline == Clock::time_point::max()) {
+        s->changed.wait(lock);
+      } else if (s->changed.wait_until(lock, deadline) == std::cv_status::timeout &&
+                 s->in_flight_tokens.count(id) != 0) {
+        in_time = false;
+        break;
+      }
+    }
+    if (!in_time) break;
+  }
+  // Run now, once, on this thread: what an earlier attempt may have won is
+  // released before the new one starts; none of them runs after it.
+  const std::vector<char> cleaned = clean(now);
+  bool all_cleaned = in_time;
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    if (cleaned[i] != 0) continue;
+    all_cleaned = false;  // the server did not answer: the acquisition would not either
+    adopt(std::move(now[i].orphan));
+  }
+  return all_cleaned;
+}
+
 std::size_t Orphans::peak_lanes() {
   State& s = locks();
   std::lock_guard lock(s.mutex);
@@ -180,6 +228,9 @@ void Orphans::run(State& s) {
     for (auto& [client, batch] : due) {
       // Counted before the lane starts: it moves the jobs out at once.
       const std::size_t count = batch.size();
+      std::vector<std::tuple<const ClientImpl*, std::string, std::string>> tokens;
+      for (const Job& job : batch)
+        if (!job.orphan.token.empty()) tokens.emplace_back(client, job.orphan.keys[0], job.orphan.token);
       auto jobs = std::make_shared<std::vector<Job>>(std::move(batch));
       bool started = false;
       try {
@@ -192,6 +243,7 @@ void Orphans::run(State& s) {
       }
       if (started) {
         s.in_flight += count;
+        s.in_flight_tokens.insert(tokens.begin(), tokens.end());
         s.peak_lanes = std::max(s.peak_lanes, s.busy.size());
         continue;
       }
@@ -218,6 +270,10 @@ void Orphans::work(State& s, const ClientImpl* client, std::vector<Job> jobs) no
     std::lock_guard lock(s.mutex);
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       Job& job = jobs[i];
+      if (!job.orphan.token.empty()) {
+        const auto it = s.in_flight_tokens.find(std::forward_as_tuple(client, job.orphan.keys[0], job.orphan.token));
+        if (it != s.in_flight_tokens.end()) s.in_flight_tokens.erase(it);
+      }
       if (cleaned[i] != 0) {
         // Unknown outcome: again kFollowUpSweep later, and kSecondSweep
         // after the first success.

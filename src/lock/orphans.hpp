@@ -33,6 +33,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/fork.hpp"
@@ -47,6 +48,10 @@ struct Orphan {
   LockScriptKeys keys;       // the lock key first (lock_script_keys())
   std::string entry;         // "<sid>|<waiter id>|<ttl>|<fenced>|<token>" (see lock_scripts.hpp)
   bool unknown_outcome = false;  // a request may still execute later: sweep three times
+  /// The token the clean-up releases the key (or share) for: a later
+  /// acquisition with the same custom token makes it forget the clean-up
+  /// (forget()). Empty: never forgotten.
+  std::string token{};
   /// When set, the clean-up to retry instead of the Lock's cancel script (a
   /// ReadWriteLock/Semaphore waiter's cancel): true once it succeeded.
   std::function<bool()> clean{};
@@ -69,12 +74,27 @@ class Orphans {
   static constexpr std::size_t kMaxLanes = 8;
   /// Queue entries expire by then anyway (the queue's TTL).
   static constexpr std::chrono::minutes kGiveUpAfter{10};
+  /// forget() waits at least this long for a clean-up in flight.
+  static constexpr std::chrono::milliseconds kForgetGrace{25};
 
   static Orphans& instance();
 
   /// Takes over the clean-up (a Lock's cancel script, or `orphan.clean` on
   /// a queue of its own). Never blocks on I/O, never throws.
   void adopt(Orphan orphan) noexcept;
+
+  /// A new acquisition of `key` with the custom token `token` by `client`
+  /// begins: clean-ups of earlier attempts with that token release whatever
+  /// holds the token, and must not run after it (they would release the new
+  /// acquisition: two holders). Runs the queued ones now, once, on the
+  /// calling thread (what an earlier attempt won is released first), after
+  /// waiting for one a lane is running (until `deadline`, at least
+  /// kForgetGrace; its I/O is bounded by the socket timeouts); none is
+  /// sweeped again. False if one could not be run (re-queued) or still ran
+  /// at the deadline: the caller does not acquire. Blocks only when there
+  /// are such clean-ups. A clean-up request already on the wire may still
+  /// run late (docs: custom tokens).
+  bool forget(const ClientImpl* client, const std::string& key, const std::string& token, Clock::time_point deadline);
 
   /// Orphans not yet cleaned (for tests and diagnostics).
   std::size_t pending();
@@ -101,6 +121,8 @@ class Orphans {
     std::condition_variable changed;
     std::vector<Job> jobs;      // waiting for their due time or their client's lane
     std::size_t in_flight = 0;  // jobs a lane is cleaning now
+    // Of those, the ones forget() may ask about: client, key and token.
+    std::multiset<std::tuple<const ClientImpl*, std::string, std::string>, std::less<>> in_flight_tokens;
     // Clients with a lane at work: their other jobs wait, so a client's
     // clean-ups run one batch at a time, and a server that hangs (a
     // partition, a paused process) holds its own lane only.

@@ -139,10 +139,14 @@ bool SharedHolder::acquire_until(Clock::time_point deadline) {
   if (held_) throw LockError(std::string(what_) + " '" + name_ + "' is already held by this object", name_);
   // Ending in this process's nonce: a waiter of this process queueing
   // behind it tells it is ours (shared_scripts::attempt).
-  if (fixed_token_.empty())
+  if (fixed_token_.empty()) {
     assign_lock_token(token_);
-  else
+  } else {
     token_ = fixed_token_;
+    // As a Lock's (Orphans::forget): an earlier attempt's clean-up would
+    // remove this share, whose member is the same token.
+    if (!Orphans::instance().forget(client_.impl().get(), name_, token_, deadline)) return false;
+  }
   const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
   Attempt first;
   try {
@@ -287,6 +291,7 @@ void SharedHolder::cancel_now(const std::string& entry) noexcept {
     orphan.client = client_.impl();
     orphan.keys[0] = name_;
     orphan.unknown_outcome = true;
+    orphan.token = token_;
     orphan.clean = [client = client_.impl(), name = name_, keys = keys_,
                     args = std::array<std::string, 3>{wake_prefix_, limit_text_, entry}, sharded = sharded_] {
       const std::array<std::string_view, 3> views{args[0], args[1], args[2]};

@@ -1,0 +1,134 @@
+// integration/test_custom_token_cleanup.cpp — a custom token is the same on
+// every acquisition, so the background clean-up of an earlier attempt (it
+// releases whatever holds the token: its sweeps run ~20 ms, ~70 ms and ~1 s
+// after the failure) must not touch a later acquisition with that token.
+// Before session 17 it deleted the new holder's key: two holders, the first
+// one told nothing until its next renewal (found by review).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "lock/lock_scripts.hpp"
+#include "lockon/lockon.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/fixtures.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class CustomTokenCleanup : public RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    proxy_ = std::make_unique<FaultProxy>(server().host(), server().port());
+  }
+  FaultProxy& proxy() { return *proxy_; }
+  RawReply raw(const std::vector<std::string>& args) { return server().command(args); }
+  // Watches `name` for 1.5 s (past the clean-up's last sweep): it must hold
+  // `token` all along. Returns the ms after which it did not (-1: never).
+  long long first_loss_ms(const std::string& name, const std::string& token) {
+    const auto start = Clock::now();
+    while (Clock::now() - start < 1500ms) {
+      const RawReply value = raw({"GET", name});
+      if (value.is_nil() || value.str != token) return ms_since(start);
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+  std::unique_ptr<FaultProxy> proxy_;
+};
+
+// The release ran but its reply was lost: the clean-up is adopted (unknown
+// outcome, three sweeps). The same Lock acquires again at once.
+TEST_F(CustomTokenCleanup, AReleaseWithALostReplyDoesNotReleaseTheNextAcquisition) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  const std::string token = "custom-token-" + name;
+  Lock warm(client, key("warm"), {.ttl = 5s});  // EVALSHA from now on
+  ASSERT_TRUE(warm.try_lock());
+  warm.unlock();
+  Lock lock(client, name, {.ttl = 30s, .token = token});
+  ASSERT_TRUE(lock.try_lock());
+  const int rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = name, .action = FaultAction::close_after_forward, .times = 1});
+  lock.unlock();
+  ASSERT_EQ(proxy().matched(rule), 1u);
+  ASSERT_NE(lock.last_unlock_error(), nullptr);
+  ASSERT_TRUE(lock.try_lock_for(1s)) << "the released key was not taken again";
+  EXPECT_EQ(first_loss_ms(name, token), -1) << "the earlier release's clean-up released the new acquisition";
+  EXPECT_TRUE(lock.held());
+  EXPECT_TRUE(lock.owned());
+  Lock other(client, name, {.ttl = 5s});
+  EXPECT_FALSE(other.try_lock()) << "a second holder got in";
+  lock.unlock();
+  EXPECT_EQ(lock.last_unlock_error(), nullptr);
+}
+
+// The acquisition's own reply was lost (IoError: a custom token cannot tell
+// its grant from another holder's); the caller retries at once. The retry
+// must find the key cleaned up, and must not be undone by the follow-up
+// sweeps.
+TEST_F(CustomTokenCleanup, AnAcquisitionWithALostReplyDoesNotReleaseTheNextOne) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  const std::string token = "custom-token-" + name;
+  proxy().add_rule({.command = "SET", .argument_contains = name, .action = FaultAction::close_after_forward,
+                    .times = 1});
+  Lock lock(client, name, {.ttl = 30s, .token = token});
+  EXPECT_THROW(lock.try_lock(), IoError);
+  // At once, as a caller retrying would: the pending clean-up runs first
+  // (it frees what the lost request won), and never again after.
+  bool again = false;
+  EXPECT_NO_THROW(again = lock.try_lock_for(1s)) << "the lost request's key was not cleaned up first";
+  ASSERT_TRUE(again);
+  EXPECT_EQ(first_loss_ms(name, token), -1) << "a follow-up sweep released the new acquisition";
+  EXPECT_TRUE(lock.owned());
+  lock.unlock();
+}
+
+// A Semaphore permit with a custom token (SharedLeaseLock): its member in
+// the holders' set is the token, so an earlier attempt's clean-up (ZREM)
+// removed the later share, and a second holder got the only permit.
+TEST_F(CustomTokenCleanup, APermitWhoseAttemptReplyWasLostDoesNotLoseTheNextOne) {
+  const Client client(proxy().url());
+  const std::string name = key("sem");
+  const std::string token = "custom-share-" + name;
+  auto warm = SharedLeaseLock::permit(client, key("warm-sem"), 1, {.ttl = 5s});  // EVALSHA from now on
+  ASSERT_TRUE(warm->try_lock());
+  warm->unlock();
+  auto permit = SharedLeaseLock::permit(client, name, 1, {.ttl = 30s, .token = token});
+  const int rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_after_forward, .times = 1});
+  // Its immediate cancel is lost too: the clean-up goes to the background.
+  const int cancel_rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_before_forward, .times = 1});
+  bool first = false;
+  try {
+    first = permit->try_lock();
+  } catch (const Error&) {
+  }
+  ASSERT_EQ(proxy().matched(rule), 1u);
+  ASSERT_EQ(proxy().matched(cancel_rule), 1u);
+  if (first) permit->unlock();
+  ASSERT_TRUE(permit->try_lock_for(2s)) << "the permit was not taken again";
+  const Client direct(server().url());
+  auto rival = SharedLeaseLock::permit(direct, name, 1, {.ttl = 5s});
+  const auto start = Clock::now();
+  long long rival_in_after = -1;
+  while (Clock::now() - start < 1500ms && rival_in_after < 0) {
+    if (rival->try_lock()) rival_in_after = ms_since(start);
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(rival_in_after, -1) << "the earlier attempt's clean-up removed the new share: a second holder";
+  if (rival->held()) rival->unlock();
+  EXPECT_TRUE(permit->owned());
+  permit->unlock();
+}
+
+}  // namespace
+}  // namespace lockon::test
