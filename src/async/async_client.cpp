@@ -306,35 +306,121 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
 
 namespace {
 
-asio::awaitable<void> clean_up(std::shared_ptr<AsyncClientImpl> client, LockScriptKeys keys,
-                               std::string entry) {
-  asio::steady_timer timer(client->executor());
-  auto delay = std::chrono::milliseconds(100);
-  const auto views = key_views(keys);
-  const std::array<std::string_view, 1> args{entry};
-  for (int attempt = 0; attempt < 12; ++attempt) {
-    try {
-      const auto socket_timeout = client->options().socket_timeout.count() > 0
-                                      ? client->options().socket_timeout
-                                      : std::chrono::milliseconds(5000);
-      auto answer = co_await client->script(scripts::cancel_wait(client->sharded()), views, args, "cancel wait",
-                                            std::chrono::steady_clock::now() + socket_timeout);
-      if (answer.ended == AsyncConnection::Ended::replied) co_return;
-    } catch (...) {
-    }
-    timer.expires_after(delay);
-    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    delay = std::min(delay * 2, std::chrono::milliseconds(3000));
+// "<sid>|<waiter id>|<ttl>|<fenced>|<token>": the token (it may hold '|').
+std::string entry_token(const std::string& entry) {
+  std::size_t at = 0;
+  for (int field = 0; field < 4; ++field) {
+    at = entry.find('|', at);
+    if (at == std::string::npos) return {};
+    ++at;
+  }
+  return entry.substr(at);
+}
+
+// One run of the cancel-wait script for `entry`, bounded by the socket
+// timeout: whether it ran.
+asio::awaitable<bool> cancel_once(AsyncClientImpl& client, const LockScriptKeys& keys, const std::string& entry) {
+  try {
+    const auto socket_timeout = client.options().socket_timeout.count() > 0 ? client.options().socket_timeout
+                                                                            : std::chrono::milliseconds(5000);
+    const auto views = key_views(keys);
+    const std::array<std::string_view, 1> args{entry};
+    auto answer = co_await client.script(scripts::cancel_wait(client.sharded()), views, args, "cancel wait",
+                                         std::chrono::steady_clock::now() + socket_timeout);
+    co_return answer.ended == AsyncConnection::Ended::replied;
+  } catch (...) {
+    co_return false;
   }
 }
 
 }  // namespace
 
+asio::awaitable<void> run_cleanup(std::shared_ptr<AsyncClientImpl> client, std::uint64_t id) {
+  asio::steady_timer timer(client->executor());
+  auto delay = std::chrono::milliseconds(100);
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    LockScriptKeys keys;
+    std::string entry;
+    {
+      std::lock_guard lock(client->cleanups_mutex_);
+      const auto it = client->cleanups_.find(id);
+      if (it == client->cleanups_.end()) co_return;
+      if (it->second.forgotten) {
+        client->cleanups_.erase(it);
+        co_return;
+      }
+      it->second.running = true;
+      keys = it->second.keys;
+      entry = it->second.entry;
+    }
+    const bool ran = co_await cancel_once(*client, keys, entry);
+    {
+      std::lock_guard lock(client->cleanups_mutex_);
+      if (ran) {
+        client->cleanups_.erase(id);
+        co_return;
+      }
+      const auto it = client->cleanups_.find(id);
+      if (it != client->cleanups_.end()) it->second.running = false;
+    }
+    timer.expires_after(delay);
+    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    delay = std::min(delay * 2, std::chrono::milliseconds(3000));
+  }
+  std::lock_guard lock(client->cleanups_mutex_);
+  client->cleanups_.erase(id);
+}
+
 void AsyncClientImpl::abandon(LockScriptKeys keys, std::string entry) noexcept {
   try {
-    asio::co_spawn(executor_, clean_up(shared_from_this(), std::move(keys), std::move(entry)), asio::detached);
+    std::uint64_t id = 0;
+    {
+      std::lock_guard lock(cleanups_mutex_);
+      id = next_cleanup_++;
+      std::string token = entry_token(entry);
+      cleanups_.emplace(id, Cleanup{std::move(keys), std::move(entry), std::move(token)});
+    }
+    asio::co_spawn(executor_, run_cleanup(shared_from_this(), id), asio::detached);
   } catch (...) {
   }
+}
+
+asio::awaitable<bool> AsyncClientImpl::forget_cleanups(std::string key, std::string token, Clock::time_point deadline) {
+  deadline = std::max(deadline, Clock::now() + std::chrono::milliseconds(25));
+  std::vector<Cleanup> now;
+  asio::steady_timer timer(executor_);
+  while (true) {
+    bool in_flight = false;
+    {
+      std::lock_guard lock(cleanups_mutex_);
+      for (auto& [id, cleanup] : cleanups_) {
+        if (cleanup.forgotten || cleanup.token != token || cleanup.keys[0] != key) continue;
+        if (cleanup.running) {
+          in_flight = true;
+          continue;
+        }
+        cleanup.forgotten = true;  // its loop ends before its next attempt
+        now.push_back(cleanup);
+      }
+    }
+    if (!in_flight) break;
+    if (Clock::now() >= deadline) {
+      for (Cleanup& cleanup : now) abandon(std::move(cleanup.keys), std::move(cleanup.entry));
+      co_return false;
+    }
+    timer.expires_after(std::chrono::milliseconds(2));
+    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+  }
+  // Run now, once: what an earlier attempt may have won is released before
+  // the new one starts; none of them runs after it.
+  bool all_ran = true;
+  for (Cleanup& cleanup : now) {
+    const bool ran = co_await cancel_once(*this, cleanup.keys, cleanup.entry);
+    if (ran) continue;
+    all_ran = false;
+    abandon(std::move(cleanup.keys), std::move(cleanup.entry));
+  }
+  co_return all_ran;
 }
 
 }  // namespace lockon::detail

@@ -26,7 +26,9 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -97,6 +99,15 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   /// key on if it holds the entry's token. Never throws.
   void abandon(LockScriptKeys keys, std::string entry) noexcept;
 
+  /// A new acquisition of `key` with the custom token `token` begins: the
+  /// background clean-ups of earlier attempts with that token (abandon())
+  /// release whatever holds it, and must not run after it (two holders).
+  /// Waits for one whose request is in flight (until `deadline`, at least
+  /// 25 ms), then runs the pending ones once, now, and stops them. False
+  /// if that could not be done (they are retried as before): the caller
+  /// does not acquire. Runs on the client's executor.
+  asio::awaitable<bool> forget_cleanups(std::string key, std::string token, Clock::time_point deadline);
+
   void close() noexcept;
 
  private:
@@ -132,6 +143,20 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   Clock::time_point last_resolve_{};
   std::size_t preferred_ = 0;
   std::uint64_t switches_ = 0;
+  // The background clean-ups (abandon()) still running, by id: forget_cleanups()
+  // stops those of a token acquired again. Guarded: abandon() may be called
+  // off the executor.
+  struct Cleanup {
+    LockScriptKeys keys;
+    std::string entry;
+    std::string token;
+    bool running = false;    // its request is in flight
+    bool forgotten = false;  // stop before its next attempt
+  };
+  friend asio::awaitable<void> run_cleanup(std::shared_ptr<AsyncClientImpl> client, std::uint64_t id);
+  std::mutex cleanups_mutex_;
+  std::map<std::uint64_t, Cleanup> cleanups_;
+  std::uint64_t next_cleanup_ = 0;
 };
 
 }  // namespace lockon::detail

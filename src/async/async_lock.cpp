@@ -83,6 +83,12 @@ asio::awaitable<bool> AsyncLockImpl::acquire(Clock::time_point deadline) {
 asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
   token_ = options_.token ? *options_.token : lock_token();
   record_ = options_.holder_record ? holder_record(token_, options_.holder_label) : std::string();
+  if (options_.token) {
+    // Earlier attempts' clean-ups release whatever holds this token: run
+    // now, they never run after this acquisition (found by review, session 17).
+    const bool clear = co_await client_->forget_cleanups(keys_[0], token_, deadline);
+    if (!clear) co_return false;
+  }
   Attempt first = co_await fast_attempt(deadline);
   if (first.cancelled) {
     co_await uncancellable();
