@@ -121,7 +121,22 @@ void Connection::ensure_connected() {
   open(false);
 }
 
-void Connection::open(bool keep_queued) {
+bool Connection::ensure_connected_by(Clock::time_point deadline) {
+  if (transport_ && !broken_ && (owes_replies() || !stale())) return true;
+  if (deadline >= after(options_.connect_timeout)) {
+    open(false);
+    return true;
+  }
+  try {
+    open(false, deadline);
+  } catch (const ConnectError&) {
+    if (Clock::now() >= deadline) return false;  // the caller's deadline, not the server, ended it
+    throw;
+  }
+  return true;
+}
+
+void Connection::open(bool keep_queued, Clock::time_point connect_deadline) {
   transport_.reset();
   reader_.reset();
   broken_ = true;  // until connected
@@ -140,7 +155,7 @@ void Connection::open(bool keep_queued) {
   out_.clear();
   try {
     transport_ = open_transport(options_, options_.unix_path.empty() ? options_.host : std::string(), options_.port,
-                                after(options_.connect_timeout), endpoint_);
+                                std::min(after(options_.connect_timeout), connect_deadline), endpoint_);
   } catch (...) {
     queued_ = 0;
     throw;

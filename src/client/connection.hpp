@@ -66,6 +66,13 @@ class Connection {
   /// sent). Does nothing while replies are owed: the caller is in the
   /// middle of an exchange.
   void ensure_connected();
+  /// As ensure_connected(), but a (re)connection waits at most until
+  /// `deadline` when that comes before the connect timeout: false if it
+  /// passed first (nothing was sent; the connection stays unconnected).
+  /// A caller's deadline bounds the TCP connect too: a full accept queue
+  /// (a stalled server flooded with reconnections) holds a SYN for a
+  /// second or more.
+  bool ensure_connected_by(Clock::time_point deadline);
 
   /// Sends a pending handshake and waits for and checks its replies (reads
   /// do this by themselves; for users of raw()). Blocks up to the socket
@@ -164,7 +171,7 @@ class Connection {
   [[noreturn]] void fail(IoFailure failure, const IoStatus& status, Phase phase, std::string_view operation);
   // Opens a new socket and sends the handshake; queued requests are kept
   // only if `keep_queued` (a resend of requests that never left).
-  void open(bool keep_queued);
+  void open(bool keep_queued, Clock::time_point connect_deadline = Clock::time_point::max());
   bool finish_handshake(const Clock::time_point* deadline, std::string_view caller, bool soft = false);
   // Reads the next reply, waiting at most until *deadline if given (else the
   // socket timeout); I/O failures are mapped for `phase`.

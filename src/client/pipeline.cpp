@@ -181,7 +181,12 @@ void Pipeline::exchange(Request& request) noexcept {
     return;
   }
   try {
-    connection_.ensure_connected();
+    // The caller's deadline bounds a (re)connection too: a full accept queue
+    // holds a SYN for a second or more (test_deadline_connect.cpp).
+    if (!connection_.ensure_connected_by(request.deadline)) {
+      request.error = unsent_timeout(request.operation, connection_.endpoint());
+      return;
+    }
     for (const auto& command : request.commands) connection_.append(command);
     connection_.flush(request.operation);
     batches_.fetch_add(1, std::memory_order_relaxed);
@@ -307,7 +312,21 @@ void Pipeline::write_batch() noexcept {
   std::exception_ptr error;
   bool unsent = false;
   try {
-    connection_.ensure_connected();
+    // A (re)connection waits at most until the batch's earliest deadline;
+    // when it passes, those requests fail unsent and the rest wait on.
+    while (true) {
+      auto earliest = Clock::time_point::max();
+      for (const Request* request : batch_) earliest = std::min(earliest, request->deadline);
+      if (connection_.ensure_connected_by(earliest)) break;
+      const auto passed = Clock::now();
+      std::size_t waiting = 0;
+      for (Request* request : batch_) {
+        if (request->deadline <= passed) request->fail(unsent_timeout(request->operation, connection_.endpoint()));
+        else batch_[waiting++] = request;
+      }
+      batch_.resize(waiting);
+      if (batch_.empty()) return;
+    }
     for (const Request* request : batch_)
       for (const auto& command : request->commands) connection_.append(command);
     connection_.flush(batch_.front()->operation);

@@ -15,14 +15,30 @@ Pool::Pool(ConnectionOptions options, PoolOptions limits) : options_(std::move(o
 
 Pool::Lease Pool::borrow() {
   std::unique_lock lock(mutex_);
+  wait_available(lock, std::chrono::steady_clock::time_point::max());
+  return take(lock);
+}
+
+std::optional<Pool::Lease> Pool::borrow_by(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  if (!wait_available(lock, deadline)) return std::nullopt;
+  return take(lock);
+}
+
+bool Pool::wait_available(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline) {
   auto available = [this] { return !idle_.empty() || opened_ < limits_.size; };
-  if (!available()) {
-    const bool got = limits_.wait_timeout.count() > 0 && freed_.wait_for(lock, limits_.wait_timeout, available);
-    if (!got)
-      throw PoolTimeoutError("borrow connection for " + options_.endpoint() + ": all " +
-                             std::to_string(limits_.size) + " pooled connections stayed busy for " +
-                             std::to_string(limits_.wait_timeout.count()) + " ms");
-  }
+  if (available()) return true;
+  const auto timeout_at = std::chrono::steady_clock::now() + limits_.wait_timeout;
+  const bool deadline_first = deadline < timeout_at;
+  const bool got = limits_.wait_timeout.count() > 0 && freed_.wait_until(lock, deadline_first ? deadline : timeout_at, available);
+  if (got) return true;
+  if (deadline_first && limits_.wait_timeout.count() > 0) return false;
+  throw PoolTimeoutError("borrow connection for " + options_.endpoint() + ": all " + std::to_string(limits_.size) +
+                         " pooled connections stayed busy for " + std::to_string(limits_.wait_timeout.count()) +
+                         " ms");
+}
+
+Pool::Lease Pool::take(std::unique_lock<std::mutex>& lock) {
   if (!idle_.empty()) {
     auto connection = std::move(idle_.back());
     idle_.pop_back();

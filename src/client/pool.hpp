@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <vector>
 
@@ -43,12 +44,19 @@ class Pool {
   /// connects lazily). Blocks up to the pool's wait timeout, then throws
   /// PoolTimeoutError naming the endpoint.
   Lease borrow();
+  /// As borrow(), but waits at most until `deadline` when that comes before
+  /// the pool's wait timeout: nullopt if it passed first.
+  std::optional<Lease> borrow_by(std::chrono::steady_clock::time_point deadline);
 
   const ConnectionOptions& options() const noexcept { return options_; }
   const PoolOptions& limits() const noexcept { return limits_; }
 
  private:
   void give_back(std::unique_ptr<Connection> connection) noexcept;
+  // Waits for a connection until `deadline` or the wait timeout; false if
+  // the deadline passed first. Throws PoolTimeoutError at the wait timeout.
+  bool wait_available(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline);
+  Lease take(std::unique_lock<std::mutex>& lock);
 
   ConnectionOptions options_;
   PoolOptions limits_;

@@ -86,7 +86,10 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
     // and I/O failures are reported (Sentinel re-resolves the master).
     const auto node = client.node_for(key);  // outlives the lease
     try {
-      auto connection = node->pool().borrow();
+      // The caller's deadline bounds the wait for a pooled connection too.
+      auto lease = node->pool().borrow_by(until);
+      if (!lease) return {};  // it passed first: nothing was sent
+      auto& connection = *lease;
       auto result = exchange(*connection, *node);
       if (const redisReply* readonly = first_readonly(result))
         client.topology().report_error_reply(*node, {readonly->str, readonly->len});
@@ -129,7 +132,9 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
     }
     decltype(exchange(std::declval<Connection&>(), std::declval<Node&>())) result;
     try {
-      auto connection = node->pool().borrow();
+      auto lease = node->pool().borrow_by(until);
+      if (!lease) return result;  // the caller's deadline passed first: nothing was sent
+      auto& connection = *lease;
       // ASKING before each command outside a transaction (client/asking.hpp).
       struct AskingMode {
         Connection* connection = nullptr;

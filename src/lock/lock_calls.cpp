@@ -167,7 +167,7 @@ ReplyPtr LockCalls::run_lock_script_until(const Script& script, std::span<const 
   std::string endpoint;
   ReplyPtr reply = routed_call(*client_, name(), until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
-    connection.ensure_connected();
+    if (!connection.ensure_connected_by(until)) return nullptr;  // the deadline passed while connecting
     return eval_bounded(connection, script, keys, args, operation, until);
   });
   if (reply) check_reply(*reply, endpoint, operation);
@@ -185,7 +185,7 @@ ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::s
   std::string endpoint;
   ReplyPtr reply = routed_call(*client_, name(), until, [&](Connection& connection, Node& node) {
     endpoint = node.endpoint();
-    connection.ensure_connected();
+    if (!connection.ensure_connected_by(until)) return ReplyPtr{};  // the deadline passed while connecting
     connection.append(args);
     return read_bounded(connection, operation, until);
   });
@@ -211,7 +211,8 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
     }
   }
   return routed_call(*client_, name(), until, [&](Connection& connection, Node&) {
-    connection.ensure_connected();
+    // The deadline passed while connecting: nothing was sent.
+    if (!connection.ensure_connected_by(until)) return std::vector<ReplyPtr>{};
     for (const auto& command : commands) connection.append(command);
     std::vector<ReplyPtr> replies;
     replies.reserve(commands.size());

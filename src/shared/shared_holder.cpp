@@ -42,7 +42,7 @@ ReplyPtr run_script(ClientImpl& client, const std::string& name, const std::arra
   std::string endpoint;
   ReplyPtr reply = routed_call(client, name, until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
-    connection.ensure_connected();
+    if (!connection.ensure_connected_by(until)) return nullptr;  // the deadline passed while connecting
     append_evalsha(connection, script, keys, args);
     const auto socket_timeout = connection.options().socket_timeout;
     auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
