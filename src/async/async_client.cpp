@@ -280,13 +280,19 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
   std::string resp;
   for (const auto& command : commands) append_resp(resp, command);
   if (cluster_) {
-    // The first command naming a key (MULTI names none).
+    // The first command naming a key (MULTI names none; a script's first
+    // key follows its SHA or body and the key count).
     std::string_view key;
-    for (const auto& command : commands)
+    for (const auto& command : commands) {
+      if (command.size() > 3 && (command[0] == "EVALSHA" || command[0] == "EVAL")) {
+        key = command[3];
+        break;
+      }
       if (command.size() > 1) {
         key = command[1];
         break;
       }
+    }
     auto cluster = cluster_;
     auto routed = co_await cluster->exchange(key, resp, commands.size(), until, operation, commands);
     co_return std::move(routed.outcome);

@@ -193,61 +193,43 @@ asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_po
   co_return previous_holder_is_us(*answer.reply);
 }
 
+// SET NX and the fence in one script, as the blocking Lock's (every fence
+// max(last + 1, the server's clock): a stale counter cannot repeat one).
 asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_point until) {
-  const std::array<std::string_view, 1> multi{"MULTI"};
-  const std::array<std::string_view, 5> set_forever{"SET", keys_[0], token_, "NX", "GET"};
-  const std::array<std::string_view, 7> set_lease{"SET", keys_[0], token_, "NX", "PX", ttl_text_, "GET"};
-  const std::array<std::string_view, 2> incr{"INCR", keys_[2]};
-  const std::array<std::string_view, 4> expire{"PEXPIRE", keys_[2], "3600000", "NX"};
-  const std::array<std::string_view, 1> exec{"EXEC"};
-  // The holder record (NX: never the holder's) follows EXEC.
+  const auto& script = scripts::fenced_acquire();
+  std::array<std::string_view, 7> eval{"EVALSHA", script.sha(), "2", keys_[0], keys_[2], token_, ttl_text_};
+  // The holder record (NX: never the holder's) follows in the same write.
   std::array<std::string_view, 6> who;
-  const std::array<std::span<const std::string_view>, 6> all{
-      multi, options_.no_expiry ? std::span<const std::string_view>(set_forever)
-                                : std::span<const std::string_view>(set_lease),
-      incr, expire, exec, who_args(who)};
-  const auto commands = std::span<const std::span<const std::string_view>>(all).first(record_.empty() ? 5 : 6);
+  const std::array<std::span<const std::string_view>, 2> all{eval, who_args(who)};
+  const auto commands = std::span<const std::span<const std::string_view>>(all).first(record_.empty() ? 1 : 2);
   auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
+  if (outcome.ended == Ended::replied && is_noscript(*outcome.replies[0])) {
+    // First use on this server: the same write with the body (the record's
+    // SET NX, if it ran, was ours and stays).
+    eval[0] = "EVAL";
+    eval[1] = script.body();
+    outcome = co_await client_->pipeline(commands, "acquire lock", until);
+  }
   if (outcome.ended != Ended::replied) {
     result.cancelled = outcome.ended == Ended::cancelled;
     result.deadline_passed = !result.cancelled;
     if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
     co_return 0;
   }
-  // Whether the SET won, before any reply is checked (fast_attempt). EXEC's
-  // reply is the fifth.
-  if (const redisReply& exec_reply = *outcome.replies[4];
-      exec_reply.type == REDIS_REPLY_ARRAY && exec_reply.elements == 3) {
-    const redisReply& set_reply = *exec_reply.element[0];
-    result.granted = set_reply.type == REDIS_REPLY_NIL || previous_holder_is_us(set_reply) == 1;
+  const redisReply& reply = *outcome.replies[0];
+  if (reply.type == REDIS_REPLY_ERROR) {
+    if (!record_.empty()) co_await drop_record();  // nothing was acquired: the record must not stay behind
+    check_reply(reply, client_->endpoint(), "acquire lock");
   }
-  if (!record_.empty()) {
-    check_reply(*outcome.replies.back(), client_->endpoint(), "record the lock's holder");
-    outcome.replies.pop_back();
-  }
-  for (const ReplyPtr& reply : outcome.replies) check_reply(*reply, client_->endpoint(), "acquire lock");
-  const redisReply& exec_reply = *outcome.replies.back();
-  if (exec_reply.type != REDIS_REPLY_ARRAY || exec_reply.elements != 3 ||
-      exec_reply.element[1]->type != REDIS_REPLY_INTEGER)
-    throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected EXEC reply");
-  for (std::size_t i = 0; i < exec_reply.elements; ++i)
-    check_reply(*exec_reply.element[i], client_->endpoint(), "acquire lock");
-  const int won = exec_reply.element[0]->type == REDIS_REPLY_NIL ? 1 : previous_holder_is_us(*exec_reply.element[0]);
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 2 || reply.element[0]->type != REDIS_REPLY_INTEGER)
+    throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
+  const bool set_won = reply.element[0]->integer == 1;
+  const int won = set_won ? 1 : previous_holder_is_us(*reply.element[1]);
+  if (won == 1 && !set_won && (reply.elements < 3 || reply.element[2]->type != REDIS_REPLY_INTEGER))
+    throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
+  result.granted = won == 1;
   if (won != 1) co_return won;
-  long long fence = exec_reply.element[1]->integer;
-  if (fence < scripts::kFenceFloor) {
-    const std::array<std::string_view, 1> args{token_};
-    auto floored = co_await client_->script(scripts::floor_fence(), keys(), args, "raise the fence counter", until);
-    if (floored.ended != Ended::replied) {
-      result.cancelled = floored.ended == Ended::cancelled;
-      result.deadline_passed = !result.cancelled;
-      if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
-      co_return 0;
-    }
-    if (floored.reply->type != REDIS_REPLY_INTEGER || floored.reply->integer == 0) co_return 0;
-    fence = floored.reply->integer;
-  }
-  result.fence = static_cast<std::uint64_t>(fence);
+  result.fence = static_cast<std::uint64_t>(reply.element[set_won ? 1 : 2]->integer);
   co_return 1;
 }
 

@@ -236,74 +236,53 @@ int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
   return previous_holder_is_us(*reply);
 }
 
-// Fencing without a script on the hot path (a Lua call costs a quarter of
-// the floor's cycle): MULTI/EXEC makes SET, INCR and the counter's expiry
-// atomic in one round trip. INCR runs even when SET finds the lock held,
-// so fences skip numbers. A fence below kFenceFloor means the counter was
-// missing (restart, failover, expiry): one more round trip raises it to
-// the server's clock, above every fence handed out before.
+// Fencing: SET NX and the fence in one script (scripts::fenced_acquire():
+// every fence is max(last + 1, the server's clock), so a counter that came
+// back stale after a restart or failover cannot repeat one). The holder
+// record and WAIT ride in the same write, as on the plain path.
 int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
-  const std::array<std::string_view, 1> multi{"MULTI"};
-  const std::array<std::string_view, 5> set_forever{"SET", state_.name, token_, "NX", "GET"};
-  const std::array<std::string_view, 7> set_lease{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
-  const std::array<std::string_view, 2> incr{"INCR", calls_.fence_key()};
-  const std::array<std::string_view, 4> expire{"PEXPIRE", calls_.fence_key(), "3600000", "NX"};
-  const std::array<std::string_view, 1> exec{"EXEC"};
-  // With replica acks, WAIT follows EXEC in the same write.
-  // The holder record (NX: never the holder's) follows EXEC, before WAIT.
-  // In place in a fixed array: no allocation per attempt.
-  std::array<std::span<const std::string_view>, 7> commands_buffer{
-      multi, state_.options.no_expiry ? std::span<const std::string_view>(set_forever)
-                                      : std::span<const std::string_view>(set_lease),
-      incr, expire, exec};
-  std::size_t count = 5;
+  const auto& script = detail::scripts::fenced_acquire();
+  // With WAIT in the write, the body itself: a NOSCRIPT would have WAIT
+  // wait for the holder record alone, and the retry wait again.
+  std::array<std::string_view, 7> eval{acks_required() ? "EVAL" : "EVALSHA",
+                                       acks_required() ? std::string_view(script.body()) : std::string_view(script.sha()),
+                                       "2", state_.name, calls_.fence_key(), token_, ttl_text_};
+  std::array<std::span<const std::string_view>, 3> commands_buffer{eval};
+  std::size_t count = 1;
   if (!record_.empty()) commands_buffer[count++] = who_args();
   if (acks_required()) commands_buffer[count++] = wait_args();
   const std::span<const std::span<const std::string_view>> commands(commands_buffer.data(), count);
   std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
   if (replies.empty()) return deadline_passed(result);
-  // Whether the SET won, before any reply is checked: a failure after a won
-  // SET must not leave K held (fast_attempt). EXEC's reply is the fifth.
-  if (const redisReply& exec_reply = *replies[4];
-      exec_reply.type == REDIS_REPLY_ARRAY && exec_reply.elements == 3) {
-    const redisReply& set_reply = *exec_reply.element[0];
-    result.granted = set_reply.type == REDIS_REPLY_NIL || previous_holder_is_us(set_reply) == 1;
+  if (eval[0] == "EVALSHA" && detail::is_noscript(*replies[0])) {
+    // First use on this server (or after a restart or SCRIPT FLUSH): the
+    // same write with the body. The holder record's SET NX, if it ran, was
+    // ours and stays.
+    eval[0] = "EVAL";
+    eval[1] = script.body();
+    replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
+    if (replies.empty()) return deadline_passed(result);
   }
+  // The script's outcome before any other reply: a failure after a won SET
+  // must not leave K held (fast_attempt).
+  const redisReply& outcome = *replies[0];
+  detail::check_reply(outcome, client_.endpoint(), "acquire lock");
+  if (outcome.type != REDIS_REPLY_ARRAY || outcome.elements < 2 || outcome.element[0]->type != REDIS_REPLY_INTEGER)
+    throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
+  int won = 1;
+  if (outcome.element[0]->integer != 1) {
+    won = previous_holder_is_us(*outcome.element[1]);
+    if (won == 1 && (outcome.elements < 3 || outcome.element[2]->type != REDIS_REPLY_INTEGER))
+      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
+  }
+  result.granted = won == 1;
   if (acks_required()) {
     detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
     result.acks = static_cast<int>(replies.back()->integer);
-    replies.pop_back();
   }
-  if (!record_.empty()) {
-    detail::check_reply(*replies.back(), client_.endpoint(), "record the lock's holder");
-    replies.pop_back();
-  }
-  // Every reply was read: an error reply (OOM, READONLY, NOPERM...) can be
-  // thrown without leaving the connection out of step.
-  for (const ReplyPtr& reply : replies) detail::check_reply(*reply, client_.endpoint(), "acquire lock");
-  const redisReply& outcome = *replies.back();
-  if (outcome.type != REDIS_REPLY_ARRAY || outcome.elements != 3 || outcome.element[1]->type != REDIS_REPLY_INTEGER)
-    throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected EXEC reply");
-  for (std::size_t i = 0; i < outcome.elements; ++i)
-    detail::check_reply(*outcome.element[i], client_.endpoint(), "acquire lock");
-  const int won = outcome.element[0]->type == REDIS_REPLY_NIL ? 1 : previous_holder_is_us(*outcome.element[0]);
   if (won != 1) return won;
   result.acquired = true;
-  long long fence = outcome.element[1]->integer;
-  if (fence < detail::scripts::kFenceFloor) {
-    const std::array<std::string_view, 1> args{token_};
-    const ReplyPtr floored = calls_.run_lock_script_until(detail::scripts::floor_fence(), args, "raise the fence counter", until);
-    if (!floored) {
-      result.acquired = false;
-      return deadline_passed(result);
-    }
-    if (floored->type != REDIS_REPLY_INTEGER || floored->integer == 0) {
-      result.acquired = false;  // not ours any more: lost within the round trip
-      return 0;
-    }
-    fence = floored->integer;
-  }
-  result.fence = static_cast<std::uint64_t>(fence);
+  result.fence = static_cast<std::uint64_t>(outcome.element[outcome.element[0]->integer == 1 ? 1 : 2]->integer);
   return 1;
 }
 

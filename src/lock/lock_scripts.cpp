@@ -292,6 +292,29 @@ const Script& wait_attempt(bool sharded) {
   return sharded_variant(script, sharded);
 }
 
+const Script& fenced_acquire() {
+  // The uncontended fenced acquisition: SET NX and the fence in one script,
+  // the fence from next_fence_at (the server's clock), not a bare INCR. An
+  // INCR continues from whatever counter the server has, and a counter that
+  // came back stale (a restart from an RDB snapshot, a failover to a replica
+  // that lagged) handed out fences already given (found by review, session
+  // 17). KEYS: lock, fence counter. ARGV: token, ttl in ms ('0': no
+  // expiry). {1, fence}: acquired. {0, holder's token[, fence]}: held; the
+  // fence when the holder's token is ours (a retried request whose first
+  // reply was lost: the caller decides whether that is a win).
+  static const Script script(
+      LOCKON_LUA_NEXT_FENCE_AT
+      "local previous\n"
+      "if ARGV[2] == '0' then previous = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET')\n"
+      "else previous = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') end\n"
+      "if previous then\n"
+      "  if previous == ARGV[1] then return {0, previous, next_fence_at(KEYS[2])} end\n"
+      "  return {0, previous}\n"
+      "end\n"
+      "return {1, next_fence_at(KEYS[2])}\n");
+  return script;
+}
+
 const Script& floor_fence() {
   static const Script script(
       LOCKON_LUA_NEXT_FENCE

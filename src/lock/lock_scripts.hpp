@@ -5,15 +5,14 @@
 // exactly like redis-py's Lock, so other clients interoperate):
 //   companion(K, "q")      LIST of waiting lockon waiters, FIFO. An entry is
 //                          "<subscriber id>|<waiter id>|<ttl ms>|<fenced 0/1>|<token>"
-//   companion(K, "fence")  the last fence handed out for K. The uncontended
-//                          path INCRs it inside MULTI (no Lua: a script costs
-//                          a quarter of the floor's cycle); a result below
-//                          kFenceFloor means the counter was missing, and
-//                          floor_fence() raises it to max(last + 1, server
-//                          TIME in µs), as every hand-over does. So fences keep
-//                          increasing across restarts and failovers (as long
-//                          as the server clock does not step back). The
-//                          counter expires an hour after it was (re)created.
+//   companion(K, "fence")  the last fence handed out for K. Every fence is
+//                          max(last + 1, server TIME in µs) (next_fence_at),
+//                          on the uncontended path too (fenced_acquire()): a
+//                          counter that came back missing or stale after a
+//                          restart or a failover cannot repeat a fence, as
+//                          long as the server clock does not step back. (A
+//                          bare INCR did, with a stale counter: session 17.)
+//                          The counter expires an hour after its last use.
 //   companion(K, "hf")     "<waiter id> <fence>" of the last hand-over: how a
 //                          waiter that missed its wake-up message knows K was
 //                          handed to *it* (not merely set to an equal token)
@@ -101,6 +100,8 @@ inline constexpr long long kFenceFloor = 1'000'000'000'000'000LL;
 /// If K holds the token: sets the counter to max(counter + 1, server TIME
 /// in µs) with the counter's expiry, and returns it; else returns 0.
 const Script& floor_fence();
+/// SET NX [PX] GET and the next fence, in one script (the fenced fast path).
+const Script& fenced_acquire();
 
 /// KEYS: lock, queue, fence counter, hand-over record. ARGV: token.
 /// If K holds the token: hands K to the first live waiter or deletes it.

@@ -1,6 +1,6 @@
 // integration/test_async_grant_then_error.cpp — AsyncLock: the fast path's
 // SET won, then a later step of the same acquisition failed (the holder
-// record's SET refused; the fence script's error after EXEC). The caller gets
+// record's SET refused; fenced: the acquisition script's error). The caller gets
 // the error, and the key must not stay held for the whole lease
 // (test_grant_then_error.cpp has the blocking Lock's cases).
 #include <gtest/gtest.h>
@@ -41,7 +41,8 @@ class AsyncGrantThenError : public RedisTest, public ::testing::WithParamInterfa
 };
 
 // AsyncLock: the holder record's SET refused after the lock's SET won
-// (plain), and the fence script's error after EXEC won (fenced).
+// (plain); the fenced acquisition script's error reply (fenced: nothing
+// won, and the record written beside it is dropped).
 TEST_P(AsyncGrantThenError, ErrorAfterAWonSetLeavesTheKeyFree) {
   const bool fenced = GetParam();
   asio::io_context io;
