@@ -1,8 +1,8 @@
 // AsyncLock's state and algorithm: the synchronous Lock's (src/lock/lock.cpp)
 // on coroutines, with the same keys, scripts and safety rules:
-// - fast path: SET NX PX GET (fenced: MULTI/SET/INCR/PEXPIRE/EXEC, raised by
-//   floor_fence below kFenceFloor), retried once with the same random token
-//   after a lost reply;
+// - fast path: SET NX PX GET (fenced: the fenced_acquire script, every fence
+//   max(last + 1, the server's clock)), retried once with the same random
+//   token after a lost reply;
 // - waiting: subscribe to the wake channel before queueing (wait_attempt),
 //   then sleep until handed the key (message), the holder's pttl runs out,
 //   or wait_poll_interval passes;

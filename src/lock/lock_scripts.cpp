@@ -315,16 +315,6 @@ const Script& fenced_acquire() {
   return script;
 }
 
-const Script& floor_fence() {
-  static const Script script(
-      LOCKON_LUA_NEXT_FENCE
-      // The fast path's INCR found no counter (first use, expiry, restart,
-      // failover): raise it to the clock. ARGV: token. 0: K is not ours.
-      "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-      "return next_fence()\n");
-  return script;
-}
-
 const Script& release(bool sharded) {
   // Nobody queued (the uncontended cycle): the lock, the record of a
   // hand-over to us and the holder record go in one DEL, before the

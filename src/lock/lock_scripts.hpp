@@ -48,7 +48,7 @@ namespace lockon::detail {
 /// with T = tag_for_slot(slot of K). Distinct keys give distinct results.
 std::string companion_key(std::string_view key, std::string_view suffix);
 
-/// The keys the queue scripts (wait_attempt, floor_fence, release,
+/// The keys the queue scripts (wait_attempt, release,
 /// cancel_wait) are given, in KEYS order: K, "q", "fence", "hf", "who",
 /// "qwho", "hs" (the process the last hand-over went to). Every key a script touches is declared (Redis's scripting rule,
 /// which servers and proxies such as Dragonfly and cloud cluster proxies
@@ -91,16 +91,10 @@ namespace scripts {
 /// denied = 1 when a wake-up could not be published (ACL channel rights).
 const Script& wait_attempt(bool sharded = false);
 
-/// Fences below this cannot be server-clock based (µs since 1970: before
-/// September 2001): the counter was missing, and the fast path's INCR must
-/// be raised to the clock by floor_fence().
-inline constexpr long long kFenceFloor = 1'000'000'000'000'000LL;
-
-/// KEYS: lock, queue, fence counter, hand-over record. ARGV: token.
-/// If K holds the token: sets the counter to max(counter + 1, server TIME
-/// in µs) with the counter's expiry, and returns it; else returns 0.
-const Script& floor_fence();
-/// SET NX [PX] GET and the next fence, in one script (the fenced fast path).
+/// The fenced fast path: SET NX [PX] GET and the next fence in one script.
+/// KEYS: lock, fence counter. ARGV: token, ttl ms ('0': no expiry).
+/// {1, fence}: acquired. {0, holder's token}: held; {0, token, fence} when
+/// the holder's token is the caller's (a retry after a lost reply).
 const Script& fenced_acquire();
 
 /// KEYS: lock, queue, fence counter, hand-over record. ARGV: token.

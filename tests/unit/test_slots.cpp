@@ -100,7 +100,7 @@ TEST(Slots, EveryScriptUsesOnlyItsDeclaredKeys) {
     int keys;
   };
   const int all = static_cast<int>(lockon::detail::kLockScriptKeys);
-  const std::vector<Entry> scripts{{"wait_attempt", s::wait_attempt(), all}, {"floor_fence", s::floor_fence(), all},
+  const std::vector<Entry> scripts{{"wait_attempt", s::wait_attempt(), all}, {"fenced_acquire", s::fenced_acquire(), 2},
                                    {"release", s::release(), all},          {"cancel_wait", s::cancel_wait(), all},
                                    {"extend", s::extend(), 3},            {"renew", s::renew(), 3}};
   const std::regex key_ref(R"(KEYS\[(\d+)\])");
