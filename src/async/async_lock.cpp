@@ -397,8 +397,12 @@ asio::awaitable<void> AsyncLockImpl::leave(const std::string& entry) noexcept {
   try {
     co_await uncancellable();  // the caller did so too (see uncancellable())
     const std::array<std::string_view, 1> args{entry};
+    // A short grace, as the blocking Lock's (kCancelGrace): a caller whose
+    // deadline passed, or who cancelled, must not wait a socket timeout for
+    // a stalled server (found by review, session 17: up to 1 s past the
+    // deadline). Not answered by then: the background clean-up retries.
     auto answer = co_await client_->script(scripts::cancel_wait(client_->sharded()), keys(), args, "cancel wait",
-                                           bounded_by_socket_timeout(client_->options()));
+                                           Clock::now() + kLeaveGrace);
     if (answer.ended == Ended::replied) {
       if (answer.reply->type == REDIS_REPLY_INTEGER && answer.reply->integer == 3) warn_publish_denied(*client_);
       co_return;

@@ -41,6 +41,10 @@ inline auto uncancellable() {
   });
 }
 
+/// How long leaving the queue may take before it is left to the background
+/// clean-up (the blocking Lock's kCancelGrace).
+inline constexpr std::chrono::milliseconds kLeaveGrace{25};
+
 [[noreturn]] inline void throw_cancelled() { throw asio::system_error(asio::error::operation_aborted); }
 
 /// Now + the socket timeout (5 s when unbounded): for clean-ups that must

@@ -127,5 +127,44 @@ TEST_F(AsyncFaultTest, DeadlineOnAStalledServerReturnsInTimeAndTheLateWinIsRelea
   }));
 }
 
+// A queued waiter whose deadline passes while the server is stalled: it
+// leaves the queue within a short grace (the background clean-up finishes
+// the job), not after the socket timeout (found by review, session 17:
+// 300 ms + up to 1 s).
+TEST_F(AsyncFaultTest, QueuedWaiterOnAStalledServerReturnsByItsDeadline) {
+  RedisServer own;
+  AsyncClient client(io.get_executor(), own.url());  // socket timeout 1 s
+  AsyncLock holder(client, "k", LockOptions{.ttl = 10s});
+  AsyncLock waiter(client, "k", LockOptions{.ttl = 10s, .wait_poll_interval = 5s});
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await holder.async_lock(); }));
+  Clock::duration took{};
+  bool acquired = true;
+  bool done = false;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    const auto start = Clock::now();
+    acquired = co_await waiter.async_try_lock_for(400ms);
+    took = Clock::now() - start;
+    done = true;
+  }, asio::detached);
+  drain(io, 150ms);  // queued, asleep
+  EXPECT_EQ(own.command({"LLEN", "{k}:q"}).integer, 1);
+  own.pause();
+  for (int i = 0; i < 200 && !done; ++i) drain(io, 10ms);
+  own.resume();
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(acquired);
+  EXPECT_LT(took, 400ms + 150ms) << "the deadline was overrun by "
+                                 << std::chrono::duration_cast<std::chrono::milliseconds>(took - 400ms).count()
+                                 << " ms";
+  // The entry is removed once the server answers again.
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    drain(io, 30ms);
+    gone = own.command({"LLEN", "{k}:q"}).integer == 0;
+  }
+  EXPECT_TRUE(gone) << "the waiter's queue entry stayed";
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await holder.async_unlock(); }));
+}
+
 }  // namespace
 }  // namespace lockon::test
