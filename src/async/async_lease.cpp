@@ -196,6 +196,8 @@ asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional
   if (!held_) throw LockError("cannot extend an unlocked lock '" + name() + "'", name());
   if (options_.no_expiry) throw LockError("cannot extend lock '" + name() + "': it has no expiry", name());
   if (additional.count() <= 0) throw ConfigError("extend lock '" + name() + "': additional time must be positive");
+  if (additional.count() > (1LL << 47))
+    throw ConfigError("extend lock '" + name() + "': additional time exceeds Redis' limit (2^47 ms)");
   const std::string ms = std::to_string(additional.count());
   // As the renewals: the record naming this process ({K}:hs) is kept alive
   // past the longer lease while it names us (scripts::extend()).

@@ -93,6 +93,8 @@ void Lock::Impl::release() {
 void Lock::Impl::extend(std::chrono::milliseconds additional, bool replace_ttl) {
   require_extendable("extend");
   if (additional.count() <= 0) throw ConfigError("extend lock '" + state_.name + "': additional time must be positive");
+  if (additional.count() > (1LL << 47))
+    throw ConfigError("extend lock '" + state_.name + "': additional time exceeds Redis' limit (2^47 ms)");
   const std::string ms = std::to_string(additional.count());
   const std::array<std::string_view, 4> args{state_.token, ms, replace_ttl ? "1" : "0", ttl_text_};
   const auto sent_at = Clock::now();

@@ -128,6 +128,8 @@ class Redlock::Impl {
 
   void extend(milliseconds additional, bool replace_ttl) {
     if (additional.count() <= 0) throw ConfigError("extend lock '" + state_.name + "': additional time must be positive");
+    if (additional.count() > (1LL << 47))
+      throw ConfigError("extend lock '" + state_.name + "': additional time exceeds Redis' limit (2^47 ms)");
     extend_as(replace_ttl ? RedlockLease::ExtendMode::set : RedlockLease::ExtendMode::add, additional, "extend");
   }
 

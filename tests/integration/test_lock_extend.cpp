@@ -2,6 +2,7 @@
 // against a real server (from redis-py's tests/test_lock.py): adding to or
 // replacing the TTL, fractional seconds, and their errors.
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include "lockon/client.hpp"
@@ -61,6 +62,14 @@ TEST_F(LockExtend, ExtendErrors) {
   ASSERT_TRUE(lock.try_lock());
   EXPECT_THROW(lock.extend(0ms), ConfigError);
   EXPECT_THROW(lock.extend(-5ms), ConfigError);
+  // Past what Redis can expire: a typed error before anything is sent (it
+  // was Redis' own error reply, a ReplyError), and the lease is intact.
+  const long long ttl_before = raw({"PTTL", name}).integer;
+  EXPECT_THROW(lock.extend(std::chrono::milliseconds(std::numeric_limits<long long>::max())), ConfigError);
+  EXPECT_THROW(lock.extend(std::chrono::milliseconds((1LL << 47) + 1), true), ConfigError);
+  EXPECT_LE(raw({"PTTL", name}).integer, ttl_before);
+  EXPECT_TRUE(lock.owned());
+  EXPECT_FALSE(lock.lost());
   ASSERT_TRUE(raw({"SET", name, "someone-else"}).is("OK"));
   try {
     lock.extend(1s);
