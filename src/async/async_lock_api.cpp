@@ -25,7 +25,9 @@ AsyncLock::Clock::time_point AsyncLock::deadline_after(std::chrono::milliseconds
 }
 
 asio::awaitable<void> AsyncLock::lock_op(std::shared_ptr<detail::AsyncLockImpl> impl) {
-  co_await impl->acquire(Clock::time_point::max());
+  // Ends with the lock or an exception, never without it.
+  const bool acquired = co_await impl->acquire(Clock::time_point::max());
+  if (!acquired) throw LockError("lock '" + impl->name() + "': the acquisition ended without the lock", impl->name());
 }
 
 asio::awaitable<bool> AsyncLock::try_op(std::shared_ptr<detail::AsyncLockImpl> impl, Clock::time_point deadline) {

@@ -55,7 +55,12 @@ DistributedLock::DistributedLock(std::string name, LockOptions options) : state_
 
 DistributedLock::~DistributedLock() = default;
 
-void DistributedLock::lock() { acquire_until(Clock::time_point::max()); }
+// A wait without a deadline ends with the lock or an exception: never by
+// returning without it (a guard would run its section unprotected).
+void DistributedLock::lock() {
+  if (!acquire_until(Clock::time_point::max()))
+    throw LockError("lock '" + state_->name + "': the acquisition ended without the lock", state_->name);
+}
 
 bool DistributedLock::try_lock() { return acquire_until(Clock::time_point::min()); }
 

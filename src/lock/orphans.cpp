@@ -91,16 +91,28 @@ bool Orphans::forget(const ClientImpl* client, const std::string& key, const std
     }
     if (!in_time) break;
   }
-  // Run now, once, on this thread: what an earlier attempt may have won is
-  // released before the new one starts; none of them runs after it.
-  const std::vector<char> cleaned = clean(now);
-  bool all_cleaned = in_time;
+  if (!in_time) {
+    for (Job& job : now) adopt(std::move(job.orphan));  // not run: retried in the background
+    return false;
+  }
+  // Run now, once, on this thread, within the deadline: what an earlier
+  // attempt may have won is released before the new one starts; none of
+  // them runs after it.
+  const std::vector<char> cleaned = clean(now, deadline);
+  bool all_cleaned = true;
   for (std::size_t i = 0; i < now.size(); ++i) {
     if (cleaned[i] != 0) continue;
-    all_cleaned = false;  // the server did not answer: the acquisition would not either
-    adopt(std::move(now[i].orphan));
+    all_cleaned = false;
+    adopt(std::move(now[i].orphan));  // retried in the background as before
   }
-  return all_cleaned;
+  if (all_cleaned) return in_time;
+  // Not by the deadline: "not acquired in time". Otherwise the server did
+  // not answer (or refused): the acquisition must not look merely busy
+  // (lock() would return without the lock; found by review, session 17).
+  if (deadline != Clock::time_point::max() && Clock::now() >= deadline) return false;
+  throw ConnectError("acquire '" + key +
+                     "': an earlier attempt with this custom token could not be cleaned up first (server unreachable "
+                     "or refusing); not acquired");
 }
 
 std::size_t Orphans::peak_lanes() {
@@ -128,7 +140,7 @@ namespace {
 // failover) teaches the topology and leaves that orphan for its retry.
 template <class Job>
 void clean_on_node(ClientImpl& client, Node& node, std::vector<Job>& jobs, const std::vector<std::size_t>& which,
-                   std::vector<char>& cleaned) noexcept {
+                   std::vector<char>& cleaned, Orphans::Clock::time_point deadline) noexcept {
   try {
     // The calls' spans point into these (reserved: never reallocated).
     std::vector<std::array<std::string_view, kLockScriptKeys>> keys;
@@ -142,9 +154,27 @@ void clean_on_node(ClientImpl& client, Node& node, std::vector<Job>& jobs, const
       args.push_back({jobs[i].orphan.entry});
       calls.push_back({keys.back(), args.back()});
     }
-    auto connection = node.pool().borrow();
+    auto lease = node.pool().borrow_by(deadline);
+    if (!lease) return;  // the deadline passed: nothing was sent
+    Connection& connection = **lease;
+    if (!connection.ensure_connected_by(deadline)) return;
+    // Bounded by `deadline` (forget(): a caller's acquisition waits on it).
+    struct Restore {
+      Connection* connection = nullptr;
+      ~Restore() {
+        if (connection != nullptr) connection->restore_timeout();
+      }
+    } restore;
+    if (deadline != Orphans::Clock::time_point::max()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Orphans::Clock::now());
+      if (left.count() <= 0) return;
+      connection.set_timeout(std::min(left, connection.options().socket_timeout.count() > 0
+                                                ? connection.options().socket_timeout
+                                                : left));
+      restore.connection = &connection;
+    }
     const std::vector<ReplyPtr> replies =
-        eval_pipelined(*connection, scripts::cancel_wait(sharded_wake(client)), calls, "clean up an abandoned wait");
+        eval_pipelined(connection, scripts::cancel_wait(sharded_wake(client)), calls, "clean up an abandoned wait");
     for (std::size_t n = 0; n < which.size(); ++n) {
       const redisReply& reply = *replies[n];
       if (reply.type == REDIS_REPLY_INTEGER) cleaned[which[n]] = 1;
@@ -159,7 +189,7 @@ void clean_on_node(ClientImpl& client, Node& node, std::vector<Job>& jobs, const
 
 }  // namespace
 
-std::vector<char> Orphans::clean(std::vector<Job>& jobs) noexcept {
+std::vector<char> Orphans::clean(std::vector<Job>& jobs, Clock::time_point deadline) noexcept {
   std::vector<char> cleaned(jobs.size(), 0);
   try {
     std::map<std::pair<ClientImpl*, std::shared_ptr<Node>>, std::vector<std::size_t>> by_node;
@@ -172,7 +202,8 @@ std::vector<char> Orphans::clean(std::vector<Job>& jobs) noexcept {
         // No node for it now (cluster map unreadable, no master): retried.
       }
     }
-    for (const auto& [where, which] : by_node) clean_on_node(*where.first, *where.second, jobs, which, cleaned);
+    for (const auto& [where, which] : by_node)
+      clean_on_node(*where.first, *where.second, jobs, which, cleaned, deadline);
     // The other clean-ups (a Redlock's, a Semaphore's; their own queue) one
     // by one.
     for (std::size_t i = 0; i < jobs.size(); ++i) {
@@ -264,7 +295,7 @@ void Orphans::run(State& s) {
 
 void Orphans::work(State& s, const ClientImpl* client, std::vector<Job> jobs) noexcept {
   // The I/O runs without the mutex: adopt() never waits behind a server.
-  const std::vector<char> cleaned = clean(jobs);
+  const std::vector<char> cleaned = clean(jobs, Clock::time_point::max());
   const auto after = Clock::now();
   {
     std::lock_guard lock(s.mutex);

@@ -90,10 +90,12 @@ class Orphans {
   /// calling thread (what an earlier attempt won is released first), after
   /// waiting for one a lane is running (until `deadline`, at least
   /// kForgetGrace; its I/O is bounded by the socket timeouts); none is
-  /// sweeped again. False if one could not be run (re-queued) or still ran
-  /// at the deadline: the caller does not acquire. Blocks only when there
-  /// are such clean-ups. A clean-up request already on the wire may still
-  /// run late (docs: custom tokens).
+  /// swept again. Runs them within `deadline`. False when the deadline
+  /// passed first (those not run are re-queued): the caller does not
+  /// acquire, as if busy. Throws ConnectError when one could not be run for
+  /// another reason (server unreachable or refusing; re-queued). Blocks
+  /// only when there are such clean-ups. A clean-up request already on the
+  /// wire may still run late (docs: custom tokens).
   bool forget(const ClientImpl* client, const std::string& key, const std::string& token, Clock::time_point deadline);
 
   /// Orphans not yet cleaned (for tests and diagnostics).
@@ -148,7 +150,9 @@ class Orphans {
   static void work(State& state, const ClientImpl* client, std::vector<Job> jobs) noexcept;
   // Runs each job's clean-up (standard ones pipelined per server); returns,
   // per job, whether it succeeded.
-  static std::vector<char> clean(std::vector<Job>& jobs) noexcept;
+  // `deadline` bounds the standard clean-ups' I/O (forget(); max: the
+  // socket timeouts).
+  static std::vector<char> clean(std::vector<Job>& jobs, Clock::time_point deadline) noexcept;
 
   ForkLocal<State> locks_;
   ForkLocal<State> others_;

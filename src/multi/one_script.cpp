@@ -7,6 +7,7 @@
 #include "client/routed.hpp"
 #include "client/slots.hpp"
 #include "lock/lock_impl.hpp"
+#include "lock/orphans.hpp"
 
 namespace lockon::detail {
 namespace {
@@ -55,6 +56,14 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
   }
   const LockOptions& options = impls.front()->options();
   const std::string token = options.token ? *options.token : lock_token();
+  // As a Lock's own acquisition (Orphans::forget): clean-ups of earlier
+  // attempts with this custom token run now, never after this one.
+  if (options.token) {
+    for (const Lock::Impl* impl : impls) {
+      const std::shared_ptr<ClientImpl>& client = impl->client_impl();
+      if (!Orphans::instance().forget(client.get(), impl->calls().name(), token, deadline)) return Outcome::deadline_passed;
+    }
+  }
   const std::string record = options.holder_record ? holder_record(token, options.holder_label) : std::string();
   const std::string ttl = options.no_expiry ? "0" : std::to_string(options.ttl.count());
   const std::array<std::string_view, 4> args{token, ttl, options.fencing ? "1" : "0", record};

@@ -26,10 +26,16 @@ bool ReadWriteLock::acquire(bool shared, Clock::time_point deadline) {
   return acquired;
 }
 
-void ReadWriteLock::lock() { acquire(false, Clock::time_point::max()); }
+void ReadWriteLock::lock() {
+  if (!acquire(false, Clock::time_point::max()))
+    throw LockError("read-write lock '" + name() + "': the acquisition ended without the lock", name());
+}
 bool ReadWriteLock::try_lock() { return acquire(false, Clock::time_point::min()); }
 void ReadWriteLock::unlock() noexcept { writer_->unlock(); }
-void ReadWriteLock::lock_shared() { acquire(true, Clock::time_point::max()); }
+void ReadWriteLock::lock_shared() {
+  if (!acquire(true, Clock::time_point::max()))
+    throw LockError("read-write lock '" + name() + "': the acquisition ended without a share", name());
+}
 bool ReadWriteLock::try_lock_shared() { return acquire(true, Clock::time_point::min()); }
 void ReadWriteLock::unlock_shared() noexcept { reader_->unlock(); }
 

@@ -20,7 +20,10 @@ Semaphore::Semaphore(Client client, std::string name, long long permits, Semapho
 
 Semaphore::~Semaphore() = default;  // the holder releases itself
 
-void Semaphore::acquire() { acquire_until(Clock::time_point::max()); }
+void Semaphore::acquire() {
+  if (!acquire_until(Clock::time_point::max()))
+    throw LockError("semaphore '" + name() + "': the acquisition ended without a permit", name());
+}
 bool Semaphore::try_acquire() { return acquire_until(Clock::time_point::min()); }
 bool Semaphore::acquire_until(Clock::time_point deadline) { return holder_->acquire_until(deadline); }
 void Semaphore::release() noexcept { holder_->unlock(); }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lock/lock_scripts.hpp"
 #include "lockon/lockon.hpp"
@@ -128,6 +129,60 @@ TEST_F(CustomTokenCleanup, APermitWhoseAttemptReplyWasLostDoesNotLoseTheNextOne)
   if (rival->held()) rival->unlock();
   EXPECT_TRUE(permit->owned());
   permit->unlock();
+}
+
+// The earlier attempt's clean-up cannot run first (the server stalls):
+// lock() must throw, not return as if it held the lock (review of session
+// 17's own fix: the first version returned false, and lock() ignored it).
+TEST_F(CustomTokenCleanup, LockThrowsWhenTheEarlierCleanUpCannotRun) {
+  const Client client(proxy().url() + "?socket_timeout=300&connect_timeout=300");
+  const std::string name = key("lock");
+  const std::string token = "custom-token-" + name;
+  Lock warm(client, key("warm"), {.ttl = 5s});  // EVALSHA from now on
+  ASSERT_TRUE(warm.try_lock());
+  warm.unlock();
+  Lock lock(client, name, {.ttl = 30s, .token = token});
+  ASSERT_TRUE(lock.try_lock());
+  proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = name, .action = FaultAction::close_after_forward, .times = 1});
+  proxy().add_rule({.action = FaultAction::blackhole});  // then nothing is answered
+  lock.unlock();
+  ASSERT_NE(lock.last_unlock_error(), nullptr);
+  const auto start = Clock::now();
+  bool threw = false;
+  try {
+    lock.lock();
+  } catch (const IoError&) {
+    threw = true;
+  }
+  EXPECT_TRUE(threw) << "lock() ended without an exception; held: " << lock.held();
+  EXPECT_FALSE(lock.held());
+  EXPECT_LT(ms_since(start), 5000);
+  proxy().clear_rules();
+}
+
+// MultiLock's single-script path with a custom token: an earlier attempt's
+// clean-up must not release the keys it takes later.
+TEST_F(CustomTokenCleanup, MultiLockInOneScriptIsNotReleasedByAnEarlierCleanUp) {
+  const Client client(proxy().url());
+  const std::string base = key("multi");
+  const std::vector<std::string> names{"{" + base + "}:a", "{" + base + "}:b"};
+  const std::string token = "custom-token-" + base;
+  Lock warm(client, key("warm"), {.ttl = 5s});
+  ASSERT_TRUE(warm.try_lock());
+  warm.unlock();
+  MultiLock both(client, names, {.ttl = 30s, .token = token});
+  ASSERT_TRUE(both.try_lock());
+  // Both releases run, their replies lost: clean-ups with the token.
+  proxy().add_rule({.command = "EVALSHA", .argument_contains = base, .action = FaultAction::close_after_forward,
+                    .times = 2});
+  both.unlock();
+  proxy().clear_rules();
+  ASSERT_TRUE(both.try_lock_for(1s));
+  for (const std::string& name : names) {
+    EXPECT_EQ(first_loss_ms(name, token), -1) << name << ": an earlier clean-up released the new acquisition";
+  }
+  both.unlock();
 }
 
 }  // namespace
