@@ -294,24 +294,34 @@ const Script& wait_attempt(bool sharded) {
 
 const Script& fenced_acquire() {
   // The uncontended fenced acquisition: SET NX and the fence in one script,
-  // the fence from next_fence_at (the server's clock), not a bare INCR. An
-  // INCR continues from whatever counter the server has, and a counter that
-  // came back stale (a restart from an RDB snapshot, a failover to a replica
-  // that lagged) handed out fences already given (found by review, session
-  // 17). KEYS: lock, fence counter. ARGV: token, ttl in ms ('0': no
-  // expiry). {1, fence}: acquired. {0, holder's token[, fence]}: held; the
-  // fence when the holder's token is ours (a retried request whose first
-  // reply was lost: the caller decides whether that is a win).
+  // the fence max(last + 1, the server's clock), not a bare INCR. An INCR
+  // continues from whatever counter the server has, and a counter that came
+  // back stale (a restart from an RDB snapshot, a failover to a replica that
+  // lagged) handed out fences already given (found by review, session 17).
+  // The counter is read before anything is written: a counter of the wrong
+  // type (or one the user may not read) fails the script while K is still
+  // untouched (scripts are not rolled back). KEYS: lock, fence counter.
+  // ARGV: token, ttl in ms ('0': no expiry). {1, fence}: acquired.
+  // {0, holder's token[, fence]}: held; the fence when the holder's token is
+  // ours (a retried request whose first reply was lost: the caller decides
+  // whether that is a win).
   static const Script script(
-      LOCKON_LUA_NEXT_FENCE_AT
+      "local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+      "local function next_fence()\n"
+      "  local now = redis.call('TIME')\n"
+      "  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])\n"
+      "  if last >= fence then fence = last + 1 end\n"
+      "  redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', 3600000)\n"
+      "  return fence\n"
+      "end\n"
       "local previous\n"
       "if ARGV[2] == '0' then previous = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET')\n"
       "else previous = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') end\n"
       "if previous then\n"
-      "  if previous == ARGV[1] then return {0, previous, next_fence_at(KEYS[2])} end\n"
+      "  if previous == ARGV[1] then return {0, previous, next_fence()} end\n"
       "  return {0, previous}\n"
       "end\n"
-      "return {1, next_fence_at(KEYS[2])}\n");
+      "return {1, next_fence()}\n");
   return script;
 }
 

@@ -99,5 +99,20 @@ TEST_F(GrantThenErrorFence, ErrorReplyToTheFencedAcquisitionLeavesTheKeyFree) {
   }
 }
 
+// A fence counter of the wrong type (or one the user may not read) fails
+// the fenced acquisition script: before anything is written, so the key
+// stays free (the first version of the script set K first; scripts are not
+// rolled back).
+TEST_F(GrantThenErrorFence, AFenceCounterOfTheWrongTypeLeavesTheKeyFree) {
+  const Client client(server().url());
+  const std::string name = key("lock");
+  ASSERT_EQ(raw({"HSET", detail::companion_key(name, "fence"), "x", "1"}).integer, 1);
+  Lock lock(client, name, {.ttl = 30s, .fencing = true});
+  EXPECT_THROW(lock.try_lock(), ReplyError);
+  EXPECT_FALSE(lock.held());
+  EXPECT_TRUE(free_again(name, 500ms)) << "the key was set before the script failed (PTTL "
+                                       << raw({"PTTL", name}).integer << " ms)";
+}
+
 }  // namespace
 }  // namespace lockon::test
