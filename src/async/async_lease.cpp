@@ -125,12 +125,13 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
     // ({K}:hs: a hand-over to us, or a waiter of ours queued behind us).
     const auto keys = self->lease_keys(storage, renewal->with_record, true);
     try {
+      const std::uint64_t ticket = renewal->lease->renewal_ticket();
       auto answer = co_await self->client_->script(scripts::renew(), keys, args, "renew lock",
                                                    renewal->lease->lease_end());
       if (renewal->stopped) co_return;
       if (answer.ended == Ended::replied) {
         if (answer.reply->type == REDIS_REPLY_INTEGER && answer.reply->integer == 1) {
-          renewal->lease->set_lease_end(add_saturating(now, ttl));
+          renewal->lease->renewed(ticket, add_saturating(now, ttl));
           next = add_saturating(Clock::now(), period);
           continue;
         }
@@ -207,6 +208,15 @@ asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional
   const auto keys = lease_keys(storage, !record_.empty(), true);
   const auto sent_at = Clock::now();
   auto lease = lease_;
+  // A replaced ttl may be shorter: a renewal in flight meanwhile must not
+  // set the end past it (LeaseSignal::begin_shortening).
+  struct Shortening {
+    LeaseSignal* signal;
+    ~Shortening() {
+      if (signal != nullptr) signal->end_shortening();
+    }
+  } shortening{replace_ttl ? lease.get() : nullptr};
+  if (replace_ttl) lease->begin_shortening();
   auto answer = co_await client_->script(scripts::extend(), keys, args, "extend lock", Clock::time_point::max());
   if (answer.ended != Ended::replied) throw_cancelled();
   const redisReply& reply = *answer.reply;

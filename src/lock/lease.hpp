@@ -70,6 +70,34 @@ class LeaseSignal {
     lease_end_ns_.store(end == Clock::time_point::max() ? kOpen : end.time_since_epoch().count(),
                         std::memory_order_release);
   }
+  /// An extension that replaces the ttl may shorten the lease, and a
+  /// renewal (PEXPIRE GT) in flight at the same time must not move the
+  /// local end past it: their order on the server is not their order here
+  /// (found by review, session 17: lost() stayed false after the key
+  /// expired). Around such an extension: begin_shortening() before sending,
+  /// end_shortening() after its reply (also when it failed).
+  void begin_shortening() noexcept {
+    shortening_.fetch_add(1, std::memory_order_acq_rel);
+    shorten_epoch_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  void end_shortening() noexcept {
+    shorten_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    shortening_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  /// Taken when a renewal is sent, given back to renewed(): 0 when a
+  /// shortening extension is in flight (the renewal then never sets the end).
+  std::uint64_t renewal_ticket() const noexcept {
+    // The epoch first: an extension starting after it changes the epoch.
+    const std::uint64_t epoch = shorten_epoch_.load(std::memory_order_acquire);
+    if (shortening_.load(std::memory_order_acquire) != 0) return 0;
+    return epoch + 1;
+  }
+  /// A renewal sent with `ticket` succeeded: the end moves to `end` unless a
+  /// shortening extension overlapped it (then the extension's end stands).
+  void renewed(std::uint64_t ticket, Clock::time_point end) noexcept {
+    if (ticket == 0 || shorten_epoch_.load(std::memory_order_acquire) + 1 != ticket) return;
+    set_lease_end(end);
+  }
   Clock::time_point lease_end() const noexcept {
     const auto end = lease_end_ns_.load(std::memory_order_acquire);
     return end == kOpen ? Clock::time_point::max() : Clock::time_point(Clock::duration(end));
@@ -99,6 +127,8 @@ class LeaseSignal {
   std::atomic<bool> lost_{false};
   std::atomic<std::int64_t> lease_end_ns_{kOpen};
   std::atomic<std::uint32_t> renewal_failures_{0};
+  std::atomic<std::uint32_t> shortening_{0};     // replace-ttl extensions in flight
+  std::atomic<std::uint64_t> shorten_epoch_{0};  // +1 at each one's start and end
   // Guards the lazy creation of stop_ against declare_lost (any thread).
   mutable std::mutex stop_mutex_;
   mutable std::stop_source stop_{std::nostopstate};

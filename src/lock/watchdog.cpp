@@ -38,12 +38,15 @@ struct PendingLoss {
 };
 
 // Applies a renewal outcome to an entry whose mutex the caller holds.
-void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, std::vector<PendingLoss>& losses) {
+// `ticket`: the signal's renewal_ticket() when the renewal was sent (a
+// replace-ttl extension overlapping it keeps its own, shorter end).
+void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, std::uint64_t ticket,
+            std::vector<PendingLoss>& losses) {
   const auto now = Clock::now();
   switch (result) {
     case RenewResult::renewed:
       entry.lease_expires = add_saturating(sent_at, entry.ttl);
-      entry.signal->set_lease_end(entry.lease_expires);
+      entry.signal->renewed(ticket, entry.lease_expires);
       entry.next_due = add_saturating(now, renew_interval(entry));
       return;
     case RenewResult::not_owned:
@@ -118,6 +121,9 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
 // holds every entry's mutex.
 void renew_pipelined(ClientImpl& client, const std::vector<RenewalEntry*>& entries, std::vector<PendingLoss>& losses) {
   const auto sent_at = Clock::now();
+  std::vector<std::uint64_t> tickets;
+  tickets.reserve(entries.size());
+  for (const RenewalEntry* entry : entries) tickets.push_back(entry->signal->renewal_ticket());
   std::vector<RenewResult> results(entries.size(), RenewResult::io_error);
   std::map<std::shared_ptr<Node>, std::vector<std::size_t>> by_node;
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -128,7 +134,7 @@ void renew_pipelined(ClientImpl& client, const std::vector<RenewalEntry*>& entri
     }
   }
   for (const auto& [node, which] : by_node) renew_on_node(client, *node, entries, which, results);
-  for (std::size_t i = 0; i < entries.size(); ++i) settle(*entries[i], results[i], sent_at, losses);
+  for (std::size_t i = 0; i < entries.size(); ++i) settle(*entries[i], results[i], sent_at, tickets[i], losses);
 }
 
 }  // namespace
@@ -258,12 +264,13 @@ class Watchdog::Lane {
       for (auto& [client, entries] : batches) renew_pipelined(*client, entries, losses);
       for (RenewalEntry* entry : singles) {
         const auto sent_at = Clock::now();
+        const std::uint64_t ticket = entry->signal->renewal_ticket();
         RenewResult result = RenewResult::io_error;
         try {
           result = entry->renew();
         } catch (...) {
         }
-        settle(*entry, result, sent_at, losses);
+        settle(*entry, result, sent_at, ticket, losses);
       }
     }
     // No entry mutex is held any more: callbacks may unlock other locks.

@@ -1,0 +1,55 @@
+// integration/test_async_extend_race.cpp — an extension that replaces the
+// ttl with a shorter one while a renewal is in flight: the server applies
+// the renewal, then the extension (one connection: their order), so the key
+// ends `additional` after the extension, and lost() must say so. A review
+// (session 17) suspected the renewal's reply could complete after the
+// extension's and set the lease end a ttl ahead; on this path the replies
+// complete in order (this test passes with and without the guard added
+// then, LeaseSignal::begin_shortening, which covers the blocking watchdog's
+// renewals on their own connections, where the order is not known).
+#include <asio/io_context.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "integration/async_support.hpp"
+#include "lock/lock_scripts.hpp"
+#include "lockon/async.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/fixtures.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class AsyncExtendRace : public RedisTest {};
+
+TEST_F(AsyncExtendRace, AShorterReplacedTtlIsNotOverwrittenByARenewalInFlight) {
+  // The renewal must run as the delayed EVALSHA itself (a NOSCRIPT would
+  // send its EVAL after the extension).
+  ASSERT_EQ(server().command({"SCRIPT", "LOAD", detail::scripts::renew().body()}).str, detail::scripts::renew().sha());
+  FaultProxy proxy(server().host(), server().port());
+  asio::io_context io;
+  AsyncClient client(io.get_executor(), proxy.url());
+  const std::string name = key("lock");
+  AsyncLock lock(client, name, LockOptions{.ttl = 3s});
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await lock.async_lock(); }));
+  // The first renewal (at ttl/3) waits 300 ms in the proxy; what follows it
+  // on the connection waits behind it.
+  const int rule = proxy.add_rule({.command = "EVALSHA", .argument_contains = detail::scripts::renew().sha(),
+                                   .action = FaultAction::delay, .delay = 300ms, .times = 1});
+  for (int i = 0; i < 300 && proxy.matched(rule) == 0; ++i) drain(io, 10ms);
+  ASSERT_EQ(proxy.matched(rule), 1u) << "no renewal was sent";
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await lock.async_extend(200ms, true); }));
+  const auto extended_at = Clock::now();
+  drain(io, 400ms);
+  ASSERT_EQ(server().command({"EXISTS", name}).integer, 0)
+      << "the key did not end 200 ms after the extension: the test proves nothing";
+  EXPECT_TRUE(lock.lost()) << "the key expired " << ms_since(extended_at) - 200
+                           << " ms ago, yet the lock does not know it";
+}
+
+}  // namespace
+}  // namespace lockon::test
