@@ -79,7 +79,11 @@ struct LockOptions {
   /// it (another Lock object with the same token, an acquisition never
   /// released) throws LockError instead of sharing the lock. With a custom
   /// token an acquisition whose reply was lost is not retried (it could not
-  /// tell its own grant from another holder's); it throws IoError.
+  /// tell its own grant from another holder's); it throws IoError. The
+  /// background clean-ups of this process's earlier attempts with the token
+  /// (a lost reply, a timeout) run once before a new acquisition with it and
+  /// never after it; if they cannot run, the acquisition throws ConnectError
+  /// (a try_lock_for whose deadline passes meanwhile returns false).
   std::optional<std::string> token{};
   /// Safety net while waiting: the longest sleep between two attempts when
   /// no notification arrives (subscriber down, holder crashed). Must be > 0.

@@ -312,19 +312,8 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
 
 namespace {
 
-// "<sid>|<waiter id>|<ttl>|<fenced>|<token>": the token (it may hold '|').
-std::string entry_token(const std::string& entry) {
-  std::size_t at = 0;
-  for (int field = 0; field < 4; ++field) {
-    at = entry.find('|', at);
-    if (at == std::string::npos) return {};
-    ++at;
-  }
-  return entry.substr(at);
-}
-
 // One run of the cancel-wait script for `entry`, bounded by the socket
-// timeout: whether it ran.
+// timeout and `deadline`: whether it ran.
 asio::awaitable<bool> cancel_once(AsyncClientImpl& client, const LockScriptKeys& keys, const std::string& entry,
                                   std::chrono::steady_clock::time_point deadline) {
   try {

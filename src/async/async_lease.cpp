@@ -210,13 +210,7 @@ asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional
   auto lease = lease_;
   // A replaced ttl may be shorter: a renewal in flight meanwhile must not
   // set the end past it (LeaseSignal::begin_shortening).
-  struct Shortening {
-    LeaseSignal* signal;
-    ~Shortening() {
-      if (signal != nullptr) signal->end_shortening();
-    }
-  } shortening{replace_ttl ? lease.get() : nullptr};
-  if (replace_ttl) lease->begin_shortening();
+  const LeaseSignal::Shortening shortening(*lease, replace_ttl);
   auto answer = co_await client_->script(scripts::extend(), keys, args, "extend lock", Clock::time_point::max());
   if (answer.ended != Ended::replied) throw_cancelled();
   const redisReply& reply = *answer.reply;

@@ -84,6 +84,22 @@ class LeaseSignal {
     shorten_epoch_.fetch_add(1, std::memory_order_acq_rel);
     shortening_.fetch_sub(1, std::memory_order_acq_rel);
   }
+  /// begin_shortening() now and end_shortening() at scope exit when
+  /// `replace_ttl` (an extension that replaces the ttl); nothing otherwise.
+  class Shortening {
+   public:
+    Shortening(LeaseSignal& signal, bool replace_ttl) noexcept : signal_(replace_ttl ? &signal : nullptr) {
+      if (signal_ != nullptr) signal_->begin_shortening();
+    }
+    ~Shortening() {
+      if (signal_ != nullptr) signal_->end_shortening();
+    }
+    Shortening(const Shortening&) = delete;
+    Shortening& operator=(const Shortening&) = delete;
+
+   private:
+    LeaseSignal* signal_;
+  };
   /// Taken when a renewal is sent, given back to renewed(): 0 when a
   /// shortening extension is in flight (the renewal then never sets the end).
   std::uint64_t renewal_ticket() const noexcept {

@@ -100,13 +100,7 @@ void Lock::Impl::extend(std::chrono::milliseconds additional, bool replace_ttl) 
   const auto sent_at = Clock::now();
   // A replaced ttl may be shorter: a renewal in flight meanwhile must not
   // set the end past it (LeaseSignal::begin_shortening).
-  struct Shortening {
-    detail::LeaseSignal* signal;
-    ~Shortening() {
-      if (signal != nullptr) signal->end_shortening();
-    }
-  } shortening{replace_ttl ? state_.lease.get() : nullptr};
-  if (replace_ttl) state_.lease->begin_shortening();
+  const detail::LeaseSignal::Shortening shortening(*state_.lease, replace_ttl);
   check_owned(calls_.run1_as_process(detail::scripts::extend(), args, "extend lock"), "extend");
   // What we can prove: the new expiry is at least the old proven end plus
   // `additional`, or (replace) at least `additional` after we sent.

@@ -226,22 +226,6 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
   });
 }
 
-namespace {
-
-// The token of a queue entry "<sid>|<waiter id>|<ttl>|<fenced>|<token>" (a
-// custom token may itself hold '|').
-std::string entry_token(const std::string& entry) {
-  std::size_t at = 0;
-  for (int field = 0; field < 4; ++field) {
-    at = entry.find('|', at);
-    if (at == std::string::npos) return {};
-    ++at;
-  }
-  return entry.substr(at);
-}
-
-}  // namespace
-
 void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const noexcept {
   try {
     // The script's SHA1 is computed here, on the caller's thread, not by the

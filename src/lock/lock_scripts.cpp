@@ -40,6 +40,16 @@ bool sharded_wake(const ClientImpl& client) noexcept {
   return client.options().deployment == Deployment::cluster;
 }
 
+std::string entry_token(std::string_view entry) {
+  std::size_t at = 0;
+  for (int field = 0; field < 4; ++field) {
+    at = entry.find('|', at);
+    if (at == std::string_view::npos) return {};
+    ++at;
+  }
+  return std::string(entry.substr(at));
+}
+
 std::string wake_channel(std::string_view key, std::string_view subscriber_id) {
   std::string suffix("wake:");
   suffix.append(subscriber_id);

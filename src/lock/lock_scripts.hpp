@@ -48,6 +48,10 @@ namespace lockon::detail {
 /// with T = tag_for_slot(slot of K). Distinct keys give distinct results.
 std::string companion_key(std::string_view key, std::string_view suffix);
 
+/// The token of a queue entry "<sid>|<waiter id>|<ttl>|<fenced>|<token>"
+/// (a custom token may itself hold '|'); empty if it has fewer fields.
+std::string entry_token(std::string_view entry);
+
 /// The keys the queue scripts (wait_attempt, release,
 /// cancel_wait) are given, in KEYS order: K, "q", "fence", "hf", "who",
 /// "qwho", "hs" (the process the last hand-over went to). Every key a script touches is declared (Redis's scripting rule,
