@@ -143,6 +143,22 @@ class Connection {
   /// configured socket timeout is restored by restore_timeout(). No syscall.
   void set_timeout(std::chrono::milliseconds timeout);
   void restore_timeout();
+  /// set_timeout() for a scope (null: nothing): the configured timeout
+  /// returns at its end.
+  class ScopedTimeout {
+   public:
+    ScopedTimeout(Connection* connection, std::chrono::milliseconds timeout) : connection_(connection) {
+      if (connection_ != nullptr) connection_->set_timeout(timeout);
+    }
+    ~ScopedTimeout() {
+      if (connection_ != nullptr) connection_->restore_timeout();
+    }
+    ScopedTimeout(const ScopedTimeout&) = delete;
+    ScopedTimeout& operator=(const ScopedTimeout&) = delete;
+
+   private:
+    Connection* connection_;
+  };
 
   void mark_broken() noexcept { broken_ = true; }
   bool connected() const noexcept { return transport_ != nullptr && !broken_; }

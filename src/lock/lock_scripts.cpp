@@ -68,15 +68,20 @@ namespace {
 // forever: one key per lock_on argument tuple). Lua numbers are doubles:
 // microseconds since 1970 (~2^51) are exact, and are formatted with %.0f
 // because tostring() would print 1.7e+15.
-#define LOCKON_LUA_NEXT_FENCE_AT                                                                    \
-  "local function next_fence_at(counter)\n"                                                         \
+// fence_after(counter, last): the next fence after `last` (the counter's
+// value, read by last_fence(), possibly earlier in the script), written back.
+#define LOCKON_LUA_FENCE_AFTER                                                                      \
+  "local function last_fence(counter) return tonumber(redis.call('GET', counter) or '0') or 0 end\n" \
+  "local function fence_after(counter, last)\n"                                                     \
   "  local now = redis.call('TIME')\n"                                                              \
   "  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])\n"                                 \
-  "  local last = tonumber(redis.call('GET', counter) or '0') or 0\n"                               \
   "  if last >= fence then fence = last + 1 end\n"                                                  \
   "  redis.call('SET', counter, string.format('%.0f', fence), 'PX', 3600000)\n"                     \
   "  return fence\n"                                                                                \
   "end\n"
+#define LOCKON_LUA_NEXT_FENCE_AT                                                                    \
+  LOCKON_LUA_FENCE_AFTER                                                                            \
+  "local function next_fence_at(counter) return fence_after(counter, last_fence(counter)) end\n"
 #define LOCKON_LUA_NEXT_FENCE \
   LOCKON_LUA_NEXT_FENCE_AT "local function next_fence() return next_fence_at(KEYS[3]) end\n"
 
@@ -316,14 +321,9 @@ const Script& fenced_acquire() {
   // ours (a retried request whose first reply was lost: the caller decides
   // whether that is a win).
   static const Script script(
-      "local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-      "local function next_fence()\n"
-      "  local now = redis.call('TIME')\n"
-      "  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])\n"
-      "  if last >= fence then fence = last + 1 end\n"
-      "  redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', 3600000)\n"
-      "  return fence\n"
-      "end\n"
+      LOCKON_LUA_FENCE_AFTER
+      "local last = last_fence(KEYS[2])\n"
+      "local function next_fence() return fence_after(KEYS[2], last) end\n"
       "local previous\n"
       "if ARGV[2] == '0' then previous = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET')\n"
       "else previous = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET') end\n"
@@ -431,6 +431,7 @@ const Script& acquire_all() {
 }
 
 #undef LOCKON_LUA_NEXT_FENCE_AT
+#undef LOCKON_LUA_FENCE_AFTER
 #undef LOCKON_LUA_MY_ENTRY
 #undef LOCKON_LUA_HAND_OVER
 #undef LOCKON_LUA_DROP_LAPSED

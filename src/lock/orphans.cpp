@@ -159,20 +159,12 @@ void clean_on_node(ClientImpl& client, Node& node, std::vector<Job>& jobs, const
     Connection& connection = **lease;
     if (!connection.ensure_connected_by(deadline)) return;
     // Bounded by `deadline` (forget(): a caller's acquisition waits on it).
-    struct Restore {
-      Connection* connection = nullptr;
-      ~Restore() {
-        if (connection != nullptr) connection->restore_timeout();
-      }
-    } restore;
-    if (deadline != Orphans::Clock::time_point::max()) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Orphans::Clock::now());
-      if (left.count() <= 0) return;
-      connection.set_timeout(std::min(left, connection.options().socket_timeout.count() > 0
-                                                ? connection.options().socket_timeout
-                                                : left));
-      restore.connection = &connection;
-    }
+    const bool bounded = deadline != Orphans::Clock::time_point::max();
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Orphans::Clock::now());
+    if (bounded && left.count() <= 0) return;
+    const auto socket_timeout = connection.options().socket_timeout;
+    if (socket_timeout.count() > 0) left = std::min(left, socket_timeout);
+    const Connection::ScopedTimeout within(bounded ? &connection : nullptr, left);
     const std::vector<ReplyPtr> replies =
         eval_pipelined(connection, scripts::cancel_wait(sharded_wake(client)), calls, "clean up an abandoned wait");
     for (std::size_t n = 0; n < which.size(); ++n) {

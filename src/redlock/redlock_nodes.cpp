@@ -333,11 +333,7 @@ void RedlockNodes::run_in_background(std::size_t node, const Script& script, std
                         // hold the shared clean-up thread no longer than a
                         // fan-out would (found by RedlockBackgroundAttack).
                         connection.ensure_connected();
-                        connection.set_timeout(timeout);
-                        struct Restore {
-                          Connection& c;
-                          ~Restore() { c.restore_timeout(); }
-                        } restore{connection};
+                        const Connection::ScopedTimeout bounded(&connection, timeout);
                         return eval(connection, script, key_views, arg_views, "redlock release (retried)");
                       });
       return reply && reply->type == REDIS_REPLY_INTEGER;

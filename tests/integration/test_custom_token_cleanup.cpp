@@ -30,6 +30,13 @@ class CustomTokenCleanup : public RedisTest {
   }
   FaultProxy& proxy() { return *proxy_; }
   RawReply raw(const std::vector<std::string>& args) { return server().command(args); }
+  // Loads the lock scripts through `client`: EVALSHA from now on, so a
+  // rule on EVALSHA meets the command under test, not a NOSCRIPT retry.
+  void warm_scripts(const Client& client) {
+    Lock warm(client, key("warm"), {.ttl = 5s});
+    ASSERT_TRUE(warm.try_lock());
+    warm.unlock();
+  }
   // Watches `name` for 1.5 s (past the clean-up's last sweep): it must hold
   // `token` all along. Returns the ms after which it did not (-1: never).
   long long first_loss_ms(const std::string& name, const std::string& token) {
@@ -50,9 +57,7 @@ TEST_F(CustomTokenCleanup, AReleaseWithALostReplyDoesNotReleaseTheNextAcquisitio
   const Client client(proxy().url());
   const std::string name = key("lock");
   const std::string token = "custom-token-" + name;
-  Lock warm(client, key("warm"), {.ttl = 5s});  // EVALSHA from now on
-  ASSERT_TRUE(warm.try_lock());
-  warm.unlock();
+  ASSERT_NO_FATAL_FAILURE(warm_scripts(client));
   Lock lock(client, name, {.ttl = 30s, .token = token});
   ASSERT_TRUE(lock.try_lock());
   const int rule = proxy().add_rule(
@@ -138,9 +143,7 @@ TEST_F(CustomTokenCleanup, LockThrowsWhenTheEarlierCleanUpCannotRun) {
   const Client client(proxy().url() + "?socket_timeout=300&connect_timeout=300");
   const std::string name = key("lock");
   const std::string token = "custom-token-" + name;
-  Lock warm(client, key("warm"), {.ttl = 5s});  // EVALSHA from now on
-  ASSERT_TRUE(warm.try_lock());
-  warm.unlock();
+  ASSERT_NO_FATAL_FAILURE(warm_scripts(client));
   Lock lock(client, name, {.ttl = 30s, .token = token});
   ASSERT_TRUE(lock.try_lock());
   proxy().add_rule(
@@ -168,9 +171,7 @@ TEST_F(CustomTokenCleanup, MultiLockInOneScriptIsNotReleasedByAnEarlierCleanUp) 
   const std::string base = key("multi");
   const std::vector<std::string> names{"{" + base + "}:a", "{" + base + "}:b"};
   const std::string token = "custom-token-" + base;
-  Lock warm(client, key("warm"), {.ttl = 5s});
-  ASSERT_TRUE(warm.try_lock());
-  warm.unlock();
+  ASSERT_NO_FATAL_FAILURE(warm_scripts(client));
   MultiLock both(client, names, {.ttl = 30s, .token = token});
   ASSERT_TRUE(both.try_lock());
   // Both releases run, their replies lost: clean-ups with the token.
