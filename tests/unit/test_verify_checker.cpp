@@ -266,10 +266,52 @@ TEST(VerifyChecker, AnAttemptFailedByAnErrorDoesNotStartTheGap) {
   EXPECT_EQ(kinds(findings), std::vector<std::string>{});
   EXPECT_EQ(findings.longest_gap_ns, 300 * kMs);
 
-  // The same error while another attempt waited from 5,700 ms on: a gap.
+  // The same error while another attempt waited from 5,700 ms on: a gap,
+  // charged to the restart it followed (the first restart's window ended
+  // when the second began, before anyone waited).
   h.sections.push_back(waited("w2.0", "k", 5700, 8700));
   findings = check(h);
-  EXPECT_EQ(findings.count("progress_gap")["progress_gap"], 2) << ::testing::PrintToString(kinds(findings));
+  ASSERT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
+  EXPECT_EQ(findings.violations.front().cause_type, "restart_persistent");
+}
+
+// A later fault that stops the key's server ends an earlier fault's window: each
+// fault is charged only from its end to the next one's start (verify seed
+// 11: 3.8 s after a proxy_error, across a 1.5 s stall and a restart of the
+// lock server, each followed by progress within bound). A fault on another
+// server (a Redlock node, for a single-server key) or added latency ends
+// nothing, and the gap after the last fault is still checked in full.
+TEST(VerifyChecker, ALaterFaultStoppingTheKeysServerEndsAnEarlierFaultsWindow) {
+  History h = clean_history();
+  h.faults.push_back(fault("proxy_error", "node0", 5000, 5010));
+  h.faults.push_back(fault("stall_lock", "lock", 5790, 7310));
+  h.faults.push_back(fault("restart_empty", "lock", 7660, 7680));
+  h.sections.push_back(waited("w1.0", "k", 5010, 8010));
+  h.sections.push_back(section("w1.0", 0, "k", 1000, 8770, 8780));  // 3,760 ms after the first fault
+  Findings findings = check(h);
+  EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+  EXPECT_EQ(findings.longest_gap_ns, 1090 * kMs);  // after the restart: 7,680 to 8,770 ms
+
+  // The same gap across faults on a Redlock node only, or across added
+  // latency on the lock server: charged in full.
+  for (auto& f : h.faults) f.target = "node1";
+  findings = check(h);
+  ASSERT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
+  EXPECT_EQ(findings.violations.front().cause_type, "proxy_error");
+  for (auto& f : h.faults) f = fault("latency", "lock", (f.start_ns - kT0) / kMs, (f.end_ns - kT0) / kMs);
+  h.faults.front().type = "proxy_error";
+  findings = check(h);
+  ASSERT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
+  EXPECT_EQ(findings.violations.front().cause_type, "proxy_error");
+  h.faults = {fault("proxy_error", "node0", 5000, 5010), fault("stall_lock", "lock", 5790, 7310),
+              fault("restart_empty", "lock", 7660, 7680)};
+
+  // On the lock server again, but nothing for 3.6 s after the last fault.
+  h.sections.back() = section("w1.0", 0, "k", 1000, 11300, 11310);
+  h.sections.push_back(waited("w2.0", "k", 8010, 11010));
+  findings = check(h);
+  ASSERT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
+  EXPECT_EQ(findings.violations.front().cause_type, "restart_empty");
 }
 
 // A stall of the lock server shorter than one TTL but longer than what the
