@@ -201,7 +201,7 @@ std::vector<char> Orphans::clean(std::vector<Job>& jobs, Clock::time_point deadl
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       if (!jobs[i].orphan.clean) continue;
       try {
-        cleaned[i] = jobs[i].orphan.clean() ? 1 : 0;
+        cleaned[i] = jobs[i].orphan.clean(deadline) ? 1 : 0;
       } catch (...) {
         // Retried.
       }

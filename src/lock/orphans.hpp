@@ -53,8 +53,10 @@ struct Orphan {
   /// (forget()). Empty: never forgotten.
   std::string token{};
   /// When set, the clean-up to retry instead of the Lock's cancel script (a
-  /// ReadWriteLock/Semaphore waiter's cancel): true once it succeeded.
-  std::function<bool()> clean{};
+  /// ReadWriteLock/Semaphore waiter's cancel): true once it succeeded. Its
+  /// I/O ends by the time point given (forget(): a caller's deadline;
+  /// time_point::max() in the background: its own bounds).
+  std::function<bool(std::chrono::steady_clock::time_point)> clean{};
 };
 
 class Orphans {

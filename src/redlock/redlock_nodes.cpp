@@ -320,13 +320,14 @@ void RedlockNodes::run_in_background(std::size_t node, const Script& script, std
     orphan.keys[0] = keys.empty() ? name_ : keys.front();
     // `script` is a function-local static (redlock_scripts): it outlives the job.
     orphan.clean = [client = orphan.client, &script, keys = std::move(keys), args = std::move(args), give_up_at,
-                    timeout = per_node_timeout_, done, attempts] {
+                    timeout = per_node_timeout_, done, attempts](Clock::time_point deadline) {
       // Expired by its TTL, or tried enough: the TTL does the rest.
       if (Clock::now() >= give_up_at || ++*attempts > kBackgroundAttempts) return true;
       const std::vector<std::string_view> key_views(keys.begin(), keys.end());
       const std::vector<std::string_view> arg_views(args.begin(), args.end());
       const ReplyPtr reply =
-          routed_call(*client, key_views.empty() ? std::string_view() : key_views.front(), Clock::now() + timeout,
+          routed_call(*client, key_views.empty() ? std::string_view() : key_views.front(),
+                      std::min(deadline, Clock::now() + timeout),
                       [&](Connection& connection, Node&) {
                         // Each read within per_node_timeout, not the socket
                         // timeout a (re)connection sets: a paused node must

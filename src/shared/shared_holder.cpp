@@ -293,10 +293,11 @@ void SharedHolder::cancel_now(const std::string& entry) noexcept {
     orphan.unknown_outcome = true;
     orphan.token = token_;
     orphan.clean = [client = client_.impl(), name = name_, keys = keys_,
-                    args = std::array<std::string, 3>{wake_prefix_, limit_text_, entry}, sharded = sharded_] {
+                    args = std::array<std::string, 3>{wake_prefix_, limit_text_, entry},
+                    sharded = sharded_](Clock::time_point deadline) {
       const std::array<std::string_view, 3> views{args[0], args[1], args[2]};
-      return run_script(*client, name, keys, shared_scripts::cancel(sharded), views, "cancel wait",
-                        Clock::time_point::max()) != nullptr;
+      return run_script(*client, name, keys, shared_scripts::cancel(sharded), views, "cancel wait", deadline) !=
+             nullptr;
     };
     Orphans::instance().adopt(std::move(orphan));
   } catch (...) {

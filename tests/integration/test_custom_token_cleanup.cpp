@@ -186,5 +186,41 @@ TEST_F(CustomTokenCleanup, MultiLockInOneScriptIsNotReleasedByAnEarlierCleanUp) 
   both.unlock();
 }
 
+// A permit's earlier clean-up runs first, on the caller's thread, and the
+// server stops answering: try_lock_for must still end by its deadline. The
+// share's clean-up read its reply within the socket timeout (2 s here)
+// whatever the caller's deadline (a Lock's was bounded; found by review,
+// session 17, fixed in session 18).
+TEST_F(CustomTokenCleanup, APermitsEarlierCleanUpIsBoundedByTheCallersDeadline) {
+  const Client client(proxy().url() + "?socket_timeout=2000&connect_timeout=2000");
+  const std::string name = key("sem");
+  const std::string token = "custom-share-" + name;
+  auto warm = SharedLeaseLock::permit(client, key("warm-sem"), 1, {.ttl = 5s});  // EVALSHA from now on
+  ASSERT_TRUE(warm->try_lock());
+  warm->unlock();
+  auto permit = SharedLeaseLock::permit(client, name, 1, {.ttl = 30s, .token = token});
+  // The attempt's reply is lost and so is its immediate cancel: a clean-up
+  // with the token is pending (its first background sweep ~20 ms later).
+  const int rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_after_forward, .times = 1});
+  const int cancel_rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_before_forward, .times = 1});
+  EXPECT_THROW(permit->try_lock(), IoError);
+  ASSERT_EQ(proxy().matched(rule), 1u);
+  ASSERT_EQ(proxy().matched(cancel_rule), 1u);
+  proxy().add_rule({.action = FaultAction::blackhole});  // nothing is answered from now on
+  const auto start = Clock::now();
+  bool acquired = true;
+  try {
+    acquired = permit->try_lock_for(100ms);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "an acquisition that ran out of time threw: " << e.what();
+  }
+  const long long took = ms_since(start);
+  EXPECT_FALSE(acquired);
+  EXPECT_LT(took, 600) << "the earlier clean-up held the caller past its 100 ms deadline";
+  proxy().clear_rules();
+}
+
 }  // namespace
 }  // namespace lockon::test

@@ -445,14 +445,14 @@ TEST(VerifyChecker, ASemaphoreHoldsItsPermitsAtOnceNotMore) {
   // permit; two took the room; both were excused by the restart). Two that
   // did not see it cannot both be legitimate beside a third.
   for (const bool one_saw : {true, false}) {
-    History h = clean_history();
+    History restarted = clean_history();
     CsRecord long_holder = unfenced("w0.0", "sem", "sem", 3000, 8000);
     long_holder.lost = one_saw;
-    h.sections.push_back(long_holder);
-    h.sections.push_back(unfenced("w1.0", "sem", "sem", 5010, 5020));  // after the restart
-    h.sections.push_back(unfenced("w2.0", "sem", "sem", 5015, 5030));
-    h.faults.push_back(fault("restart_empty", "lock", 4990, 5005));
-    const Findings found = check(h);
+    restarted.sections.push_back(long_holder);
+    restarted.sections.push_back(unfenced("w1.0", "sem", "sem", 5010, 5020));  // after the restart
+    restarted.sections.push_back(unfenced("w2.0", "sem", "sem", 5015, 5030));
+    restarted.faults.push_back(fault("restart_empty", "lock", 4990, 5005));
+    const Findings found = check(restarted);
     if (one_saw) {
       EXPECT_EQ(kinds(found), std::vector<std::string>{});
     } else {
