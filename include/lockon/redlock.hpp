@@ -53,6 +53,15 @@
 //     last acquisition, extension or renewal has passed unrenewed — possibly
 //     before on_lost runs (the watchdog calls it when its renewal gives up).
 //   * owned()/locked()/remaining_ttl() are answered by a majority.
+//   * A custom token (LockOptions::token) is the same on every acquisition,
+//     so a request to a frozen node that was not waited for (a release, or
+//     a failed attempt's clean-up) can still run there after a LATER
+//     acquisition with that token won the node, and delete it there. That
+//     acquisition then holds one node fewer than it counted: two holders if
+//     it had counted exactly Q. Unlike Lock (whose clean-ups a custom-token
+//     acquisition runs first, LockOptions::token), Redlock does not wait for
+//     a frozen node's requests: that is what deciding early is for. Prefer
+//     the default fresh token per attempt with Redlock.
 //
 // FENCING (LockOptions::fencing): `fence()` is strictly greater than the fence
 // of every earlier acquisition of the same name (by any process) if EITHER
