@@ -175,9 +175,15 @@ bool Lock::Impl::give_up() {
   if (wait_->watch->wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
     Attempt handed = handed_attempt();
     if (confirm_lease(handed, Clock::now() + kCancelGrace)) return finish_wait(handed);
+    // Not confirmed in time: confirm_lease abandoned the grant, and its
+    // clean-up (three sweeps, up to ~1 s later) releases whatever holds our
+    // token. A kept place would resume with that token and be released
+    // under its next grant: two holders (found by review, session 18). The
+    // place goes with the token; the next attempt starts afresh.
     reset_slot();
+  } else if (state_.options.keep_queue_place) {
+    return false;  // the next timed attempt continues from our place
   }
-  if (state_.options.keep_queue_place) return false;  // the next timed attempt continues from our place
   const std::string entry = wait_->entry;
   wait_.reset();
   calls_.cancel_now(entry, kCancelGrace);

@@ -190,5 +190,64 @@ TEST_F(LockFaults, WakeUpDelayedPastTheLeaseByAPartitionIsNotAnAcquisition) {
   next.unlock();
 }
 
+// A kept queue place (keep_queue_place, as lock_on uses) whose window ends
+// just as a hand-over arrives: give_up() confirms the late grant within
+// 25 ms, misses, and abandons it; the clean-up (three sweeps, ~20 ms,
+// ~70 ms, ~1 s) releases whatever holds the waiter's token. The place was
+// still kept with that token, so the next window took the key with it and
+// a sweep released it under the new holder: two holders (found by review,
+// session 18). The place must go with the abandoned grant.
+TEST_F(LockFaults, AKeptPlaceWhoseLateGrantWasAbandonedIsNotResumedWithItsToken) {
+  const Client direct(server().url());
+  const Client slow(proxy().url());
+  const std::string name = key("lock");
+  Lock warm(slow, key("warm"), {.ttl = 5s});  // scripts loaded: EVALSHA from now on
+  ASSERT_TRUE(warm.try_lock());
+  warm.unlock();
+  Lock holder(direct, name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  // A second waiter of this process on the same subscriber: the
+  // subscriber's thread then reads the wake-ups (a lone waiter reads its
+  // own, only while it waits), so a hand-over can land while the waiter's
+  // next attempt is in flight.
+  Lock other_holder(direct, name + "-other", {.ttl = 10s});
+  ASSERT_TRUE(other_holder.try_lock());
+  Lock other_waiter(slow, name + "-other", {.ttl = 10s, .keep_queue_place = true});
+  EXPECT_FALSE(other_waiter.try_lock_for(20ms));
+  Lock waiter(slow, name, {.ttl = 400ms, .wait_poll_interval = 50ms, .keep_queue_place = true});
+  EXPECT_FALSE(waiter.try_lock_for(50ms));  // queued; the place is kept
+  ASSERT_EQ(queued(name), 1);
+  std::this_thread::sleep_for(250ms);  // past half the waiter's lease: a late grant is confirmed
+  holder.unlock();                     // handed to the waiter between its windows
+  std::this_thread::sleep_for(50ms);   // the wake-up has arrived
+  // The next window's attempt and the confirmation both miss their time.
+  const int rule = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 100ms, .times = 2});
+  EXPECT_FALSE(waiter.try_lock_for(10ms));
+  ASSERT_GE(proxy().matched(rule), 1u);
+  std::this_thread::sleep_for(150ms);  // the delayed requests have run
+  proxy().clear_rules();
+  // Whatever the waiter gets from here, nobody else may get in beside it.
+  bool acquired = false;
+  try {
+    acquired = waiter.try_lock_for(2s);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "the next window threw: " << e.what();
+  }
+  ASSERT_TRUE(acquired) << "the key was free, yet not acquired";
+  Lock rival(direct, name, {.ttl = 10s});
+  long long rival_in_after = -1;
+  const auto start = Clock::now();
+  while (Clock::now() - start < 1500ms && rival_in_after < 0) {
+    if (rival.try_lock()) rival_in_after = ms_since(start);
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(rival_in_after, -1) << "a clean-up released the waiter's new grant: a second holder (waiter lost: "
+                                << waiter.lost() << ")";
+  if (rival.held()) rival.unlock();
+  waiter.unlock();
+  other_waiter.abandon_wait();
+  other_holder.unlock();
+}
+
 }  // namespace
 }  // namespace lockon::test
