@@ -81,7 +81,9 @@ struct LockOptions {
   /// token an acquisition whose reply was lost is not retried (it could not
   /// tell its own grant from another holder's); it throws IoError. The
   /// background clean-ups of this process's earlier attempts with the token
-  /// (a lost reply, a timeout) run once before a new acquisition with it and
+  /// on the same key (a lost reply, a timeout; through any Client; an
+  /// AsyncLock's only through the same AsyncClient) run once before a new
+  /// acquisition with it and
   /// never after it; if they cannot run, the acquisition throws ConnectError
   /// (a try_lock_for whose deadline passes meanwhile returns false).
   std::optional<std::string> token{};

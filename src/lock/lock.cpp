@@ -47,7 +47,7 @@ bool Lock::Impl::acquire_until(Clock::time_point deadline) {
     // Clean-ups of this process's earlier attempts with the same token
     // release whatever holds it: they must not outlive this acquisition's
     // start (they would release it: two holders; found by review, session 17).
-    if (!detail::Orphans::instance().forget(client_.impl().get(), state_.name, token_, deadline)) return false;
+    if (!detail::Orphans::instance().forget(state_.name, token_, deadline)) return false;
   } else {
     detail::assign_lock_token(token_);
   }

@@ -55,16 +55,17 @@ void Orphans::adopt(Orphan orphan) noexcept {
   }
 }
 
-bool Orphans::forget(const ClientImpl* client, const std::string& key, const std::string& token,
-                     Clock::time_point deadline) {
+bool Orphans::forget(const std::string& key, const std::string& token, Clock::time_point deadline) {
   if (token.empty()) return true;
   // A try_lock (no deadline) still waits for a clean-up in flight, briefly:
   // it usually ends within a round trip.
   deadline = std::max(deadline, Clock::now() + kForgetGrace);
-  const auto id = std::forward_as_tuple(client, key, token);
-  const auto matches = [&](const Job& job) {
-    return job.orphan.client.get() == client && job.orphan.token == token && job.orphan.keys[0] == key;
-  };
+  // Whichever Client filed them: the promise is about this process's
+  // attempts, and a Lock on another Client object with the same token and
+  // key was released by them too (found by review, session 18). A clean-up
+  // of another server's key of that name merely runs now instead of later.
+  const std::pair<std::string, std::string> id{key, token};
+  const auto matches = [&](const Job& job) { return job.orphan.token == token && job.orphan.keys[0] == key; };
   std::vector<Job> now;
   bool in_time = true;
   for (State* s : {&locks(), &others()}) {
@@ -251,9 +252,9 @@ void Orphans::run(State& s) {
     for (auto& [client, batch] : due) {
       // Counted before the lane starts: it moves the jobs out at once.
       const std::size_t count = batch.size();
-      std::vector<std::tuple<const ClientImpl*, std::string, std::string>> tokens;
+      std::vector<std::pair<std::string, std::string>> tokens;
       for (const Job& job : batch)
-        if (!job.orphan.token.empty()) tokens.emplace_back(client, job.orphan.keys[0], job.orphan.token);
+        if (!job.orphan.token.empty()) tokens.emplace_back(job.orphan.keys[0], job.orphan.token);
       auto jobs = std::make_shared<std::vector<Job>>(std::move(batch));
       bool started = false;
       try {
@@ -294,7 +295,7 @@ void Orphans::work(State& s, const ClientImpl* client, std::vector<Job> jobs) no
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       Job& job = jobs[i];
       if (!job.orphan.token.empty()) {
-        const auto it = s.in_flight_tokens.find(std::forward_as_tuple(client, job.orphan.keys[0], job.orphan.token));
+        const auto it = s.in_flight_tokens.find(std::pair(job.orphan.keys[0], job.orphan.token));
         if (it != s.in_flight_tokens.end()) s.in_flight_tokens.erase(it);
       }
       if (cleaned[i] != 0) {

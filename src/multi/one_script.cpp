@@ -61,7 +61,7 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
   if (options.token) {
     for (const Lock::Impl* impl : impls) {
       const std::shared_ptr<ClientImpl>& client = impl->client_impl();
-      if (!Orphans::instance().forget(client.get(), impl->calls().name(), token, deadline)) return Outcome::deadline_passed;
+      if (!Orphans::instance().forget(impl->calls().name(), token, deadline)) return Outcome::deadline_passed;
     }
   }
   const std::string record = options.holder_record ? holder_record(token, options.holder_label) : std::string();

@@ -145,7 +145,7 @@ bool SharedHolder::acquire_until(Clock::time_point deadline) {
     token_ = fixed_token_;
     // As a Lock's (Orphans::forget): an earlier attempt's clean-up would
     // remove this share, whose member is the same token.
-    if (!Orphans::instance().forget(client_.impl().get(), name_, token_, deadline)) return false;
+    if (!Orphans::instance().forget(name_, token_, deadline)) return false;
   }
   const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
   Attempt first;

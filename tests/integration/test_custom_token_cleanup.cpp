@@ -222,5 +222,31 @@ TEST_F(CustomTokenCleanup, APermitsEarlierCleanUpIsBoundedByTheCallersDeadline) 
   proxy().clear_rules();
 }
 
+// The release's reply was lost on one Client; the same token and key are
+// taken at once through another Client object of the process. The earlier
+// release's clean-up (filed by the first Client) must run before, not
+// after: forget() matched clean-ups by Client, and released the new
+// acquisition (found by review, session 18).
+TEST_F(CustomTokenCleanup, AnotherClientsEarlierCleanUpDoesNotReleaseTheAcquisition) {
+  const Client first(proxy().url());
+  const Client second(server().url());
+  const std::string name = key("lock");
+  const std::string token = "custom-token-" + name;
+  ASSERT_NO_FATAL_FAILURE(warm_scripts(first));
+  Lock before(first, name, {.ttl = 30s, .token = token});
+  ASSERT_TRUE(before.try_lock());
+  const int rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = name, .action = FaultAction::close_after_forward, .times = 1});
+  before.unlock();
+  ASSERT_EQ(proxy().matched(rule), 1u);
+  ASSERT_NE(before.last_unlock_error(), nullptr);
+  Lock after(second, name, {.ttl = 30s, .token = token});
+  ASSERT_TRUE(after.try_lock_for(1s));
+  EXPECT_EQ(first_loss_ms(name, token), -1) << "the first Client's clean-up released the second's acquisition";
+  Lock rival(second, name, {.ttl = 5s});
+  EXPECT_FALSE(rival.try_lock()) << "a second holder got in";
+  after.unlock();
+}
+
 }  // namespace
 }  // namespace lockon::test
