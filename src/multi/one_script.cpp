@@ -60,7 +60,6 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
   // attempts with this custom token run now, never after this one.
   if (options.token) {
     for (const Lock::Impl* impl : impls) {
-      const std::shared_ptr<ClientImpl>& client = impl->client_impl();
       if (!Orphans::instance().forget(impl->calls().name(), token, deadline)) return Outcome::deadline_passed;
     }
   }
@@ -88,7 +87,7 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
   try {
     reply = routed_call(*lead.client(), lead.name(), until, [&](Connection& connection, Node& node) -> ReplyPtr {
       endpoint = node.endpoint();
-      connection.ensure_connected();
+      if (!connection.ensure_connected_by(until)) return nullptr;  // the deadline passed while connecting
       return eval_bounded(connection, script, keys, args, kOperation, until);
     });
   } catch (const ClosedError&) {

@@ -18,6 +18,7 @@
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
+#include "lockon/multi_lock.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -73,6 +74,36 @@ TEST_P(DeadlineConnect, ATimedAcquisitionReturnsByItsDeadlineWhileTheServerCanno
   EXPECT_NO_THROW(later = lock.try_lock_for(3s));
   EXPECT_TRUE(later);
   if (lock.held()) lock.unlock();
+}
+
+// MultiLock's single script (every key on one server): its connect was
+// bounded by connect_timeout only (found by review, session 18).
+TEST(DeadlineConnectMulti, ATimedMultiLockReturnsByItsDeadlineWhileTheServerCannotAccept) {
+  RedisServer own(ServerOptions{.extra_args = {"--tcp-backlog", "1"}});
+  const Client client(own.url() + "?connect_timeout=3000");
+  own.pause();
+  const std::vector<int> queued = fill_accept_queue(own.port(), 16);
+  std::this_thread::sleep_for(50ms);
+  MultiLock both(client, {"{k}a", "{k}b"}, {.ttl = 5s});
+  const auto start = Clock::now();
+  bool acquired = true;
+  std::string error;
+  try {
+    acquired = both.try_lock_for(100ms);
+  } catch (const Error& e) {
+    acquired = false;
+    error = e.what();
+  }
+  const long long took = ms_since(start);
+  own.resume();
+  for (const int fd : queued) ::close(fd);
+  EXPECT_FALSE(acquired);
+  EXPECT_LT(took, 100 + 150) << "MultiLock::try_lock_for(100 ms) took " << took << " ms (connect timeout 3,000 ms)"
+                             << (error.empty() ? "" : ": " + error);
+  bool later = false;
+  EXPECT_NO_THROW(later = both.try_lock_for(3s));
+  EXPECT_TRUE(later);
+  if (both.held()) both.unlock();
 }
 
 INSTANTIATE_TEST_SUITE_P(PoolOrShared, DeadlineConnect, ::testing::Bool(),
