@@ -143,8 +143,11 @@ asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::fast_attempt(Clock::time_
       throw;
     } catch (...) {
       // The SET won but a later step failed (the holder record, the fence,
-      // a reply check): K holds our token and nobody would release it.
-      if (result.granted) client_->abandon(keys_, orphan_entry());
+      // a reply check): K holds our token and nobody would release it. So
+      // too when an earlier round's reply was lost (it may have won; found
+      // by review, session 18) or this request's outcome is unknown.
+      if (result.granted || round > 0 || outcome_unknown(std::current_exception()))
+        client_->abandon(keys_, orphan_entry());
       throw;
     }
     if (outcome < 0) throw_token_in_use();

@@ -4,9 +4,11 @@
 // wherever it shows up.
 #pragma once
 
+#include <exception>
 #include <string_view>
 
 #include "client/hiredis_handles.hpp"
+#include "lockon/errors.hpp"
 
 namespace lockon::detail {
 
@@ -51,6 +53,21 @@ ReplyKind classify_reply_error(std::string_view text) noexcept;
 /// Convenience: throws if `reply` is an error reply, otherwise returns.
 inline void check_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
   if (is_error_reply(reply)) throw_reply_error(reply, endpoint, operation);
+}
+
+/// Whether `failure` leaves the request's outcome unknown: an I/O failure
+/// after it may have been written (IoError), but not ConnectError (nothing
+/// was sent). Anything else (a reply, a usage error) is a known outcome.
+inline bool outcome_unknown(const std::exception_ptr& failure) noexcept {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const ConnectError&) {
+    return false;
+  } catch (const IoError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
 }  // namespace lockon::detail

@@ -181,8 +181,11 @@ Lock::Impl::Attempt Lock::Impl::fast_attempt(Clock::time_point deadline) {
       // The SET won but a later step failed (WAIT refused, the fence's
       // round trip, an error reply after EXEC): K holds our token and
       // nobody will release it. The clean-up hands it on (or deletes it
-      // and its record) as a release would.
-      if (result.granted) calls_.abandon(orphan_entry(token_), false);
+      // and its record) as a release would. So too when an earlier round's
+      // reply was lost (it may have won; found by review, session 18) or
+      // this request's outcome is unknown.
+      const bool unknown = round > 0 || detail::outcome_unknown(std::current_exception());
+      if (result.granted || unknown) calls_.abandon(orphan_entry(token_), unknown);
       else drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
       throw;
     }

@@ -79,6 +79,51 @@ TEST_P(AsyncGrantThenError, ErrorAfterAWonSetLeavesTheKeyFree) {
   expect_takeable(name);
 }
 
+// The fast path's first request ran but its reply was lost with the
+// connection (ClosedError: retried once with the same random token), and
+// the retry failed otherwise (here -LOADING, as after a restart). The first
+// request's win was never passed on: the key stayed held for the lease
+// (found by review, session 18).
+TEST_P(AsyncGrantThenError, ARetryFailingAfterALostReplyLeavesTheKeyFree) {
+  const bool fenced = GetParam();
+  asio::io_context io;
+  AsyncClient client(io.get_executor(), proxy().url());
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    AsyncLock warm(client, key("warm"), LockOptions{.ttl = 5s, .fencing = true});  // EVALSHA from now on
+    co_await warm.async_lock();
+    co_await warm.async_unlock();
+  }));
+  const std::string name = key("lock");
+  // The lock's own request: SET ... NX (plain), EVALSHA of the fenced script.
+  const std::string command = fenced ? "EVALSHA" : "SET";
+  const std::string marker = fenced ? detail::scripts::fenced_acquire().sha() : "NX";
+  const int lost = proxy().add_rule(
+      {.command = command, .argument_contains = marker, .action = FaultAction::close_after_forward, .times = 1});
+  const int refused = proxy().add_rule({.command = command, .argument_contains = marker,
+                                        .action = FaultAction::error_reply, .error = FaultRule::error_text("LOADING"),
+                                        .times = 1});
+  AsyncLock lock(client, name, LockOptions{.ttl = 30s, .fencing = fenced});
+  std::string error;
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    try {
+      co_await lock.async_try_lock();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }));
+  ASSERT_EQ(proxy().matched(lost), 1u);
+  ASSERT_EQ(proxy().matched(refused), 1u) << "the retry did not meet its error: the test proves nothing";
+  EXPECT_FALSE(error.empty()) << "the acquisition did not fail";
+  EXPECT_FALSE(lock.held());
+  bool freed = false;
+  for (int i = 0; i < 40 && !freed; ++i) {
+    drain(io, 50ms);
+    freed = raw({"EXISTS", name}).integer == 0;
+  }
+  EXPECT_TRUE(freed) << "the first request's win stayed held (PTTL " << raw({"PTTL", name}).integer << " ms)";
+  expect_takeable(name);
+}
+
 INSTANTIATE_TEST_SUITE_P(FencedOrNot, AsyncGrantThenError, ::testing::Bool(),
                          [](const auto& param_info) { return param_info.param ? "fenced" : "plain"; });
 

@@ -72,6 +72,34 @@ TEST_P(GrantThenError, RefusedWaitAfterAWonSetWithoutExpiryLeavesTheKeyFree) {
   expect_takeable(name);
 }
 
+// The first request ran but its reply was lost with the connection
+// (ClosedError: retried once with the same random token), and the retry
+// failed otherwise (-LOADING, as after a restart): the first request's win
+// was never passed on (found by review, session 18; AsyncLock had it too).
+TEST_P(GrantThenError, ARetryFailingAfterALostReplyLeavesTheKeyFree) {
+  const bool fenced = GetParam();
+  const Client client(proxy().url());
+  Lock warm(client, key("warm"), {.ttl = 5s, .fencing = true});  // EVALSHA from now on
+  ASSERT_TRUE(warm.try_lock());
+  warm.unlock();
+  const std::string name = key("lock");
+  const std::string command = fenced ? "EVALSHA" : "SET";
+  const std::string marker = fenced ? detail::scripts::fenced_acquire().sha() : "NX";
+  const int lost = proxy().add_rule(
+      {.command = command, .argument_contains = marker, .action = FaultAction::close_after_forward, .times = 1});
+  const int refused = proxy().add_rule({.command = command, .argument_contains = marker,
+                                        .action = FaultAction::error_reply, .error = FaultRule::error_text("LOADING"),
+                                        .times = 1});
+  Lock lock(client, name, {.ttl = 30s, .fencing = fenced});
+  EXPECT_THROW(lock.try_lock(), Error);
+  ASSERT_EQ(proxy().matched(lost), 1u);
+  ASSERT_EQ(proxy().matched(refused), 1u) << "the retry did not meet its error: the test proves nothing";
+  EXPECT_FALSE(lock.held());
+  EXPECT_TRUE(free_again(name)) << "the first request's win stayed held (PTTL " << raw({"PTTL", name}).integer
+                                << " ms)";
+  expect_takeable(name);
+}
+
 INSTANTIATE_TEST_SUITE_P(FencedOrNot, GrantThenError, ::testing::Bool(),
                          [](const auto& param_info) { return param_info.param ? "fenced" : "plain"; });
 
