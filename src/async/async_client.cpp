@@ -8,6 +8,7 @@
 
 #include "async/async_client_impl.hpp"
 #include "async/async_sentinel.hpp"
+#include "client/session_commands.hpp"
 #include "client/client_impl.hpp"
 #include "client/sentinel_topology.hpp"
 #include "client/error_map.hpp"
@@ -460,6 +461,7 @@ asio::awaitable<Reply> AsyncClient::command_op(std::shared_ptr<detail::AsyncClie
                                                std::vector<std::string> args) {
   if (args.empty()) throw ConfigError("async_command: no arguments");
   std::vector<std::string_view> views(args.begin(), args.end());
+  detail::check_shareable_command(views, "AsyncClient::async_command");
   const std::string operation = args[0];
   auto answer = co_await impl->command(views, operation, std::chrono::steady_clock::time_point::max());
   if (answer.ended != detail::AsyncConnection::Ended::replied)

@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include "client/session_commands.hpp"
 #include "client/client_impl.hpp"
 #include "client/error_map.hpp"
 #include "client/routed.hpp"
@@ -137,6 +138,7 @@ std::string_view routing_key(std::span<const std::string_view> args) {
 }
 
 Reply run_command(detail::ClientImpl& impl, std::span<const std::string_view> args) {
+  detail::check_shareable_command(args, "Client::command");
   const std::string operation = operation_name(args.front());
   std::string endpoint = impl.endpoint();
   detail::ReplyPtr reply;
@@ -184,6 +186,10 @@ std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>&
   std::vector<std::vector<std::string_view>> views;
   views.reserve(commands.size());
   for (const auto& command : commands) views.emplace_back(command.begin(), command.end());
+  {
+    const std::vector<std::span<const std::string_view>> spans(views.begin(), views.end());
+    detail::check_shareable_pipeline(spans, "Client::pipeline");
+  }
   // A cluster runs a pipeline on one master: every command's key must be
   // in the first one's slot (checked here, before anything is sent).
   std::string_view key;
