@@ -52,6 +52,11 @@ struct NodeAddress {
 };
 
 /// Where and how to connect to one Redis server.
+/// The largest timeout the client accepts (ten years; larger ones are a
+/// ConfigError): a deadline now() + timeout must stay within the steady
+/// clock's range (~292 years of nanoseconds). Use 0 for "no bound".
+inline constexpr std::chrono::milliseconds kMaxTimeout{10LL * 365 * 24 * 3600 * 1000};
+
 struct ConnectionOptions {
   /// TCP host name or address. IPv6 literals are written without brackets.
   std::string host = "127.0.0.1";
@@ -142,7 +147,9 @@ struct PoolOptions {
 
 /// Parses a duration such as "250ms", "1.5s", "10s", "2m", "1h". A bare number
 /// means milliseconds. Rejects negatives, garbage and overflow with
-/// ConfigError. Used for URL query parameters and the command-line tool.
+/// ConfigError; a positive value below 1 ms ("100us", "0.4") is 1 ms, never
+/// 0 (which means "no bound" for a timeout). Used for URL query parameters
+/// and the command-line tool.
 std::chrono::milliseconds parse_duration(std::string_view text);
 
 }  // namespace lockon

@@ -62,6 +62,12 @@ void validate(const ConnectionOptions& options) {
   if (options.db < 0) throw ConfigError("connection options: negative database index");
   if (options.connect_timeout.count() < 0 || options.socket_timeout.count() < 0)
     throw ConfigError("connection options: negative timeout");
+  // now() + timeout must not overflow the clock's nanoseconds (~292 years):
+  // an overflowed deadline lies in the past, and every connect then failed
+  // at once (found by review, session 18).
+  if (options.connect_timeout > kMaxTimeout || options.socket_timeout > kMaxTimeout)
+    throw ConfigError("connection options: timeout over " + std::to_string(kMaxTimeout.count()) +
+                      " ms (use 0 for no bound)");
   if (options.reply_spin.count() < 0) throw ConfigError("connection options: negative reply_spin");
   if (!options.user.empty() && options.password.empty())
     throw ConfigError("connection options: ACL user given without a password");

@@ -304,6 +304,10 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
   else throw ConfigError("invalid duration '" + shown + "': unknown unit (use ms, s, m or h)");
   const double ms = value * factor;
   if (!std::isfinite(ms) || ms > 1e15) throw ConfigError("invalid duration '" + shown + "': too large");
+  // A positive duration below 1 ms is 1 ms, never 0: a timeout of 0 means
+  // "no bound", the opposite of what "100us" asks for (found by review,
+  // session 18).
+  if (ms > 0 && ms < 1) return std::chrono::milliseconds(1);
   return std::chrono::milliseconds(static_cast<long long>(std::llround(ms)));
 }
 

@@ -10,6 +10,8 @@ namespace lockon::detail {
 Pool::Pool(ConnectionOptions options, PoolOptions limits) : options_(std::move(options)), limits_(limits) {
   if (limits_.size == 0) throw ConfigError("pool size must be at least 1");
   if (limits_.wait_timeout.count() < 0) throw ConfigError("pool wait timeout must not be negative");
+  if (limits_.wait_timeout > kMaxTimeout)
+    throw ConfigError("pool wait timeout over " + std::to_string(kMaxTimeout.count()) + " ms");
   idle_.reserve(limits_.size);
 }
 

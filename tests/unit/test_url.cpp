@@ -11,14 +11,18 @@
 #include <string_view>
 #include <vector>
 
+#include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/options.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+using lockon::Client;
 using lockon::ConfigError;
 using lockon::ConnectionOptions;
+using lockon::kMaxTimeout;
+using lockon::PoolOptions;
 using lockon::parse_duration;
 
 // ------------------------------------------------------------- valid URLs
@@ -300,6 +304,22 @@ TEST(UrlDuration, AcceptsUnitsFractionsAndBareMilliseconds) {
   EXPECT_EQ(parse_duration("1.5ms"), 2ms);  // rounded to the nearest millisecond
   EXPECT_EQ(parse_duration("007s"), 7s);
   EXPECT_EQ(parse_duration("1000000000000000"), std::chrono::milliseconds(1'000'000'000'000'000));
+  // Below 1 ms but positive: 1 ms, never 0 ("no bound" for a timeout).
+  EXPECT_EQ(parse_duration("100us"), 1ms);
+  EXPECT_EQ(parse_duration("0.4"), 1ms);
+  EXPECT_EQ(parse_duration("0"), 0ms);
+  EXPECT_EQ(parse_duration("0us"), 0ms);
+}
+
+// A timeout that would overflow now() + timeout (the clock's nanoseconds)
+// is refused: its deadline lay in the past, and every connect failed at once.
+TEST(UrlDuration, TimeoutsBeyondTheClocksRangeAreRefused) {
+  EXPECT_THROW(Client("redis://127.0.0.1:6379?connect_timeout=1000000000000000"), ConfigError);
+  EXPECT_THROW(Client("redis://127.0.0.1:6379?socket_timeout=1000000000000000"), ConfigError);
+  EXPECT_THROW(Client("redis://127.0.0.1:6379", PoolOptions{.wait_timeout = std::chrono::milliseconds::max()}),
+               ConfigError);
+  EXPECT_NO_THROW(Client("redis://127.0.0.1:6379?socket_timeout=" + std::to_string(kMaxTimeout.count())));
+  EXPECT_EQ(Client("redis://127.0.0.1:6379?socket_timeout=100us").options().socket_timeout, 1ms);
 }
 
 TEST(UrlDuration, RejectsEmptyNegativeGarbageAndOverflow) {
