@@ -206,19 +206,39 @@ asio::awaitable<void> AsyncLockImpl::extend(std::chrono::milliseconds additional
   const std::array<std::string_view, 5> args{token_, ms, replace_ttl ? "1" : "0", ttl_text_, process};
   std::array<std::string_view, 3> storage;
   const auto keys = lease_keys(storage, !record_.empty(), true);
-  const auto sent_at = Clock::now();
   auto lease = lease_;
+  // The proven end before sending: a renewal completing meanwhile may have
+  // run before or after the extension on the server.
+  const auto proven_end = lease->lease_end();
+  const auto sent_at = Clock::now();
   // A replaced ttl may be shorter: a renewal in flight meanwhile must not
   // set the end past it (LeaseSignal::begin_shortening).
   const LeaseSignal::Shortening shortening(*lease, replace_ttl);
-  auto answer = co_await client_->script(scripts::extend(), keys, args, "extend lock", Clock::time_point::max());
-  if (answer.ended != Ended::replied) throw_cancelled();
+  // The outcome unknown (no reply, cancelled): a replaced ttl may have
+  // shortened the lease to `additional` after we sent; lost() must not wait
+  // for the old end (found by review, session 18).
+  const auto maybe_shortened = [&] {
+    if (replace_ttl && !lease->lost()) lease->set_lease_end(std::min(proven_end, add_saturating(sent_at, additional)));
+  };
+  AsyncClientImpl::Answer answer;
+  try {
+    answer = co_await client_->script(scripts::extend(), keys, args, "extend lock", Clock::time_point::max());
+  } catch (const IoError&) {
+    if (outcome_unknown(std::current_exception())) maybe_shortened();
+    throw;
+  }
+  if (answer.ended != Ended::replied) {
+    maybe_shortened();
+    throw_cancelled();
+  }
   const redisReply& reply = *answer.reply;
   if (reply.type == REDIS_REPLY_INTEGER && reply.integer == -1)
     throw LockError("cannot extend lock '" + name() + "': the key has no expiry", name());
-  if (reply.type != REDIS_REPLY_INTEGER || reply.integer != 1)
+  if (reply.type != REDIS_REPLY_INTEGER || reply.integer != 1) {
+    lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
     throw LockNotOwned("cannot extend lock '" + name() + "': it is no longer owned", name());
-  const auto end = replace_ttl ? add_saturating(sent_at, additional) : add_saturating(lease->lease_end(), additional);
+  }
+  const auto end = replace_ttl ? add_saturating(sent_at, additional) : add_saturating(proven_end, additional);
   if (!lease->lost()) lease->set_lease_end(end);
 }
 

@@ -97,15 +97,29 @@ void Lock::Impl::extend(std::chrono::milliseconds additional, bool replace_ttl) 
     throw ConfigError("extend lock '" + state_.name + "': additional time exceeds Redis' limit (2^47 ms)");
   const std::string ms = std::to_string(additional.count());
   const std::array<std::string_view, 4> args{state_.token, ms, replace_ttl ? "1" : "0", ttl_text_};
+  // The proven end before sending: a renewal completing meanwhile may have
+  // run before or after the extension on the server.
+  const auto proven_end = state_.lease->lease_end();
   const auto sent_at = Clock::now();
   // A replaced ttl may be shorter: a renewal in flight meanwhile must not
   // set the end past it (LeaseSignal::begin_shortening).
   const detail::LeaseSignal::Shortening shortening(*state_.lease, replace_ttl);
-  check_owned(calls_.run1_as_process(detail::scripts::extend(), args, "extend lock"), "extend");
+  ReplyPtr reply;
+  try {
+    reply = calls_.run1_as_process(detail::scripts::extend(), args, "extend lock");
+  } catch (const IoError&) {
+    // The outcome is unknown: a replaced ttl may have shortened the lease
+    // to `additional` after we sent. lost() must not wait for the old end
+    // (found by review, session 18).
+    if (replace_ttl && detail::outcome_unknown(std::current_exception()) && !state_.lease->lost())
+      state_.lease->set_lease_end(std::min(proven_end, detail::add_saturating(sent_at, additional)));
+    throw;
+  }
+  check_owned(reply, "extend");
   // What we can prove: the new expiry is at least the old proven end plus
   // `additional`, or (replace) at least `additional` after we sent.
   const auto end = replace_ttl ? detail::add_saturating(sent_at, additional)
-                               : detail::add_saturating(state_.lease->lease_end(), additional);
+                               : detail::add_saturating(proven_end, additional);
   if (!state_.lease->lost()) state_.lease->set_lease_end(end);
 }
 
@@ -404,6 +418,10 @@ void Lock::Impl::check_owned(const ReplyPtr& reply, const char* what) {
   if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 1) return;
   if (reply->type == REDIS_REPLY_INTEGER && reply->integer == -1)
     throw LockError(std::string("cannot ") + what + " lock '" + state_.name + "': the key has no expiry", state_.name);
+  // The key expired or another owner holds it: the lease is lost, and
+  // lost(), lost_token() and on_lost say so now, not at the old end (found
+  // by review, session 18).
+  state_.lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
   throw LockNotOwned(std::string("cannot ") + what + " lock '" + state_.name + "': it is no longer owned", state_.name);
 }
 

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "integration/async_support.hpp"
 #include "lock/lock_scripts.hpp"
@@ -49,6 +50,50 @@ TEST_F(AsyncExtendRace, AShorterReplacedTtlIsNotOverwrittenByARenewalInFlight) {
       << "the key did not end 200 ms after the extension: the test proves nothing";
   EXPECT_TRUE(lock.lost()) << "the key expired " << ms_since(extended_at) - 200
                            << " ms ago, yet the lock does not know it";
+}
+
+// A shortening extension whose reply was lost (it ran), and an extension
+// told the key is not ours: lost() says so at once, not at the old lease
+// end (found by review, session 18).
+TEST_F(AsyncExtendRace, AnExtensionWithALostReplyOrNotOwnedEndsTheLocalLease) {
+  ASSERT_EQ(server().command({"SCRIPT", "LOAD", detail::scripts::extend().body()}).str,
+            detail::scripts::extend().sha());
+  FaultProxy proxy(server().host(), server().port());
+  asio::io_context io;
+  AsyncClient client(io.get_executor(), proxy.url());
+  const std::string name = key("lock");
+  AsyncLock lock(client, name, LockOptions{.ttl = 10s, .auto_renew = false});
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await lock.async_lock(); }));
+  const int rule = proxy.add_rule({.command = "EVALSHA", .argument_contains = detail::scripts::extend().sha(),
+                                   .action = FaultAction::close_after_forward, .times = 1});
+  bool threw = false;
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    try {
+      co_await lock.async_extend(100ms, true);
+    } catch (const IoError&) {
+      threw = true;
+    }
+  }));
+  EXPECT_TRUE(threw);
+  ASSERT_EQ(proxy.matched(rule), 1u);
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(server().command({"EXISTS", name}).integer, 0) << "the extension did not run: the test proves nothing";
+  EXPECT_TRUE(lock.lost()) << "the key expired 200 ms ago; lost() waits for the old end";
+
+  const std::string other = key("other");
+  AsyncLock taken(client, other, LockOptions{.ttl = 10s, .auto_renew = false});
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await taken.async_lock(); }));
+  server().command({"SET", other, "someone-else"});
+  bool not_owned = false;
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    try {
+      co_await taken.async_extend(1s);
+    } catch (const LockNotOwned&) {
+      not_owned = true;
+    }
+  }));
+  EXPECT_TRUE(not_owned);
+  EXPECT_TRUE(taken.lost()) << "told LockNotOwned, yet lost() waits for the old lease end";
 }
 
 }  // namespace

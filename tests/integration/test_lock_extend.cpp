@@ -79,6 +79,7 @@ TEST_F(LockExtend, ExtendErrors) {
   }
   EXPECT_EQ(value(name), "someone-else");
   EXPECT_EQ(pttl(name), -1);  // untouched
+  EXPECT_TRUE(lock.lost()) << "told LockNotOwned, yet lost() waits for the old lease end (session 18)";
 
   const std::string forever = key("forever");
   Lock no_expiry(client(), forever, {.no_expiry = true});
@@ -118,6 +119,7 @@ TEST_F(LockExtend, ReacquireErrors) {
     EXPECT_EQ(error.name(), name);
   }
   EXPECT_FALSE(exists(name));  // not recreated
+  EXPECT_TRUE(lock.lost()) << "told LockNotOwned, yet lost() waits for the old lease end (session 18)";
 
   const std::string forever = key("forever");
   Lock no_expiry(client(), forever, {.no_expiry = true});

@@ -249,5 +249,23 @@ TEST_F(LockFaults, AKeptPlaceWhoseLateGrantWasAbandonedIsNotResumedWithItsToken)
   other_holder.unlock();
 }
 
+// An extension replacing the ttl with a shorter one ran, but its reply was
+// lost: the lease now ends `additional` after it was sent, and lost() must
+// say so then, not at the old end 10 s later (found by review, session 18).
+TEST_F(LockFaults, AShorteningExtensionWhoseReplyWasLostEndsTheLocalLeaseToo) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  Lock lock(client, name, {.ttl = 10s, .auto_renew = false});
+  ASSERT_TRUE(lock.try_lock());
+  lock.extend(10s, true);  // the extend script is loaded: EVALSHA from now on
+  const int rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = name, .action = FaultAction::close_after_forward, .times = 1});
+  EXPECT_THROW(lock.extend(100ms, true), IoError);
+  ASSERT_EQ(proxy().matched(rule), 1u);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(raw({"EXISTS", name}).integer, 0) << "the extension did not run: the test proves nothing";
+  EXPECT_TRUE(lock.lost()) << "the key expired 200 ms ago; lost() waits for the old end";
+}
+
 }  // namespace
 }  // namespace lockon::test
