@@ -144,13 +144,16 @@ void Connection::open(bool keep_queued, Clock::time_point connect_deadline) {
   discard_ = 0;
   used_ = false;
   handshake_replies_ = 0;
-  asked_.clear();  // no reply of the old socket is owed any more
-  asked_read_ = 0;
   std::string queued;
   if (keep_queued) {
+    // Resent as they are, ASKING prefixes included: which replies are
+    // ASKING's stays as recorded (cleared, the caller read ASKING's +OK as
+    // its command's reply; found by review, session 18).
     queued = std::move(out_);
   } else {
     queued_ = 0;  // requests queued for the broken socket are not replayed
+    asked_.clear();  // no reply of the old socket is owed any more
+    asked_read_ = 0;
   }
   out_.clear();
   try {
@@ -223,14 +226,24 @@ bool Connection::take_buffered_reply(ReplyPtr& reply) noexcept {
 ReplyPtr Connection::next_reply(const Clock::time_point* deadline, Phase phase, std::string_view operation, bool soft) {
   const Clock::time_point until = deadline != nullptr ? *deadline : timeout_deadline();
   std::array<char, 16384> buffer;  // not zeroed: see pump_input
+  bool first_read = true;
   while (true) {
     void* raw = nullptr;
     if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK)
       fail(IoFailure::protocol, IoStatus{.detail = reader_->errstr}, phase, operation);
     if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
     // The socket-timeout path (most calls) waits inside one blocking read;
-    // a caller's deadline is waited for with poll below.
-    const IoStatus status = deadline == nullptr ? transport_->read_within(buffer.data(), buffer.size(), timeout_)
+    // a caller's deadline is waited for with poll below. A reply in pieces
+    // waits for the rest within what is left of the socket timeout, not a
+    // whole one per piece (found by review, session 18); the first read
+    // keeps the socket's timeout as set (no system call to change it).
+    std::chrono::milliseconds wait = timeout_;
+    if (deadline == nullptr && !first_read && timeout_.count() > 0) {
+      wait = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+      if (wait.count() <= 0) fail(IoFailure::timeout, IoStatus{.want = Want::read}, phase, operation);
+    }
+    first_read = false;
+    const IoStatus status = deadline == nullptr ? transport_->read_within(buffer.data(), buffer.size(), wait)
                                                 : transport_->read_some(buffer.data(), buffer.size());
     if (status.bytes > 0) {
       if (redisReaderFeed(reader_.get(), buffer.data(), status.bytes) != REDIS_OK)

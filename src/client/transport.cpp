@@ -37,14 +37,37 @@ class SocketTransport final : public Transport {
   int fd() const noexcept override { return fd_; }
 
   IoStatus read_within(char* data, std::size_t size, std::chrono::milliseconds timeout) noexcept override {
-    if (timeout != receive_timeout_) {
-      timeval tv{};
-      tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-      tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
-      if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) return IoStatus{.error = errno};
-      receive_timeout_ = timeout;
+    if (!set_receive_timeout(timeout)) return IoStatus{.error = errno};
+    const auto started = std::chrono::steady_clock::now();
+    while (true) {
+      const ssize_t n = ::recv(fd_, data, size, 0);
+      if (n > 0) return IoStatus{.bytes = static_cast<std::size_t>(n)};
+      if (n == 0) return IoStatus{.closed = true};
+      if (errno == EINTR) {
+        // A recv with SO_RCVTIMEO is never restarted after a signal (even
+        // SA_RESTART): go on with what is left of the timeout, not all of
+        // it again, or a periodic signal (a profiler, setitimer) makes a
+        // read on a silent server wait forever (found by review, session 18).
+        if (timeout.count() == 0) continue;
+        const auto spent =
+            std::chrono::ceil<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+        if (spent >= timeout) return IoStatus{.want = Want::read};
+        if (!set_receive_timeout(timeout - spent)) return IoStatus{.error = errno};
+        continue;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStatus{.want = Want::read};
+      return IoStatus{.error = errno};
     }
-    return receive(data, size, 0);
+  }
+
+  bool set_receive_timeout(std::chrono::milliseconds timeout) noexcept {
+    if (timeout == receive_timeout_) return true;
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+    if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) return false;
+    receive_timeout_ = timeout;
+    return true;
   }
 
   IoStatus read_some(char* data, std::size_t size) noexcept override { return receive(data, size, MSG_DONTWAIT); }

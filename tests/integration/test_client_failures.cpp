@@ -3,11 +3,14 @@
 // accept queue), refused and killed servers and transparent recovery, and
 // fan-out with one shared per-node deadline (and its EVALSHA fallback).
 #include <arpa/inet.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -97,6 +100,51 @@ TEST(ClientTimeoutsOwnServer, PausedServerTimesOutWithinBoundsAndResumeRestoresS
   EXPECT_NO_THROW(client.ping());
   EXPECT_EQ(client.command({"SET", "k", "v"}).as_string(), "OK");
   EXPECT_TRUE(server.command({"GET", "k"}).is("v"));
+}
+
+// A periodic signal (a profiler's SIGPROF, an application's setitimer)
+// interrupts the blocking read of a reply: the socket timeout must still
+// end it. recv with SO_RCVTIMEO is never restarted after a signal, and the
+// read restarted itself with the whole timeout again: every 50 ms, forever,
+// against a silent server (found by review, session 18).
+TEST(ClientTimeoutsOwnServer, PeriodicSignalsDoNotStretchTheSocketTimeout) {
+  RedisServer server;
+  const Client client(server.url() + "?socket_timeout=300ms&auto_pipeline=0");
+  ASSERT_NO_THROW(client.ping());
+  struct sigaction quiet{};
+  quiet.sa_handler = [](int) {};
+  quiet.sa_flags = SA_RESTART;
+  sigemptyset(&quiet.sa_mask);
+  struct sigaction before{};
+  ASSERT_EQ(::sigaction(SIGALRM, &quiet, &before), 0);
+  itimerval every_50ms{};
+  every_50ms.it_interval.tv_usec = 50'000;
+  every_50ms.it_value.tv_usec = 50'000;
+  ASSERT_EQ(::setitimer(ITIMER_REAL, &every_50ms, nullptr), 0);
+  server.pause();
+  // Bounded either way: the server resumes after 3 s, and a read that
+  // never timed out then returns the reply.
+  std::atomic<bool> done{false};
+  std::thread resumer([&] {
+    for (int i = 0; i < 300 && !done; ++i) std::this_thread::sleep_for(10ms);
+    server.resume();
+  });
+  const auto started = Clock::now();
+  bool timed_out = false;
+  try {
+    client.command({"GET", "k"});
+  } catch (const TimeoutError&) {
+    timed_out = true;
+  }
+  const long long waited = ms_since(started);
+  done = true;
+  resumer.join();
+  const itimerval off{};
+  ::setitimer(ITIMER_REAL, &off, nullptr);
+  ::sigaction(SIGALRM, &before, nullptr);
+  EXPECT_TRUE(timed_out) << "the read outlived its 300 ms socket timeout: " << waited << " ms";
+  EXPECT_LT(waited, 1000);
+  EXPECT_NO_THROW(client.ping());
 }
 
 TEST(ClientTimeoutsOwnServer, HandshakeOnAPausedServerIsBoundedBySocketTimeout) {
