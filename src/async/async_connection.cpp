@@ -318,15 +318,21 @@ void AsyncConnection::fail(std::exception_ptr error, bool from_handshake) noexce
   out_.clear();
   for (auto& request : owed) {
     if (request->handshake != Handshake::none) continue;
-    // Not a byte of it written: it certainly did not run.
-    if (!from_handshake && request->first_byte >= written_bytes_) {
-      try {
+    const bool written = request->first_byte < written_bytes_;
+    try {
+      // Not a byte of it written: it certainly did not run.
+      if (!written && !from_handshake)
         throw ConnectError("request on " + endpoint_ + ": connection lost before it was sent");
-      } catch (...) {
-        request->error = std::current_exception();
-      }
-    } else {
+      // Written behind a handshake that got no answer: a stalled server
+      // still runs it when it wakes (the socket's bytes are read before its
+      // end). Not the handshake's ConnectError ("nothing ran"): callers
+      // clean up after an unknown outcome (found by review, session 18).
+      if (written && from_handshake)
+        throw TimeoutError("request on " + endpoint_ +
+                           ": written behind a handshake that got no answer; it may still run");
       request->error = error;
+    } catch (...) {
+      request->error = std::current_exception();
     }
     finish(request);
   }
