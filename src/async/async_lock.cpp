@@ -19,6 +19,10 @@
 namespace lockon::detail {
 namespace {
 
+bool cancellation_requested(const asio::cancellation_state& state) noexcept {
+  return state.cancelled() != asio::cancellation_type::none;
+}
+
 using Ended = AsyncConnection::Ended;
 // Queue entries outlive any wait; emptied lists vanish by themselves.
 constexpr std::string_view kQueueTtl = "600000";
@@ -107,6 +111,12 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
       const auto state = co_await asio::this_coro::cancellation_state;
       if (state.cancelled() != asio::cancellation_type::none) throw_cancelled();
       confirmed = co_await confirm_lease(first, Clock::time_point::max());
+      // A cancellation that landed during its round trip: the awaiting
+      // group (lock || timer) has dropped our result (found by review,
+      // session 18).
+      // (GCC 12 miscompiles co_await inside conditions: computed beforehand.)
+      const bool cancelled = cancellation_requested(co_await asio::this_coro::cancellation_state);
+      if (confirmed && cancelled) throw_cancelled();
     } catch (...) {
       failure = std::current_exception();
     }
@@ -320,6 +330,8 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
       if (last.cancelled) throw_cancelled();
       bool confirmed = last.acquired;
       if (confirmed) confirmed = co_await confirm_lease(last, Clock::time_point::max());
+      const bool cancelled_meanwhile = cancellation_requested(co_await asio::this_coro::cancellation_state);
+      if (confirmed && cancelled_meanwhile) throw_cancelled();  // as the fast path
       if (confirmed) {
         on_acquired(last);
         co_return true;
@@ -330,6 +342,8 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
         if (watch->slot().handed) {
           Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
           const bool taken = co_await confirm_lease(handed, bounded_by_socket_timeout(client_->options()));
+          const bool cancelled_at_deadline = cancellation_requested(co_await asio::this_coro::cancellation_state);
+          if (taken && cancelled_at_deadline) throw_cancelled();
           if (taken) {
             on_acquired(handed);
             co_return true;
@@ -347,6 +361,9 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
         // The release set the key to our token before publishing.
         Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
         const bool taken = co_await confirm_lease(handed, Clock::time_point::max());
+        // As the fast path: a cancellation during the round trip wins.
+        const bool cancelled_during_handover = cancellation_requested(co_await asio::this_coro::cancellation_state);
+        if (taken && cancelled_during_handover) throw_cancelled();
         if (taken) {
           on_acquired(handed);
           co_return true;
