@@ -111,7 +111,7 @@ asio::awaitable<void> AsyncClientImpl::resolve(Clock::time_point until) {
   std::shared_ptr<AsyncConnection> found;
   std::exception_ptr error;
   try {
-    found = co_await async_resolve_master(executor_, options_, preferred_);
+    found = co_await async_resolve_master(executor_, options_, preferred_, until);
   } catch (...) {
     error = std::current_exception();
   }
