@@ -106,7 +106,9 @@ class AsyncClient {
 
   /// One command, pipelined with every other coroutine's. Completes with
   /// its Reply; error replies throw ReplyError subclasses, I/O failures
-  /// IoError subclasses.
+  /// IoError subclasses. Commands that would change the shared connection's
+  /// session or reply stream (as Client::command lists, MULTI included)
+  /// throw ConfigError before anything is sent.
   template <class Token = asio::use_awaitable_t<>>
   auto async_command(std::vector<std::string> args, Token&& token = {}) const {
     return asio::co_spawn(get_executor(), command_op(impl_, std::move(args)), std::forward<Token>(token));

@@ -75,13 +75,20 @@ class Client {
   /// reconnected on its next use. A pooled connection the server closed
   /// while it sat idle (restart, client `timeout`) is replaced before the
   /// command is sent, invisibly; see errors.hpp for which IoError means the
-  /// command may have run.
+  /// command may have run. Commands that would change the session of a
+  /// connection lockon shares (SELECT, the SUBSCRIBE family, MONITOR,
+  /// HELLO, AUTH, RESET, QUIT, READONLY, READWRITE, CLIENT REPLY/TRACKING,
+  /// and MULTI/WATCH/EXEC alone) throw ConfigError before anything is sent:
+  /// set the database and credentials in the URL, send a transaction whole
+  /// with pipeline().
   Reply command(std::initializer_list<std::string_view> args) const;
   Reply command(const std::vector<std::string>& args) const;
 
   /// Sends several commands in one round trip; replies in order. An error
   /// reply for any command throws after all replies were read. Whatever
-  /// throws, the connection never goes back to the pool owing replies.
+  /// throws, the connection never goes back to the pool owing replies. The
+  /// commands command() refuses are refused here too, except a transaction
+  /// the pipeline closes (MULTI ... EXEC/DISCARD, WATCH ... EXEC/UNWATCH).
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) const;
 
   /// PING the server; connects if needed. Throws like command().
