@@ -223,7 +223,7 @@ void AsyncConnection::check_stall() noexcept {
     try {
       throw_io_error(IoFailure::timeout, ETIMEDOUT, {}, Phase::connect, endpoint_, "connect (handshake)");
     } catch (...) {
-      fail(std::current_exception(), true);
+      fail(std::current_exception(), true, true);
     }
     return;
   }
@@ -297,7 +297,7 @@ void AsyncConnection::resume_ready() {
   for (auto& request : ready) wake_request(request, {});
 }
 
-void AsyncConnection::fail(std::exception_ptr error, bool from_handshake) noexcept {
+void AsyncConnection::fail(std::exception_ptr error, bool from_handshake, bool unanswered) noexcept {
   if (state_ == State::down) return;
   state_ = State::down;
   ++generation_;
@@ -326,8 +326,10 @@ void AsyncConnection::fail(std::exception_ptr error, bool from_handshake) noexce
       // Written behind a handshake that got no answer: a stalled server
       // still runs it when it wakes (the socket's bytes are read before its
       // end). Not the handshake's ConnectError ("nothing ran"): callers
-      // clean up after an unknown outcome (found by review, session 18).
-      if (written && from_handshake)
+      // clean up after an unknown outcome (found by review, session 18). A
+      // handshake answered with an error (WRONGPASS) keeps its error: the
+      // server refused what followed (NOAUTH).
+      if (written && from_handshake && unanswered)
         throw TimeoutError("request on " + endpoint_ +
                            ": written behind a handshake that got no answer; it may still run");
       request->error = error;

@@ -137,7 +137,10 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   void arm_stall_check();
   void check_stall() noexcept;
   void on_reply(ReplyPtr reply);
-  void fail(std::exception_ptr error, bool from_handshake) noexcept;
+  // `from_handshake`: the handshake failed (its error goes to every owed
+  // request); `unanswered`: it got no answer at all (a stalled server runs
+  // the requests written behind it when it wakes: those get TimeoutError).
+  void fail(std::exception_ptr error, bool from_handshake, bool unanswered = false) noexcept;
   void finish(const std::shared_ptr<Request>& request) noexcept;
   void resume_ready();
 
