@@ -88,7 +88,8 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> AsyncClientImpl::route(Clock::
   }
   co_await resolve(until);
   if (!connection_) {
-    if (last_resolve_error_) std::rethrow_exception(last_resolve_error_);
+    // Still resolving: the error of an earlier resolution is not this one's.
+    if (last_resolve_error_ && !resolving_) std::rethrow_exception(last_resolve_error_);
     throw ConnectError("Sentinel: master of " + endpoint_ + " not resolved before the deadline");
   }
   co_return connection_;
@@ -96,22 +97,31 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> AsyncClientImpl::route(Clock::
 
 asio::awaitable<void> AsyncClientImpl::resolve(Clock::time_point until) {
   auto self = shared_from_this();
-  if (resolving_) {
-    // Another coroutine resolves (a few round trips): look again every few
-    // ms, bounded by our deadline and the resolution's own budget.
-    asio::steady_timer timer(executor_);
-    for (int i = 0; i < 5000 && resolving_ && Clock::now() < until; ++i) {
-      timer.expires_after(std::chrono::milliseconds(5));
-      co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    }
-    co_return;
+  if (!resolving_) {
+    // The resolution runs on its own, bounded by its budget; callers wait
+    // for it until their deadline. Run by the first caller within its
+    // deadline, it was cut short for every caller waiting on it (one
+    // async_try_lock_for(5 ms) made an async_lock() behind it fail), and
+    // callers with short deadlines never resolved at all (found by review,
+    // session 18).
+    resolving_ = true;
+    urgent_ = false;
+    asio::co_spawn(executor_, resolve_now(self), asio::detached);
   }
-  resolving_ = true;
-  urgent_ = false;
+  // Look every ms at first (the first request of a client waits for it),
+  // then every 5 ms; bounded by our deadline and the resolution's budget.
+  asio::steady_timer timer(executor_);
+  for (int i = 0; i < 5000 && resolving_ && Clock::now() < until; ++i) {
+    timer.expires_after(std::chrono::milliseconds(i < 100 ? 1 : 5));
+    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+  }
+}
+
+asio::awaitable<void> AsyncClientImpl::resolve_now(std::shared_ptr<AsyncClientImpl> self) {
   std::shared_ptr<AsyncConnection> found;
   std::exception_ptr error;
   try {
-    found = co_await async_resolve_master(executor_, options_, preferred_, until);
+    found = co_await async_resolve_master(self->executor_, self->options_, self->preferred_);
   } catch (...) {
     error = std::current_exception();
   }

@@ -114,6 +114,8 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   // The connection for the next request (Sentinel: resolves when stale).
   asio::awaitable<std::shared_ptr<AsyncConnection>> route(Clock::time_point until);
   asio::awaitable<void> resolve(Clock::time_point until);
+  // One resolution, run on its own (co_spawn): callers wait for it.
+  asio::awaitable<void> resolve_now(std::shared_ptr<AsyncClientImpl> self);
   // Sentinel feedback: READONLY or an I/O failure from `used`.
   void mark_stale(const AsyncConnection& used) noexcept;
   void retire(std::shared_ptr<AsyncConnection> old) noexcept;
