@@ -266,22 +266,19 @@ TEST(VerifyChecker, AnAttemptFailedByAnErrorDoesNotStartTheGap) {
   EXPECT_EQ(kinds(findings), std::vector<std::string>{});
   EXPECT_EQ(findings.longest_gap_ns, 300 * kMs);
 
-  // The same error while another attempt waited from 5,700 ms on: a gap,
-  // charged to the restart it followed (the first restart's window ended
-  // when the second began, before anyone waited).
+  // The same error while another attempt waited from 5,700 ms on: a gap.
   h.sections.push_back(waited("w2.0", "k", 5700, 8700));
   findings = check(h);
-  ASSERT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
-  EXPECT_EQ(findings.violations.front().cause_type, "restart_persistent");
+  EXPECT_EQ(findings.count("progress_gap")["progress_gap"], 2) << ::testing::PrintToString(kinds(findings));
 }
 
-// A later fault that stops the key's server ends an earlier fault's window: each
-// fault is charged only from its end to the next one's start (verify seed
-// 11: 3.8 s after a proxy_error, across a 1.5 s stall and a restart of the
-// lock server, each followed by progress within bound). A fault on another
-// server (a Redlock node, for a single-server key) or added latency ends
-// nothing, and the gap after the last fault is still checked in full.
-TEST(VerifyChecker, ALaterFaultStoppingTheKeysServerEndsAnEarlierFaultsWindow) {
+// The time a later fault stopped the key's server (a stall, a restart, a
+// partition of the lock server) is not counted in an earlier fault's gap
+// (verify seed 11: 3.8 s after a proxy_error that never fired, across a
+// 1.5 s stall and a restart; 2.2 s without them). Faults that do not stop
+// the server (error replies, latency, a Redlock node's) count in full, and
+// so does the time after the last fault.
+TEST(VerifyChecker, TheTimeALaterFaultStoppedTheKeysServerIsNotInTheGap) {
   History h = clean_history();
   h.faults.push_back(fault("proxy_error", "node0", 5000, 5010));
   h.faults.push_back(fault("stall_lock", "lock", 5790, 7310));
@@ -290,28 +287,42 @@ TEST(VerifyChecker, ALaterFaultStoppingTheKeysServerEndsAnEarlierFaultsWindow) {
   h.sections.push_back(section("w1.0", 0, "k", 1000, 8770, 8780));  // 3,760 ms after the first fault
   Findings findings = check(h);
   EXPECT_EQ(kinds(findings), std::vector<std::string>{});
-  EXPECT_EQ(findings.longest_gap_ns, 1090 * kMs);  // after the restart: 7,680 to 8,770 ms
+  EXPECT_EQ(findings.longest_gap_ns, 2220 * kMs);  // 3,760 less the stall's 1,520 and the restart's 20
 
-  // The same gap across faults on a Redlock node only, or across added
-  // latency on the lock server: charged in full.
+  // The same faults on a Redlock node, or as latency or error replies on
+  // the lock server: they did not stop it, the gap counts in full.
   for (auto& f : h.faults) f.target = "node1";
   findings = check(h);
   ASSERT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
   EXPECT_EQ(findings.violations.front().cause_type, "proxy_error");
-  for (auto& f : h.faults) f = fault("latency", "lock", (f.start_ns - kT0) / kMs, (f.end_ns - kT0) / kMs);
-  h.faults.front().type = "proxy_error";
-  findings = check(h);
-  ASSERT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
-  EXPECT_EQ(findings.violations.front().cause_type, "proxy_error");
+  for (const char* type : {"latency", "proxy_error", "proxy_close", "drop"}) {
+    for (auto& f : h.faults) f = fault(type, "lock", (f.start_ns - kT0) / kMs, (f.end_ns - kT0) / kMs);
+    h.faults.front().type = "proxy_error";
+    findings = check(h);
+    EXPECT_GE(findings.count("progress_gap")["progress_gap"], 1) << type;
+  }
+
+  // A stall, then nothing for 6 s, with an error-reply fault in between
+  // that never fired: still a gap.
+  History quiet = clean_history();
+  quiet.faults.push_back(fault("stall_lock", "lock", 5000, 6000));
+  quiet.faults.push_back(fault("proxy_error", "lock", 8000, 9500));
+  quiet.sections.push_back(waited("w1.0", "k", 6000, 9000));
+  quiet.sections.push_back(waited("w1.0", "k", 9000, 11990));
+  quiet.sections.push_back(section("w1.0", 0, "k", 1000, 12000, 12010));
+  findings = check(quiet);
+  EXPECT_GE(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
+  EXPECT_EQ(findings.longest_gap_ns, 6000 * kMs);
+
+  // Stopped, then nothing for 3.6 s after the last fault: a gap.
   h.faults = {fault("proxy_error", "node0", 5000, 5010), fault("stall_lock", "lock", 5790, 7310),
               fault("restart_empty", "lock", 7660, 7680)};
-
-  // On the lock server again, but nothing for 3.6 s after the last fault.
   h.sections.back() = section("w1.0", 0, "k", 1000, 11300, 11310);
   h.sections.push_back(waited("w2.0", "k", 8010, 11010));
   findings = check(h);
-  ASSERT_EQ(findings.count("progress_gap")["progress_gap"], 1) << ::testing::PrintToString(kinds(findings));
-  EXPECT_EQ(findings.violations.front().cause_type, "restart_empty");
+  bool after_the_restart = false;
+  for (const auto& v : findings.violations) after_the_restart |= v.cause_type == "restart_empty";
+  EXPECT_TRUE(after_the_restart) << ::testing::PrintToString(kinds(findings));
 }
 
 // A stall of the lock server shorter than one TTL but longer than what the
