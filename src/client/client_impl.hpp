@@ -26,6 +26,10 @@ class ClientImpl {
   // forked child, a fresh topology: the parent's sockets are the parent's
   // (see fork.hpp).
   std::shared_ptr<Node> node_for(std::string_view key) { return topology().node_for(key); }
+  /// Null when `until` passed while the node was being found (Sentinel).
+  std::shared_ptr<Node> node_for(std::string_view key, std::chrono::steady_clock::time_point until) {
+    return topology().node_for(key, until);
+  }
   std::shared_ptr<Node> any_node() { return topology().any_node(); }
   Topology& topology() { return state_.get([this] { return make_topology(options_, limits_); }); }
 

@@ -37,6 +37,7 @@ class ClusterTopology final : public Topology {
 
   ClusterTopology(const ConnectionOptions& options, PoolOptions limits);
 
+  using Topology::node_for;
   std::shared_ptr<Node> node_for(std::string_view key) override;
   std::shared_ptr<Node> any_node() override;
   std::shared_ptr<Node> node_at(const NodeAddress& address) override;

@@ -84,7 +84,8 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
   if (client.options().deployment != Deployment::cluster) {
     // One server, or Sentinel's current master: a straight call. READONLY
     // and I/O failures are reported (Sentinel re-resolves the master).
-    const auto node = client.node_for(key);  // outlives the lease
+    const auto node = client.node_for(key, until);  // outlives the lease
+    if (!node) return {};  // the deadline passed while resolving (Sentinel): nothing was sent
     try {
       // The caller's deadline bounds the wait for a pooled connection too.
       auto lease = node->pool().borrow_by(until);
@@ -124,7 +125,7 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
     std::shared_ptr<Node> node;
     try {
       node = asking ? topology.node_at(ask_target) : nullptr;
-      if (!node) node = client.node_for(key);
+      if (!node) node = client.node_for(key, until);
     } catch (const ServerBusyError&) {
       // No master serves the slot right now (a failover under way).
       if (attempt < kMaxRoutedWaits && pause()) continue;

@@ -76,6 +76,8 @@ SentinelTopology::SentinelTopology(ConnectionOptions options, PoolOptions limits
 }
 
 SentinelTopology::~SentinelTopology() {
+  // A resolution still running uses this object: it ends within its budget.
+  if (resolution_.valid()) resolution_.wait();
   {
     std::lock_guard lock(stop_mutex_);
     stop_ = true;
@@ -86,45 +88,57 @@ SentinelTopology::~SentinelTopology() {
 
 std::shared_ptr<Node> SentinelTopology::node_for(std::string_view) { return current(); }
 
-std::shared_ptr<Node> SentinelTopology::current() {
+std::shared_ptr<Node> SentinelTopology::node_for(std::string_view, Clock::time_point until) { return current(until); }
+
+std::shared_ptr<Node> SentinelTopology::current(Clock::time_point until) {
   if (!stale_.load(std::memory_order_acquire)) {
     std::lock_guard lock(mutex_);
     if (master_) return master_;
   }
-  // One resolution at a time: callers arriving meanwhile wait for it (it is
-  // bounded) and then use its result.
-  std::lock_guard resolving(resolve_mutex_);
+  // One resolution at a time, on its own thread: callers wait for it until
+  // their deadline and then use its result. Run by the first caller, it
+  // held a try_lock_for(50 ms) for a whole resolution step (2 s behind a
+  // silent sentinel), and cut short by a caller's deadline it would fail
+  // the callers waiting behind it (found by review, session 18).
+  std::shared_future<void> pending;
   {
     std::lock_guard lock(mutex_);
     const bool throttled = Clock::now() < last_resolve_ + kResolveEvery && !urgent_.load();
     if (master_ && (!stale_.load() || throttled)) return master_;
+    if (!resolution_.valid() || resolution_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      urgent_.store(false);
+      last_resolve_ = Clock::now();
+      resolution_ = std::async(std::launch::async, [this] { resolve_and_apply(); }).share();
+    }
+    pending = resolution_;
   }
-  urgent_.store(false);
-  std::shared_ptr<Node> previous;
-  {
-    std::lock_guard lock(mutex_);
-    previous = master_;
-    last_resolve_ = Clock::now();
-  }
-  ConnectionOptions found;
+  if (until == Clock::time_point::max()) pending.wait();
+  else if (pending.wait_until(until) != std::future_status::ready) return nullptr;  // it goes on for the others
+  pending.get();  // its ConnectError, if it failed
+  std::lock_guard lock(mutex_);
+  return master_;
+}
+
+void SentinelTopology::resolve_and_apply() {
+  std::optional<ConnectionOptions> resolved;
   try {
-    found = resolve();
+    resolved = resolve(Clock::time_point::max());
   } catch (...) {
     std::lock_guard lock(mutex_);
     last_resolve_ = Clock::now();
     throw;
   }
+  const ConnectionOptions& found = *resolved;  // no deadline: never empty
   std::lock_guard lock(mutex_);
   last_resolve_ = Clock::now();
   stale_.store(false, std::memory_order_release);
-  if (master_ && master_->options().host == found.host && master_->options().port == found.port) return master_;
+  if (master_ && master_->options().host == found.host && master_->options().port == found.port) return;
   // A switch: the old Node is dropped here; callers holding it finish with it.
   if (master_) switches_.fetch_add(1);
   master_ = std::make_shared<Node>(found, limits_);
-  return master_;
 }
 
-ConnectionOptions SentinelTopology::resolve() {
+std::optional<ConnectionOptions> SentinelTopology::resolve(Clock::time_point until) {
   const auto sentinels = sentinels_of(options_);
   // Bounded as a whole: one sentinel's connect + reply, and the master's,
   // plus slack; a list of dead sentinels costs at most this.
@@ -137,7 +151,24 @@ ConnectionOptions SentinelTopology::resolve() {
   }
   std::string tried;
   bool unknown_everywhere = true;
+  // One question on a fresh connection, answered within the socket timeout
+  // and `until`; null when `until` passed first.
+  const auto ask_by = [&](Connection& connection, std::span<const std::string_view> question,
+                          std::string_view operation) -> ReplyPtr {
+    if (!connection.ensure_connected_by(until)) return nullptr;
+    connection.append(question);
+    const auto socket_timeout = connection.options().socket_timeout;
+    const auto bound = socket_timeout.count() > 0 ? std::min(until, Clock::now() + socket_timeout) : until;
+    if (bound == Clock::time_point::max()) return connection.read_reply(operation);
+    try {
+      return connection.read_reply_until(bound, operation);
+    } catch (const TimeoutError&) {
+      if (Clock::now() >= until) return nullptr;
+      throw;
+    }
+  };
   for (std::size_t i = 0; i < sentinels.size(); ++i) {
+    if (Clock::now() >= until) return std::nullopt;
     if (i > 0 && Clock::now() >= give_up_at) {
       tried += "; resolution budget of " + std::to_string(budget.count()) + " ms spent";
       break;
@@ -148,7 +179,8 @@ ConnectionOptions SentinelTopology::resolve() {
     try {
       Connection connection(sentinel);
       const std::array<std::string_view, 3> ask{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name};
-      const ReplyPtr reply = connection.command(ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
+      const ReplyPtr reply = ask_by(connection, ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
+      if (!reply) return std::nullopt;
       const MasterAddressAnswer named = read_master_address(*reply);
       if (!named.unknown) unknown_everywhere = false;
       if (!named.address) {
@@ -158,7 +190,8 @@ ConnectionOptions SentinelTopology::resolve() {
       ConnectionOptions master = master_options(options_, named.address->host, named.address->port);
       Connection probe(master);
       const std::array<std::string_view, 1> role{"ROLE"};
-      const ReplyPtr answer = probe.command(role, "ROLE");
+      const ReplyPtr answer = ask_by(probe, role, "ROLE");
+      if (!answer) return std::nullopt;
       if (!role_is_master(answer.get())) {
         tried += "; " + where + " named " + master.endpoint() + ", which is not a master (ROLE)";
         continue;

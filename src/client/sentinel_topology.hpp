@@ -27,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -71,6 +72,7 @@ class SentinelTopology final : public Topology {
   ~SentinelTopology() override;
 
   std::shared_ptr<Node> node_for(std::string_view key) override;
+  std::shared_ptr<Node> node_for(std::string_view key, Clock::time_point until) override;
   std::shared_ptr<Node> any_node() override { return current(); }
   void report_error_reply(const Node& node, std::string_view text) noexcept override;
   void report_io_failure(const Node& node) noexcept override;
@@ -79,17 +81,21 @@ class SentinelTopology final : public Topology {
   std::uint64_t switches() const noexcept { return switches_.load(); }
 
  private:
-  std::shared_ptr<Node> current();
-  // Asks the sentinels; returns the confirmed master's options. Throws
-  // ConnectError naming the master and what each sentinel said.
-  ConnectionOptions resolve();
+  // Null when `until` passed while a resolution ran (it goes on).
+  std::shared_ptr<Node> current(Clock::time_point until = Clock::time_point::max());
+  // The resolution's thread: resolve(), then master_ and the throttle.
+  void resolve_and_apply();
+  // Asks the sentinels; returns the confirmed master's options, or nothing
+  // when `until` passed first. Throws ConnectError naming the master and
+  // what each sentinel said.
+  std::optional<ConnectionOptions> resolve(Clock::time_point until);
   void mark_stale(const Node& node) noexcept;
   void listen();  // the +switch-master thread
   bool listen_once(const NodeAddress& sentinel);
 
   ConnectionOptions options_;
   PoolOptions limits_;
-  std::mutex resolve_mutex_;  // one resolution at a time
+  std::shared_future<void> resolution_;  // the one resolution at a time (guarded by mutex_)
   std::mutex mutex_;          // guards master_, last_resolve_, preferred_
   std::shared_ptr<Node> master_;
   Clock::time_point last_resolve_{};

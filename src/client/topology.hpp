@@ -21,6 +21,8 @@
 // errors.hpp: only what certainly did not run is retried by the client).
 #pragma once
 
+#include <chrono>
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,6 +85,13 @@ class Topology {
   /// time (bounded by the connect timeout); throws ConnectError if no node
   /// can be found.
   virtual std::shared_ptr<Node> node_for(std::string_view key) = 0;
+  /// As node_for(key), but a resolution that `until` (a caller's deadline)
+  /// cuts short returns null: nothing was sent. Only Sentinel's resolution
+  /// honours it so far (the Cluster map read does not: docs/verification.md).
+  virtual std::shared_ptr<Node> node_for(std::string_view key, std::chrono::steady_clock::time_point until) {
+    static_cast<void>(until);
+    return node_for(key);
+  }
   /// A node for commands without a key (PING, Client::command).
   virtual std::shared_ptr<Node> any_node() = 0;
   /// The node at `address` (a Cluster ASK redirection's target), created
@@ -107,6 +116,7 @@ class StandaloneTopology final : public Topology {
  public:
   StandaloneTopology(const ConnectionOptions& options, PoolOptions limits)
       : node_(std::make_shared<Node>(options, limits)) {}
+  using Topology::node_for;
   std::shared_ptr<Node> node_for(std::string_view) override { return node_; }
   std::shared_ptr<Node> any_node() override { return node_; }
 

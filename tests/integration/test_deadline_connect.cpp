@@ -19,6 +19,7 @@
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/multi_lock.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -104,6 +105,34 @@ TEST(DeadlineConnectMulti, ATimedMultiLockReturnsByItsDeadlineWhileTheServerCann
   EXPECT_NO_THROW(later = both.try_lock_for(3s));
   EXPECT_TRUE(later);
   if (both.held()) both.unlock();
+}
+
+// Sentinel: the master is resolved on the first request, and a sentinel
+// that answers nothing held try_lock_for(100 ms) for a whole resolution
+// step (connect + socket timeout, 2 s by default; found by review, session
+// 18). Later callers waiting for a resolution in progress are bounded the
+// same way.
+TEST(DeadlineSentinel, ASilentSentinelDoesNotHoldATimedAcquisitionPastItsDeadline) {
+  RedisServer stand_in;  // what the proxy would forward to; it forwards nothing
+  FaultProxy sentinel(stand_in.host(), stand_in.port());
+  sentinel.blackhole(true);
+  const Client client("redis-sentinel://127.0.0.1:" + std::to_string(sentinel.port()) + "#mymaster");
+  Lock lock(client, "sentinel-deadline:lock", {.ttl = 5s});
+  for (int round = 0; round < 2; ++round) {
+    const auto start = Clock::now();
+    bool acquired = true;
+    std::string error;
+    try {
+      acquired = lock.try_lock_for(100ms);
+    } catch (const Error& e) {
+      acquired = false;
+      error = e.what();
+    }
+    const long long took = ms_since(start);
+    EXPECT_FALSE(acquired);
+    EXPECT_LT(took, 100 + 250) << "round " << round << ": try_lock_for(100 ms) took " << took
+                               << " ms (a resolution step is 2,000 ms)" << (error.empty() ? "" : ": " + error);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(PoolOrShared, DeadlineConnect, ::testing::Bool(),
