@@ -81,8 +81,10 @@ struct LockOptions {
   /// token an acquisition whose reply was lost is not retried (it could not
   /// tell its own grant from another holder's); it throws IoError. The
   /// background clean-ups of this process's earlier attempts with the token
-  /// on the same key (a lost reply, a timeout; through any Client; an
-  /// AsyncLock's only through the same AsyncClient) run once before a new
+  /// on the same key (a lost reply, a timeout; through any Client — those
+  /// filed through another address get 100 ms, then go on in the
+  /// background; an AsyncLock's only through the same AsyncClient) run once
+  /// before a new
   /// acquisition with it and
   /// never after it; if they cannot run, the acquisition throws ConnectError
   /// (a try_lock_for whose deadline passes meanwhile returns false).

@@ -51,12 +51,12 @@ struct NodeAddress {
   friend bool operator==(const NodeAddress&, const NodeAddress&) = default;
 };
 
-/// Where and how to connect to one Redis server.
 /// The largest timeout the client accepts (ten years; larger ones are a
 /// ConfigError): a deadline now() + timeout must stay within the steady
 /// clock's range (~292 years of nanoseconds). Use 0 for "no bound".
 inline constexpr std::chrono::milliseconds kMaxTimeout{10LL * 365 * 24 * 3600 * 1000};
 
+/// Where and how to connect to one Redis server.
 struct ConnectionOptions {
   /// TCP host name or address. IPv6 literals are written without brackets.
   std::string host = "127.0.0.1";

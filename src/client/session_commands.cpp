@@ -63,8 +63,9 @@ void check_shareable_pipeline(std::span<const std::span<const std::string_view>>
       if (in_multi) refuse(name, where, "MULTI calls can not be nested");
       in_multi = true;
     } else if (equal_nocase(name, "EXEC") || equal_nocase(name, "DISCARD")) {
+      // Without a MULTI they are errors and the keys stay watched.
+      if (in_multi) watching = false;
       in_multi = false;
-      watching = false;
     } else if (equal_nocase(name, "WATCH")) {
       watching = true;
     } else if (equal_nocase(name, "UNWATCH")) {

@@ -47,7 +47,7 @@ bool Lock::Impl::acquire_until(Clock::time_point deadline) {
     // Clean-ups of this process's earlier attempts with the same token
     // release whatever holds it: they must not outlive this acquisition's
     // start (they would release it: two holders; found by review, session 17).
-    if (!detail::Orphans::instance().forget(state_.name, token_, deadline)) return false;
+    if (!detail::Orphans::instance().forget(*client_.impl(), state_.name, token_, deadline)) return false;
   } else {
     detail::assign_lock_token(token_);
   }
@@ -126,8 +126,19 @@ void Lock::Impl::extend(std::chrono::milliseconds additional, bool replace_ttl) 
 void Lock::Impl::reacquire() {
   require_extendable("reacquire");
   const std::array<std::string_view, 3> args{state_.token, ttl_text_, "0"};
+  const auto proven_end = state_.lease->lease_end();
   const auto sent_at = Clock::now();
-  check_owned(calls_.run1_as_process(detail::scripts::renew(), args, "reacquire lock"), "reacquire");
+  ReplyPtr reply;
+  try {
+    reply = calls_.run1_as_process(detail::scripts::renew(), args, "reacquire lock");
+  } catch (const IoError&) {
+    // The outcome is unknown: the ttl may have been set back to `ttl`
+    // after we sent (after a longer extend()); as extend(replace).
+    if (detail::outcome_unknown(std::current_exception()) && !state_.lease->lost())
+      state_.lease->set_lease_end(std::min(proven_end, detail::add_saturating(sent_at, state_.options.ttl)));
+    throw;
+  }
+  check_owned(reply, "reacquire");
   if (!state_.lease->lost()) state_.lease->set_lease_end(detail::add_saturating(sent_at, state_.options.ttl));
 }
 

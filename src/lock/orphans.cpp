@@ -55,16 +55,21 @@ void Orphans::adopt(Orphan orphan) noexcept {
   }
 }
 
-bool Orphans::forget(const std::string& key, const std::string& token, Clock::time_point deadline) {
+bool Orphans::forget(const ClientImpl& client, const std::string& key, const std::string& token,
+                     Clock::time_point deadline) {
   if (token.empty()) return true;
   // A try_lock (no deadline) still waits for a clean-up in flight, briefly:
   // it usually ends within a round trip.
   deadline = std::max(deadline, Clock::now() + kForgetGrace);
-  // Whichever Client filed them: the promise is about this process's
-  // attempts, and a Lock on another Client object with the same token and
-  // key was released by them too (found by review, session 18). A clean-up
-  // of another server's key of that name merely runs now instead of later.
-  const std::pair<std::string, std::string> id{key, token};
+  // Whichever Client object filed them: a Lock on another Client object
+  // with the same token and key was released by them (found by review,
+  // session 18), and the same server may be reached by another address.
+  // Those filed for this Client's endpoint must run first (or the
+  // acquisition fails); those of another endpoint get a short try and are
+  // otherwise left to the background: another server's health must not
+  // decide this acquisition (a shard with the same key names).
+  const std::string& server = client.endpoint();
+  const std::tuple<std::string, std::string, std::string> id{server, key, token};
   const auto matches = [&](const Job& job) { return job.orphan.token == token && job.orphan.keys[0] == key; };
   std::vector<Job> now;
   bool in_time = true;
@@ -99,6 +104,15 @@ bool Orphans::forget(const std::string& key, const std::string& token, Clock::ti
   // Run now, once, on this thread, within the deadline: what an earlier
   // attempt may have won is released before the new one starts; none of
   // them runs after it.
+  std::vector<Job> elsewhere;
+  for (auto it = now.begin(); it != now.end();) {
+    if (it->orphan.client->endpoint() == server) {
+      ++it;
+    } else {
+      elsewhere.push_back(std::move(*it));
+      it = now.erase(it);
+    }
+  }
   const std::vector<char> cleaned = clean(now, deadline);
   bool all_cleaned = true;
   for (std::size_t i = 0; i < now.size(); ++i) {
@@ -106,6 +120,10 @@ bool Orphans::forget(const std::string& key, const std::string& token, Clock::ti
     all_cleaned = false;
     adopt(std::move(now[i].orphan));  // retried in the background as before
   }
+  const std::vector<char> cleaned_elsewhere =
+      clean(elsewhere, std::min(deadline, Clock::now() + kElsewhereGrace));
+  for (std::size_t i = 0; i < elsewhere.size(); ++i)
+    if (cleaned_elsewhere[i] == 0) adopt(std::move(elsewhere[i].orphan));
   if (all_cleaned) return in_time;
   // Not by the deadline: "not acquired in time". Otherwise the server did
   // not answer (or refused): the acquisition must not look merely busy
@@ -252,9 +270,10 @@ void Orphans::run(State& s) {
     for (auto& [client, batch] : due) {
       // Counted before the lane starts: it moves the jobs out at once.
       const std::size_t count = batch.size();
-      std::vector<std::pair<std::string, std::string>> tokens;
+      std::vector<std::tuple<std::string, std::string, std::string>> tokens;
       for (const Job& job : batch)
-        if (!job.orphan.token.empty()) tokens.emplace_back(job.orphan.keys[0], job.orphan.token);
+        if (!job.orphan.token.empty())
+          tokens.emplace_back(job.orphan.client->endpoint(), job.orphan.keys[0], job.orphan.token);
       auto jobs = std::make_shared<std::vector<Job>>(std::move(batch));
       bool started = false;
       try {
@@ -295,7 +314,7 @@ void Orphans::work(State& s, const ClientImpl* client, std::vector<Job> jobs) no
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       Job& job = jobs[i];
       if (!job.orphan.token.empty()) {
-        const auto it = s.in_flight_tokens.find(std::pair(job.orphan.keys[0], job.orphan.token));
+        const auto it = s.in_flight_tokens.find(std::tuple(job.orphan.client->endpoint(), job.orphan.keys[0], job.orphan.token));
         if (it != s.in_flight_tokens.end()) s.in_flight_tokens.erase(it);
       }
       if (cleaned[i] != 0) {

@@ -78,6 +78,9 @@ class Orphans {
   static constexpr std::chrono::minutes kGiveUpAfter{10};
   /// forget() waits at least this long for a clean-up in flight.
   static constexpr std::chrono::milliseconds kForgetGrace{25};
+  /// forget() gives the clean-ups another endpoint filed this long at most
+  /// (then leaves them to the background).
+  static constexpr std::chrono::milliseconds kElsewhereGrace{100};
 
   static Orphans& instance();
 
@@ -98,7 +101,7 @@ class Orphans {
   /// another reason (server unreachable or refusing; re-queued). Blocks
   /// only when there are such clean-ups. A clean-up request already on the
   /// wire may still run late (docs: custom tokens).
-  bool forget(const std::string& key, const std::string& token, Clock::time_point deadline);
+  bool forget(const ClientImpl& client, const std::string& key, const std::string& token, Clock::time_point deadline);
 
   /// Orphans not yet cleaned (for tests and diagnostics).
   std::size_t pending();
@@ -125,8 +128,8 @@ class Orphans {
     std::condition_variable changed;
     std::vector<Job> jobs;      // waiting for their due time or their client's lane
     std::size_t in_flight = 0;  // jobs a lane is cleaning now
-    // Of those, the ones forget() may ask about: key and token.
-    std::multiset<std::pair<std::string, std::string>> in_flight_tokens;
+    // Of those, the ones forget() may ask about: server, key and token.
+    std::multiset<std::tuple<std::string, std::string, std::string>> in_flight_tokens;
     // Clients with a lane at work: their other jobs wait, so a client's
     // clean-ups run one batch at a time, and a server that hangs (a
     // partition, a paused process) holds its own lane only.

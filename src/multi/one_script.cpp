@@ -60,7 +60,7 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
   // attempts with this custom token run now, never after this one.
   if (options.token) {
     for (const Lock::Impl* impl : impls) {
-      if (!Orphans::instance().forget(impl->calls().name(), token, deadline)) return Outcome::deadline_passed;
+      if (!Orphans::instance().forget(*impl->client_impl(), impl->calls().name(), token, deadline)) return Outcome::deadline_passed;
     }
   }
   const std::string record = options.holder_record ? holder_record(token, options.holder_label) : std::string();

@@ -58,6 +58,9 @@ class Redlock::Impl {
       throw ConfigError("redlock '" + state.name + "': drift_factor must be in [0, 0.5)");
     if (options_.per_node_timeout.count() < 0)
       throw ConfigError("redlock '" + state.name + "': per_node_timeout must not be negative");
+    if (options_.per_node_timeout > kMaxTimeout)  // start + timeout must not overflow the clock
+      throw ConfigError("redlock '" + state.name + "': per_node_timeout over " + std::to_string(kMaxTimeout.count()) +
+                        " ms");
     if (options_.retry_delay_min.count() < 0 || options_.retry_delay_max < options_.retry_delay_min ||
         options_.retry_delay_max.count() <= 0)
       throw ConfigError("redlock '" + state.name + "': retry delays must satisfy 0 <= min <= max, max > 0");

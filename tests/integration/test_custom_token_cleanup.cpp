@@ -248,5 +248,35 @@ TEST_F(CustomTokenCleanup, AnotherClientsEarlierCleanUpDoesNotReleaseTheAcquisit
   after.unlock();
 }
 
+// A clean-up pending on another server (same key and token, another
+// Client) is not this acquisition's business: matched by key and token
+// alone, it ran first, here, against a server that answered nothing, and
+// held the acquisition to its deadline (found by review of this session's
+// fix above).
+TEST_F(CustomTokenCleanup, AnotherServersPendingCleanUpDoesNotHoldTheAcquisition) {
+  RedisServer other;
+  FaultProxy other_proxy(other.host(), other.port());
+  const Client on_other(other_proxy.url() + "?socket_timeout=300&connect_timeout=300");
+  const Client here(server().url());
+  const std::string name = key("lock");
+  const std::string token = "custom-token-" + name;
+  ASSERT_NO_FATAL_FAILURE(warm_scripts(on_other));
+  Lock there(on_other, name, {.ttl = 30s, .token = token});
+  ASSERT_TRUE(there.try_lock());
+  other_proxy.add_rule(
+      {.command = "EVALSHA", .argument_contains = name, .action = FaultAction::close_after_forward, .times = 1});
+  other_proxy.add_rule({.action = FaultAction::blackhole});  // then nothing is answered there
+  there.unlock();
+  ASSERT_NE(there.last_unlock_error(), nullptr);
+  Lock mine(here, name, {.ttl = 30s, .token = token});
+  const auto start = Clock::now();
+  bool got = false;
+  EXPECT_NO_THROW(got = mine.try_lock_for(1s));
+  EXPECT_TRUE(got);
+  EXPECT_LT(ms_since(start), 200) << "held by another server's clean-up";
+  if (mine.held()) mine.unlock();
+  other_proxy.clear_rules();
+}
+
 }  // namespace
 }  // namespace lockon::test

@@ -267,5 +267,25 @@ TEST_F(LockFaults, AShorteningExtensionWhoseReplyWasLostEndsTheLocalLeaseToo) {
   EXPECT_TRUE(lock.lost()) << "the key expired 200 ms ago; lost() waits for the old end";
 }
 
+// reacquire() sets the ttl back to `ttl` (it may shorten a lease extended
+// by hand); its reply lost, the local lease end must not stay at the
+// extended one (found by review of this session's extend fix).
+TEST_F(LockFaults, AReacquireWhoseReplyWasLostEndsTheLocalLeaseToo) {
+  const Client client(proxy().url());
+  const std::string name = key("lock");
+  Lock lock(client, name, {.ttl = 500ms, .auto_renew = false});
+  ASSERT_TRUE(lock.try_lock());
+  lock.extend(60s);   // the key now lives ~60 s; the extend script is loaded
+  lock.reacquire();   // and the renew script
+  lock.extend(60s);
+  const int rule = proxy().add_rule(
+      {.command = "EVALSHA", .argument_contains = name, .action = FaultAction::close_after_forward, .times = 1});
+  EXPECT_THROW(lock.reacquire(), IoError);
+  ASSERT_EQ(proxy().matched(rule), 1u);
+  std::this_thread::sleep_for(700ms);
+  EXPECT_EQ(raw({"EXISTS", name}).integer, 0) << "the reacquire did not run: the test proves nothing";
+  EXPECT_TRUE(lock.lost()) << "the key expired 200 ms ago; lost() waits for the extended end";
+}
+
 }  // namespace
 }  // namespace lockon::test

@@ -192,6 +192,7 @@ TEST_F(RedlockBasics, RejectsInvalidConfigurationWithoutTalkingToServers) {
   EXPECT_THROW(Redlock(urls(), name, {}, {.drift_factor = -0.1}), ConfigError);
   EXPECT_THROW(Redlock(urls(), name, {}, {.drift_factor = 0.5}), ConfigError);
   EXPECT_THROW(Redlock(urls(), name, {}, {.per_node_timeout = -1ms}), ConfigError);
+  EXPECT_THROW(Redlock(urls(), name, {}, {.per_node_timeout = std::chrono::milliseconds::max()}), ConfigError);
   EXPECT_THROW(Redlock(urls(), name, {}, {.retry_delay_min = 50ms, .retry_delay_max = 10ms}), ConfigError);
   EXPECT_THROW(Redlock(urls(), name, {}, {.retry_delay_min = 0ms, .retry_delay_max = 0ms}), ConfigError);
   EXPECT_THROW(Redlock(std::vector<std::string>{"http://nope"}, name), ConfigError);

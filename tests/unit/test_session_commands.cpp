@@ -52,6 +52,9 @@ TEST(SessionCommands, ATransactionMustBeWholeInOnePipeline) {
   EXPECT_THROW(check_pipeline({{"MULTI"}, {"INCR", "k"}}), ConfigError);
   EXPECT_THROW(check_pipeline({{"WATCH", "k"}, {"GET", "k"}}), ConfigError);
   EXPECT_THROW(check_pipeline({{"MULTI"}, {"MULTI"}, {"EXEC"}}), ConfigError);
+  // EXEC without MULTI is an error reply, and the watch stays.
+  EXPECT_THROW(check_pipeline({{"WATCH", "k"}, {"EXEC"}}), ConfigError);
+  EXPECT_THROW(check_pipeline({{"WATCH", "k"}, {"DISCARD"}}), ConfigError);
 }
 
 }  // namespace
