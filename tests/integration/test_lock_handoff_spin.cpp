@@ -104,8 +104,12 @@ TEST_F(HandoffSpin, AWaiterBehindAStalledHolderPollsAtMostHandoffSpin) {
   std::jthread waiter([&] {
     Lock lock(other, name, options);
     // Warm-up: the two alternate, so this process learns the key's pace,
-    // until waiters have polled a few times (bounded).
-    for (int i = 0; i < 3000 && Subscriber::seen_while_polling.load() - polled_before < 5; ++i) {
+    // until waiters have polled a few times (bounded by count and time: on
+    // a loaded machine 3,000 cycles once saw no poll, session 18).
+    const auto warm_until = std::chrono::steady_clock::now() + 8s;
+    for (int i = 0; i < 40000 && Subscriber::seen_while_polling.load() - polled_before < 5 &&
+                    (i < 3000 || std::chrono::steady_clock::now() < warm_until);
+         ++i) {
       if (!lock.try_lock_for(10s)) return;
       lock.unlock();
       std::this_thread::yield();
