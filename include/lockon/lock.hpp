@@ -84,10 +84,9 @@ struct LockOptions {
   /// on the same key (a lost reply, a timeout; through any Client — those
   /// filed through another address get 100 ms, then go on in the
   /// background; an AsyncLock's only through the same AsyncClient) run once
-  /// before a new
-  /// acquisition with it and
-  /// never after it; if they cannot run, the acquisition throws ConnectError
-  /// (a try_lock_for whose deadline passes meanwhile returns false).
+  /// before a new acquisition with it and never after it; if they cannot
+  /// run, the acquisition throws ConnectError (a try_lock_for whose
+  /// deadline passes meanwhile returns false).
   std::optional<std::string> token{};
   /// Safety net while waiting: the longest sleep between two attempts when
   /// no notification arrives (subscriber down, holder crashed). Must be > 0.

@@ -102,19 +102,16 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
   // GCC 12 miscompiles co_await inside conditions: computed beforehand.
   bool confirmed = first.acquired;
   if (confirmed) {
-    // Granted: from here a cancellation (it may have landed while the reply
-    // travelled: the next co_await throws operation_aborted) or any failure
-    // must pass the key on before the caller is told (found by review,
-    // session 17: the key stayed held for the whole lease).
+    // Granted: from here a cancellation or any failure must pass the key on
+    // before the caller is told (found by review, session 17: the key
+    // stayed held for the whole lease). A cancellation may have landed while
+    // the reply travelled or during confirm_lease's round trip (session 18):
+    // the awaiting group (lock || timer) has dropped our result. One look
+    // after confirm_lease covers both: if it did I/O, a cancellation before
+    // it already threw there.
     std::exception_ptr failure;
     try {
-      const auto state = co_await asio::this_coro::cancellation_state;
-      if (state.cancelled() != asio::cancellation_type::none) throw_cancelled();
       confirmed = co_await confirm_lease(first, Clock::time_point::max());
-      // A cancellation that landed during its round trip: the awaiting
-      // group (lock || timer) has dropped our result (found by review,
-      // session 18).
-      // (GCC 12 miscompiles co_await inside conditions: computed beforehand.)
       const bool cancelled = cancellation_requested(co_await asio::this_coro::cancellation_state);
       if (confirmed && cancelled) throw_cancelled();
     } catch (...) {

@@ -14,7 +14,6 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <memory>
 
@@ -25,11 +24,10 @@ namespace lockon::detail {
 
 /// The confirmed master's connection (handshaken, ROLE master). `preferred`
 /// is the index of the sentinel asked first; set to the one that answered.
-/// Every question is answered by `until` (the caller's deadline) or given
-/// up. Throws ConnectError naming the master and what each sentinel said.
-asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(
-    asio::any_io_executor executor, const ConnectionOptions& options, std::size_t& preferred,
-    std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
+/// Throws ConnectError naming the master and what each sentinel said.
+asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any_io_executor executor,
+                                                                       const ConnectionOptions& options,
+                                                                       std::size_t& preferred);
 
 /// Whether an error reply says the server is a replica now (READONLY).
 bool is_readonly_reply(const redisReply& reply) noexcept;

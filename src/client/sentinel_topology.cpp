@@ -120,15 +120,14 @@ std::shared_ptr<Node> SentinelTopology::current(Clock::time_point until) {
 }
 
 void SentinelTopology::resolve_and_apply() {
-  std::optional<ConnectionOptions> resolved;
+  ConnectionOptions found;
   try {
-    resolved = resolve(Clock::time_point::max());
+    found = resolve();
   } catch (...) {
     std::lock_guard lock(mutex_);
     last_resolve_ = Clock::now();
     throw;
   }
-  const ConnectionOptions& found = *resolved;  // no deadline: never empty
   std::lock_guard lock(mutex_);
   last_resolve_ = Clock::now();
   stale_.store(false, std::memory_order_release);
@@ -138,7 +137,7 @@ void SentinelTopology::resolve_and_apply() {
   master_ = std::make_shared<Node>(found, limits_);
 }
 
-std::optional<ConnectionOptions> SentinelTopology::resolve(Clock::time_point until) {
+ConnectionOptions SentinelTopology::resolve() {
   const auto sentinels = sentinels_of(options_);
   // Bounded as a whole: one sentinel's connect + reply, and the master's,
   // plus slack; a list of dead sentinels costs at most this.
@@ -151,24 +150,7 @@ std::optional<ConnectionOptions> SentinelTopology::resolve(Clock::time_point unt
   }
   std::string tried;
   bool unknown_everywhere = true;
-  // One question on a fresh connection, answered within the socket timeout
-  // and `until`; null when `until` passed first.
-  const auto ask_by = [&](Connection& connection, std::span<const std::string_view> question,
-                          std::string_view operation) -> ReplyPtr {
-    if (!connection.ensure_connected_by(until)) return nullptr;
-    connection.append(question);
-    const auto socket_timeout = connection.options().socket_timeout;
-    const auto bound = socket_timeout.count() > 0 ? std::min(until, Clock::now() + socket_timeout) : until;
-    if (bound == Clock::time_point::max()) return connection.read_reply(operation);
-    try {
-      return connection.read_reply_until(bound, operation);
-    } catch (const TimeoutError&) {
-      if (Clock::now() >= until) return nullptr;
-      throw;
-    }
-  };
   for (std::size_t i = 0; i < sentinels.size(); ++i) {
-    if (Clock::now() >= until) return std::nullopt;
     if (i > 0 && Clock::now() >= give_up_at) {
       tried += "; resolution budget of " + std::to_string(budget.count()) + " ms spent";
       break;
@@ -179,8 +161,7 @@ std::optional<ConnectionOptions> SentinelTopology::resolve(Clock::time_point unt
     try {
       Connection connection(sentinel);
       const std::array<std::string_view, 3> ask{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name};
-      const ReplyPtr reply = ask_by(connection, ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
-      if (!reply) return std::nullopt;
+      const ReplyPtr reply = connection.command(ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
       const MasterAddressAnswer named = read_master_address(*reply);
       if (!named.unknown) unknown_everywhere = false;
       if (!named.address) {
@@ -190,8 +171,7 @@ std::optional<ConnectionOptions> SentinelTopology::resolve(Clock::time_point unt
       ConnectionOptions master = master_options(options_, named.address->host, named.address->port);
       Connection probe(master);
       const std::array<std::string_view, 1> role{"ROLE"};
-      const ReplyPtr answer = ask_by(probe, role, "ROLE");
-      if (!answer) return std::nullopt;
+      const ReplyPtr answer = probe.command(role, "ROLE");
       if (!role_is_master(answer.get())) {
         tried += "; " + where + " named " + master.endpoint() + ", which is not a master (ROLE)";
         continue;

@@ -85,10 +85,9 @@ class SentinelTopology final : public Topology {
   std::shared_ptr<Node> current(Clock::time_point until = Clock::time_point::max());
   // The resolution's thread: resolve(), then master_ and the throttle.
   void resolve_and_apply();
-  // Asks the sentinels; returns the confirmed master's options, or nothing
-  // when `until` passed first. Throws ConnectError naming the master and
-  // what each sentinel said.
-  std::optional<ConnectionOptions> resolve(Clock::time_point until);
+  // Asks the sentinels; returns the confirmed master's options. Throws
+  // ConnectError naming the master and what each sentinel said.
+  ConnectionOptions resolve();
   void mark_stale(const Node& node) noexcept;
   void listen();  // the +switch-master thread
   bool listen_once(const NodeAddress& sentinel);

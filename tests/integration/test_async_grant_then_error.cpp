@@ -37,6 +37,16 @@ class AsyncGrantThenError : public RedisTest, public ::testing::WithParamInterfa
     if (other.held()) other.unlock();
   }
 
+  // One fenced acquisition through `client`: connected, scripts loaded
+  // (EVALSHA from now on, so a rule on EVALSHA meets the command under test).
+  void warm_up(asio::io_context& io, AsyncClient& client) {
+    ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+      AsyncLock warm(client, key("warm"), LockOptions{.ttl = 5s, .fencing = true});
+      co_await warm.async_lock();
+      co_await warm.async_unlock();
+    }));
+  }
+
   std::unique_ptr<FaultProxy> proxy_;
 };
 
@@ -47,11 +57,7 @@ TEST_P(AsyncGrantThenError, ErrorAfterAWonSetLeavesTheKeyFree) {
   const bool fenced = GetParam();
   asio::io_context io;
   AsyncClient client(io.get_executor(), proxy().url());
-  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
-    AsyncLock warm(client, key("warm"), LockOptions{.ttl = 5s, .fencing = true});  // EVALSHA from now on
-    co_await warm.async_lock();
-    co_await warm.async_unlock();
-  }));
+  ASSERT_NO_FATAL_FAILURE(warm_up(io, client));
   const std::string name = key("lock");
   if (fenced)
     proxy().add_rule({.command = "EVALSHA", .action = FaultAction::error_reply,
@@ -88,11 +94,7 @@ TEST_P(AsyncGrantThenError, ARetryFailingAfterALostReplyLeavesTheKeyFree) {
   const bool fenced = GetParam();
   asio::io_context io;
   AsyncClient client(io.get_executor(), proxy().url());
-  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
-    AsyncLock warm(client, key("warm"), LockOptions{.ttl = 5s, .fencing = true});  // EVALSHA from now on
-    co_await warm.async_lock();
-    co_await warm.async_unlock();
-  }));
+  ASSERT_NO_FATAL_FAILURE(warm_up(io, client));
   const std::string name = key("lock");
   // The lock's own request: SET ... NX (plain), EVALSHA of the fenced script.
   const std::string command = fenced ? "EVALSHA" : "SET";

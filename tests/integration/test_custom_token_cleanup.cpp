@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "lock/lock_scripts.hpp"
@@ -36,6 +37,21 @@ class CustomTokenCleanup : public RedisTest {
     Lock warm(client, key("warm"), {.ttl = 5s});
     ASSERT_TRUE(warm.try_lock());
     warm.unlock();
+  }
+  // A permit's scripts loaded through `client` (EVALSHA from now on).
+  void warm_permit_scripts(const Client& client) {
+    auto warm = SharedLeaseLock::permit(client, key("warm-sem"), 1, {.ttl = 5s});
+    ASSERT_TRUE(warm->try_lock());
+    warm->unlock();
+  }
+  // The next request carrying `token` runs but its reply is lost, and the
+  // one after (its immediate cancel) never reaches the server. The rules' ids.
+  std::pair<int, int> lose_attempt_and_cancel(const std::string& token) {
+    const int lost = proxy().add_rule(
+        {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_after_forward, .times = 1});
+    const int cancel = proxy().add_rule(
+        {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_before_forward, .times = 1});
+    return {lost, cancel};
   }
   // Watches `name` for 1.5 s (past the clean-up's last sweep): it must hold
   // `token` all along. Returns the ms after which it did not (-1: never).
@@ -104,15 +120,10 @@ TEST_F(CustomTokenCleanup, APermitWhoseAttemptReplyWasLostDoesNotLoseTheNextOne)
   const Client client(proxy().url());
   const std::string name = key("sem");
   const std::string token = "custom-share-" + name;
-  auto warm = SharedLeaseLock::permit(client, key("warm-sem"), 1, {.ttl = 5s});  // EVALSHA from now on
-  ASSERT_TRUE(warm->try_lock());
-  warm->unlock();
+  ASSERT_NO_FATAL_FAILURE(warm_permit_scripts(client));
   auto permit = SharedLeaseLock::permit(client, name, 1, {.ttl = 30s, .token = token});
-  const int rule = proxy().add_rule(
-      {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_after_forward, .times = 1});
   // Its immediate cancel is lost too: the clean-up goes to the background.
-  const int cancel_rule = proxy().add_rule(
-      {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_before_forward, .times = 1});
+  const auto [rule, cancel_rule] = lose_attempt_and_cancel(token);
   bool first = false;
   try {
     first = permit->try_lock();
@@ -195,16 +206,11 @@ TEST_F(CustomTokenCleanup, APermitsEarlierCleanUpIsBoundedByTheCallersDeadline) 
   const Client client(proxy().url() + "?socket_timeout=2000&connect_timeout=2000");
   const std::string name = key("sem");
   const std::string token = "custom-share-" + name;
-  auto warm = SharedLeaseLock::permit(client, key("warm-sem"), 1, {.ttl = 5s});  // EVALSHA from now on
-  ASSERT_TRUE(warm->try_lock());
-  warm->unlock();
+  ASSERT_NO_FATAL_FAILURE(warm_permit_scripts(client));
   auto permit = SharedLeaseLock::permit(client, name, 1, {.ttl = 30s, .token = token});
   // The attempt's reply is lost and so is its immediate cancel: a clean-up
   // with the token is pending (its first background sweep ~20 ms later).
-  const int rule = proxy().add_rule(
-      {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_after_forward, .times = 1});
-  const int cancel_rule = proxy().add_rule(
-      {.command = "EVALSHA", .argument_contains = token, .action = FaultAction::close_before_forward, .times = 1});
+  const auto [rule, cancel_rule] = lose_attempt_and_cancel(token);
   EXPECT_THROW(permit->try_lock(), IoError);
   ASSERT_EQ(proxy().matched(rule), 1u);
   ASSERT_EQ(proxy().matched(cancel_rule), 1u);

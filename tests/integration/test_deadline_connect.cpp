@@ -45,36 +45,72 @@ std::vector<int> fill_accept_queue(int port, int count) {
   return fds;
 }
 
+// `server` paused with its accept queue full, for the scope: it accepts
+// nothing (the kernel queues at most a couple of connections).
+class AcceptingNothing {
+ public:
+  explicit AcceptingNothing(RedisServer& server) : server_(server) {
+    server_.pause();
+    queued_ = fill_accept_queue(server_.port(), 16);
+    std::this_thread::sleep_for(50ms);
+  }
+  ~AcceptingNothing() {
+    server_.resume();
+    for (const int fd : queued_) ::close(fd);
+  }
+  AcceptingNothing(const AcceptingNothing&) = delete;
+  AcceptingNothing& operator=(const AcceptingNothing&) = delete;
+
+ private:
+  RedisServer& server_;
+  std::vector<int> queued_;
+};
+
+// One try_lock_for(100 ms), timed; an Error counts as not acquired (its
+// text kept for the failure message).
+struct TimedAttempt {
+  bool acquired = true;
+  long long took = 0;
+  std::string error;
+  std::string said() const { return error.empty() ? "" : ": " + error; }
+};
+TimedAttempt try_for_100ms(DistributedLock& lock) {
+  TimedAttempt attempt;
+  const auto start = Clock::now();
+  try {
+    attempt.acquired = lock.try_lock_for(100ms);
+  } catch (const Error& e) {
+    attempt.acquired = false;
+    attempt.error = e.what();
+  }
+  attempt.took = ms_since(start);
+  return attempt;
+}
+
+// Usable once the server accepts again.
+void expect_usable(DistributedLock& lock) {
+  bool later = false;
+  EXPECT_NO_THROW(later = lock.try_lock_for(3s));
+  EXPECT_TRUE(later);
+  if (lock.held()) lock.unlock();
+}
+
 class DeadlineConnect : public ::testing::TestWithParam<bool> {};
 
 TEST_P(DeadlineConnect, ATimedAcquisitionReturnsByItsDeadlineWhileTheServerCannotAccept) {
   const bool pooled = GetParam();
   RedisServer own(ServerOptions{.extra_args = {"--tcp-backlog", "1"}});
   const Client client(own.url() + "?connect_timeout=3000" + (pooled ? "&auto_pipeline=0" : ""));
-  own.pause();  // accepts nothing; the kernel queues at most a couple of connections
-  const std::vector<int> queued = fill_accept_queue(own.port(), 16);
-  std::this_thread::sleep_for(50ms);
   Lock lock(client, "k", {.ttl = 5s});
-  const auto start = Clock::now();
-  bool acquired = true;
-  std::string error;
-  try {
-    acquired = lock.try_lock_for(100ms);
-  } catch (const Error& e) {
-    acquired = false;
-    error = e.what();
+  TimedAttempt attempt;
+  {
+    const AcceptingNothing stalled(own);
+    attempt = try_for_100ms(lock);
   }
-  const long long took = ms_since(start);
-  own.resume();
-  for (const int fd : queued) ::close(fd);
-  EXPECT_FALSE(acquired);
-  EXPECT_LT(took, 100 + 150) << (pooled ? "pool" : "shared connection") << ": try_lock_for(100 ms) took " << took
-                             << " ms (connect timeout 3,000 ms)" << (error.empty() ? "" : ": " + error);
-  // Usable once the server accepts again.
-  bool later = false;
-  EXPECT_NO_THROW(later = lock.try_lock_for(3s));
-  EXPECT_TRUE(later);
-  if (lock.held()) lock.unlock();
+  EXPECT_FALSE(attempt.acquired);
+  EXPECT_LT(attempt.took, 100 + 150) << (pooled ? "pool" : "shared connection") << ": try_lock_for(100 ms) took "
+                                     << attempt.took << " ms (connect timeout 3,000 ms)" << attempt.said();
+  expect_usable(lock);
 }
 
 // MultiLock's single script (every key on one server): its connect was
@@ -82,29 +118,16 @@ TEST_P(DeadlineConnect, ATimedAcquisitionReturnsByItsDeadlineWhileTheServerCanno
 TEST(DeadlineConnectMulti, ATimedMultiLockReturnsByItsDeadlineWhileTheServerCannotAccept) {
   RedisServer own(ServerOptions{.extra_args = {"--tcp-backlog", "1"}});
   const Client client(own.url() + "?connect_timeout=3000");
-  own.pause();
-  const std::vector<int> queued = fill_accept_queue(own.port(), 16);
-  std::this_thread::sleep_for(50ms);
   MultiLock both(client, {"{k}a", "{k}b"}, {.ttl = 5s});
-  const auto start = Clock::now();
-  bool acquired = true;
-  std::string error;
-  try {
-    acquired = both.try_lock_for(100ms);
-  } catch (const Error& e) {
-    acquired = false;
-    error = e.what();
+  TimedAttempt attempt;
+  {
+    const AcceptingNothing stalled(own);
+    attempt = try_for_100ms(both);
   }
-  const long long took = ms_since(start);
-  own.resume();
-  for (const int fd : queued) ::close(fd);
-  EXPECT_FALSE(acquired);
-  EXPECT_LT(took, 100 + 150) << "MultiLock::try_lock_for(100 ms) took " << took << " ms (connect timeout 3,000 ms)"
-                             << (error.empty() ? "" : ": " + error);
-  bool later = false;
-  EXPECT_NO_THROW(later = both.try_lock_for(3s));
-  EXPECT_TRUE(later);
-  if (both.held()) both.unlock();
+  EXPECT_FALSE(attempt.acquired);
+  EXPECT_LT(attempt.took, 100 + 150) << "MultiLock::try_lock_for(100 ms) took " << attempt.took
+                                     << " ms (connect timeout 3,000 ms)" << attempt.said();
+  expect_usable(both);
 }
 
 // Sentinel: the master is resolved on the first request, and a sentinel
@@ -119,19 +142,10 @@ TEST(DeadlineSentinel, ASilentSentinelDoesNotHoldATimedAcquisitionPastItsDeadlin
   const Client client("redis-sentinel://127.0.0.1:" + std::to_string(sentinel.port()) + "#mymaster");
   Lock lock(client, "sentinel-deadline:lock", {.ttl = 5s});
   for (int round = 0; round < 2; ++round) {
-    const auto start = Clock::now();
-    bool acquired = true;
-    std::string error;
-    try {
-      acquired = lock.try_lock_for(100ms);
-    } catch (const Error& e) {
-      acquired = false;
-      error = e.what();
-    }
-    const long long took = ms_since(start);
-    EXPECT_FALSE(acquired);
-    EXPECT_LT(took, 100 + 250) << "round " << round << ": try_lock_for(100 ms) took " << took
-                               << " ms (a resolution step is 2,000 ms)" << (error.empty() ? "" : ": " + error);
+    const TimedAttempt attempt = try_for_100ms(lock);
+    EXPECT_FALSE(attempt.acquired);
+    EXPECT_LT(attempt.took, 100 + 250) << "round " << round << ": try_lock_for(100 ms) took " << attempt.took
+                                       << " ms (a resolution step is 2,000 ms)" << attempt.said();
   }
 }
 
