@@ -15,9 +15,14 @@
 // section, when its acquire returned and its release began (µs into the
 // block, comparable across processes) and how long its GET + SET took:
 // where a critical section's time goes (hand-over vs. round trips).
+//
+// Three more kinds of workers place lockon between the spin loop and the
+// cheapest fair lock Redis allows (docs/benchmarks.md, session 19): a token
+// ring (RingLock: every hand-over one RPUSH onto a list the next process
+// BLPOPs), and a bare FIFO lock of lockon's shape (QueueLock: a queueing
+// script and a releasing script, waking by list or by pub/sub).
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <array>
@@ -32,157 +37,24 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "lockon/lock.hpp"
+#include "process_bench.hpp"
 #include "support/process.hpp"
-
-namespace lockon::bench {
-int process_worker_main(int argc, char** argv);
-}
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace lockon::bench::processes;
 using namespace std::chrono_literals;
 
-constexpr const char* kCompareAndDelete =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 // Per kind, after one warm-up block (not counted: connections, the
 // subscription, the script cache and the scheduler settle in it).
 constexpr int kBlocks = 4;
 constexpr auto kBlock = 400ms;
 constexpr auto kGap = 100ms;            // between blocks: the previous block's stragglers finish
-constexpr auto kStartupAllowance = 1500ms;  // exec, connect and warm up before the first block
-
-class Raw {
- public:
-  explicit Raw(const std::string& url) {
-    const auto options = lockon::ConnectionOptions::from_url(url);
-    context_.reset(redisConnect(options.host.c_str(), options.port));
-    if (!context_ || context_->err) throw std::runtime_error("cannot connect to " + url);
-  }
-  struct Free {
-    void operator()(redisReply* r) const { freeReplyObject(r); }
-  };
-  using Reply = std::unique_ptr<redisReply, Free>;
-  Reply run(std::initializer_list<std::string> args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    Reply reply(static_cast<redisReply*>(
-        redisCommandArgv(context_.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
-    if (!reply) throw std::runtime_error("raw command failed");
-    return reply;
-  }
-
- private:
-  std::unique_ptr<redisContext, decltype(&redisFree)> context_{nullptr, &redisFree};
-};
-
-long long ns_of(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-Clock::time_point from_ns(long long ns) {
-  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns)));
-}
-
-struct Usage {
-  long long voluntary = 0, involuntary = 0;
-  double cpu_s = 0;
-  static Usage now() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return {u.ru_nvcsw, u.ru_nivcsw,
-            static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-                static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6};
-  }
-};
-
-// ------------------------------------------------------------------ worker
-
-struct SpinLock {
-  SpinLock(const std::string& url, std::string key) : raw(url), key_(std::move(key)) {
-    token = std::to_string(::getpid());
-    sha = raw.run({"SCRIPT", "LOAD", kCompareAndDelete})->str;
-  }
-  void acquire() {
-    while (raw.run({"SET", key_, token, "NX", "PX", "30000"})->type == REDIS_REPLY_NIL) {
-    }
-  }
-  void release() { raw.run({"EVALSHA", sha, "1", key_, token}); }
-  Raw raw;
-  std::string key_, token, sha;
-};
-
-struct LockonLock {
-  LockonLock(const std::string& url, const std::string& key, lockon::LockOptions options = {})
-      : client(url), lock(client, key, std::move(options)) {
-    client.ping();
-  }
-  void acquire() {
-    if (!lock.try_lock_for(10s)) throw std::runtime_error("lockon worker: no grant within 10 s");
-  }
-  void release() { lock.unlock(); }
-  lockon::Client client;
-  lockon::Lock lock;
-};
-
-// argv: kind url lock_key counter_prefix start_ns,stop_ns ...
-template <class L>
-int run_worker(L& lock, Raw& data, const std::string& counter_prefix, const std::vector<std::pair<long long, long long>>& blocks) {
-  std::ostringstream out;
-  for (std::size_t b = 0; b < blocks.size(); ++b) {
-    const std::string counter = counter_prefix + std::to_string(b);
-    std::this_thread::sleep_until(from_ns(blocks[b].first));
-    const auto stop = from_ns(blocks[b].second);
-    std::vector<long long> seqs;
-    std::vector<long long> waits;
-    std::vector<long long> acquired_at, releasing_at, data_us;  // phases, µs (see the top)
-    const auto block_start = from_ns(blocks[b].first);
-    const auto us_since = [](Clock::time_point from, Clock::time_point to) {
-      return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
-    };
-    std::vector<std::pair<long long, long long>> slow;  // (µs into the block, wait µs) of waits > 2 ms
-    const auto began = Clock::now();
-    const Usage before = Usage::now();
-    while (Clock::now() < stop) {
-      const auto t0 = Clock::now();
-      lock.acquire();
-      const auto acquired = Clock::now();
-      waits.push_back(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
-      if (waits.back() > 2000)
-        slow.push_back({std::chrono::duration_cast<std::chrono::microseconds>(t0 - began).count(), waits.back()});
-      const auto value = data.run({"GET", counter});
-      const long long next = (value->type == REDIS_REPLY_STRING ? std::stoll(value->str) : 0) + 1;
-      data.run({"SET", counter, std::to_string(next)});
-      seqs.push_back(next);
-      const auto releasing = Clock::now();
-      acquired_at.push_back(us_since(block_start, acquired));
-      releasing_at.push_back(us_since(block_start, releasing));
-      data_us.push_back(us_since(acquired, releasing));
-      lock.release();
-    }
-    const Usage after = Usage::now();
-    out << "block " << b << ' ' << seqs.size() << ' ' << (after.voluntary - before.voluntary) << ' '
-        << (after.involuntary - before.involuntary) << ' ' << (after.cpu_s - before.cpu_s) << "\nseq";
-    for (const long long s : seqs) out << ' ' << s;
-    out << "\nwait";
-    for (const long long w : waits) out << ' ' << w;
-    for (const auto& [tag, values] : {std::pair{"acq", &acquired_at}, {"rel", &releasing_at}, {"data", &data_us}}) {
-      out << '\n' << tag;
-      for (const long long v : *values) out << ' ' << v;
-    }
-    out << "\nslow";  // for reading by hand (docs/benchmarks.md)
-    for (const auto& [at, w] : slow) out << ' ' << at << ':' << w;
-    out << '\n';
-  }
-  std::cout << out.str() << "done" << std::endl;
-  return 0;
-}
-
-// ------------------------------------------------------------------ parent
+// Exec, connect and warm up before the first block: a base, and a share per
+// process started (8 kinds x 16 processes under a loaded machine took more
+// than 1.5 s, and a worker that starts late fails, a ring's worker with it).
+constexpr auto kStartupAllowance = 1500ms;
+constexpr auto kStartupPerProcess = 40ms;
 
 struct KindResult {
   long long critical_sections = 0, retakes = 0, voluntary = 0, involuntary = 0, server_calls = 0;
@@ -319,14 +191,26 @@ void BM_ContentionProcesses(benchmark::State& state) {
   static int run = 0;
   // "sleep": lockon with LockOptions::handoff_spin = 0 (waiters always
   // sleep until their wake-up), which shows what the spin buys.
-  const std::array<std::string, 3> kinds{"spin", "lockon", "sleep"};
-  std::array<KindResult, 3> results;
+  // "ring" / "ring_poll": the token ring (RingLock), the floor of a FIFO
+  // hand-over through Redis, with sleeping / polling waiters.
+  // "queue_list" / "queue_pub": QueueLock, lockon's shape without its
+  // records, waking by list / by pub/sub; "queue_fat": queue_pub doing the
+  // server calls lockon's scripts do on the contended path.
+  // LOCKON_BENCH_PROCESS_KINDS="spin,lockon,..." runs those kinds only (for
+  // experiments; the ratios of kinds left out then read 0).
+  std::vector<std::string> kinds{"spin", "lockon", "sleep", "ring", "ring_poll", "queue_list", "queue_pub", "queue_fat"};
+  if (const char* chosen = std::getenv("LOCKON_BENCH_PROCESS_KINDS"); chosen != nullptr && *chosen != '\0') {
+    kinds.clear();
+    std::istringstream list(chosen);
+    for (std::string kind; std::getline(list, kind, ',');) kinds.push_back(kind);
+  }
+  std::vector<KindResult> results(kinds.size());
   for (auto _ : state) {
-    results = {};
+    results.assign(kinds.size(), KindResult{});
     const std::string tag = "bench:proc:" + std::to_string(processes) + ":" + std::to_string(run++);
     // Alternating schedule: spin block 0, lockon block 0, sleep block 0, spin block 1, ...
-    const auto first = Clock::now() + kStartupAllowance;
-    std::array<std::vector<std::string>, 3> blocks;
+    const auto first = Clock::now() + kStartupAllowance + kStartupPerProcess * processes * static_cast<int>(kinds.size());
+    std::vector<std::vector<std::string>> blocks(kinds.size());
     for (int b = 0; b <= kBlocks; ++b) {
       for (std::size_t k = 0; k < kinds.size(); ++k) {
         const auto s0 = first + (static_cast<int>(kinds.size()) * b + static_cast<int>(k)) * (kBlock + kGap);
@@ -335,8 +219,11 @@ void BM_ContentionProcesses(benchmark::State& state) {
     }
     const auto spawn_set = [&](const std::string& kind, const std::vector<std::string>& schedule) {
       std::vector<lockon::test::Child> set;
+      if (kind.starts_with("ring")) admin.run({"RPUSH", tag + ":" + kind + ":0", "t"});  // the one token
       for (int p = 0; p < processes; ++p) {
-        std::vector<std::string> argv{"/proc/self/exe", "--process-worker", kind, url, tag + ":" + kind,
+        std::string place;  // a ring's worker: its index and the ring's size
+        if (kind.starts_with("ring")) place.append(":").append(std::to_string(p)).append(":").append(std::to_string(processes));
+        std::vector<std::string> argv{"/proc/self/exe", "--process-worker", kind + place, url, tag + ":" + kind,
                                       tag + ":" + kind + ":counter:"};
         argv.insert(argv.end(), schedule.begin(), schedule.end());
         set.push_back(lockon::test::spawn(argv));
@@ -360,6 +247,8 @@ void BM_ContentionProcesses(benchmark::State& state) {
       collect(sets[k], admin, tag + ":" + kinds[k] + ":counter:", results[k]);
   }
   for (std::size_t k = 0; k < kinds.size(); ++k) report(state, kinds[k] + "_", results[k]);
+  state.counters["ring_best_cs_per_s"] =
+      std::max(state.counters["ring_cs_per_s"].value, state.counters["ring_poll_cs_per_s"].value);
 }
 
 BENCHMARK(BM_ContentionProcesses)
@@ -398,6 +287,28 @@ const bool registered = [] {
     register_ratio({.label = ways + "release -> next acquire returns, p50 µs, lockon / raw spin", .subject = subject,
                     .baseline = subject, .metric = "lockon_handover_p50_us",
                     .baseline_metric = "spin_handover_p50_us", .informational = true});
+    // The floor of any FIFO hand-over through Redis (RingLock), and lockon
+    // against it: what is left of the gap that fairness does not explain.
+    register_ratio({.label = ways + "token ring (FIFO floor), sleeping waiters / raw spin", .subject = subject,
+                    .baseline = subject, .metric = "ring_cs_per_s", .baseline_metric = "spin_cs_per_s",
+                    .informational = true});
+    register_ratio({.label = ways + "token ring (FIFO floor), polling waiters / raw spin", .subject = subject,
+                    .baseline = subject, .metric = "ring_poll_cs_per_s", .baseline_metric = "spin_cs_per_s",
+                    .informational = true});
+    register_ratio({.label = ways + "FIFO queue script + BLPOP hand-over (no records) / token ring", .subject = subject,
+                    .baseline = subject, .metric = "queue_list_cs_per_s", .baseline_metric = "ring_cs_per_s",
+                    .informational = true});
+    register_ratio({.label = ways + "FIFO queue script + PUBLISH hand-over (no records) / token ring", .subject = subject,
+                    .baseline = subject, .metric = "queue_pub_cs_per_s", .baseline_metric = "ring_cs_per_s",
+                    .informational = true});
+    register_ratio({.label = ways + "the same with lockon's server calls / without", .subject = subject,
+                    .baseline = subject, .metric = "queue_fat_cs_per_s", .baseline_metric = "queue_pub_cs_per_s",
+                    .informational = true});
+    register_ratio({.label = ways + "lockon, handoff_spin 0 / FIFO queue script + PUBLISH with lockon's calls",
+                    .subject = subject, .baseline = subject, .metric = "sleep_cs_per_s",
+                    .baseline_metric = "queue_fat_cs_per_s", .informational = true});
+    register_ratio({.label = ways + "lockon / best token ring", .subject = subject, .baseline = subject,
+                    .metric = "lockon_cs_per_s", .baseline_metric = "ring_best_cs_per_s", .informational = true});
     // The spin loop's sections that changed process, as every FIFO one does.
     register_ratio({.label = ways + "raw spin, another process than the last: GET + SET p50 µs / all", .subject = subject,
                     .baseline = subject, .metric = "spin_switch_data_p50_us", .baseline_metric = "spin_data_p50_us",
@@ -410,37 +321,3 @@ const bool registered = [] {
 }();
 
 }  // namespace
-
-namespace lockon::bench {
-
-// lockon_benchmarks --process-worker KIND URL LOCK_KEY COUNTER_PREFIX START_NS,STOP_NS...
-int process_worker_main(int argc, char** argv) {
-  if (argc < 5) {
-    std::cerr << "usage: --process-worker spin|lockon URL LOCK_KEY COUNTER_PREFIX START_NS,STOP_NS...\n";
-    return 2;
-  }
-  const std::string kind = argv[0], url = argv[1], key = argv[2], counter_prefix = argv[3];
-  std::vector<std::pair<long long, long long>> blocks;
-  for (int i = 4; i < argc; ++i) {
-    const std::string spec = argv[i];
-    const auto comma = spec.find(',');
-    blocks.push_back({std::stoll(spec.substr(0, comma)), std::stoll(spec.substr(comma + 1))});
-  }
-  try {
-    Raw data(url);
-    if (Clock::now() >= from_ns(blocks.front().first)) throw std::runtime_error("started after the first block began");
-    if (kind == "spin") {
-      SpinLock lock(url, key);
-      return run_worker(lock, data, counter_prefix, blocks);
-    }
-    lockon::LockOptions options;
-    if (kind == "sleep") options.handoff_spin = std::chrono::microseconds(0);
-    LockonLock lock(url, key, std::move(options));
-    return run_worker(lock, data, counter_prefix, blocks);
-  } catch (const std::exception& e) {
-    std::cerr << "process worker: " << e.what() << std::endl;
-    return 1;
-  }
-}
-
-}  // namespace lockon::bench
