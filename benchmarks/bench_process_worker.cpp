@@ -147,8 +147,8 @@ struct QueueLock {
 };
 
 struct LockonLock {
-  LockonLock(const std::string& url, const std::string& key, lockon::LockOptions options = {})
-      : client(url), lock(client, key, std::move(options)) {
+  LockonLock(const lockon::ConnectionOptions& connection, const std::string& key, lockon::LockOptions options = {})
+      : client(connection), lock(client, key, std::move(options)) {
     client.ping();
   }
   void acquire() {
@@ -246,18 +246,19 @@ int process_worker_main(int argc, char** argv) {
       return run_worker(lock, data, counter_prefix, blocks);
     }
     // lockon | sleep, optionally +norecord (holder_record = false) and
-    // +norenew (auto_renew = false), +pool (auto_pipeline=0): what those
-    // parts cost.
+    // +norenew (auto_renew = false), +pool (auto_pipeline = false),
+    // +noreplyspin (reply_spin = 0: the I/O thread sleeps at once): what
+    // those parts cost.
     const std::string base = kind.substr(0, kind.find('+'));
     if (base != "lockon" && base != "sleep") throw std::runtime_error("unknown kind of worker: " + kind);
     lockon::LockOptions options;
     if (base == "sleep") options.handoff_spin = std::chrono::microseconds(0);
     if (kind.find("+norecord") != std::string::npos) options.holder_record = false;
     if (kind.find("+norenew") != std::string::npos) options.auto_renew = false;
-    std::string client_url = url;  // +pool: a connection pool instead of the auto-pipelined default
-    if (kind.find("+pool") != std::string::npos)
-      client_url += (url.find('?') == std::string::npos ? "?" : "&") + std::string("auto_pipeline=0");
-    LockonLock lock(client_url, key, std::move(options));
+    auto connection = lockon::ConnectionOptions::from_url(url);
+    if (kind.find("+pool") != std::string::npos) connection.auto_pipeline = false;
+    if (kind.find("+noreplyspin") != std::string::npos) connection.reply_spin = std::chrono::microseconds(0);
+    LockonLock lock(connection, key, std::move(options));
     return run_worker(lock, data, counter_prefix, blocks);
   } catch (const std::exception& e) {
     std::cerr << "process worker: " << e.what() << std::endl;

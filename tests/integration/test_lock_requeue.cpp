@@ -4,6 +4,7 @@
 // it still acquires a free key at once, still waits its turn behind a
 // holder, gives up cleanly, keeps FIFO order across processes, and returns
 // to the fast path when the contention is over.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -145,18 +146,30 @@ TEST_F(LockRequeue, FourProcessesStayInFifoOrder) {
   const RawReply order = raw({"LRANGE", list, "0", "-1"});
   ASSERT_EQ(static_cast<long long>(order.elements.size()), total);
   ASSERT_GE(total, 40) << "too few critical sections to judge the order";
+  // FIFO with everyone queued: the releaser goes to the back of the line.
+  // Until every worker has had its first section (they start together,
+  // but one may be descheduled) the first ones may repeat, and so may the
+  // last ones once a worker has stopped (each stops DURATION_MS after it
+  // saw the others ready; a worker descheduled then runs on alone, and
+  // under ctest -j2 beside another 4-process test one did so for 0.7 s):
+  // re-takes count between the two.
+  std::map<std::string, std::size_t> last_section;
+  for (std::size_t i = 0; i < order.elements.size(); ++i) last_section[order.elements[i].str] = i;
+  std::size_t first_to_stop = order.elements.size();
+  for (const auto& [worker, at] : last_section) first_to_stop = std::min(first_to_stop, at);
   std::map<std::string, long long> shares;
-  long long retakes = 0;
+  long long retakes = 0, judged = 0;
   for (std::size_t i = 0; i < order.elements.size(); ++i) {
-    // FIFO with everyone queued: the releaser goes to the back of the line.
-    // Until every worker has had its first section (they start together,
-    // but one may be descheduled) the first ones may repeat: re-takes
-    // count from then on.
-    if (shares.size() == 4 && order.elements[i].str == order.elements[i - 1].str) ++retakes;
+    if (shares.size() == 4 && i <= first_to_stop) {
+      ++judged;
+      if (order.elements[i].str == order.elements[i - 1].str) ++retakes;
+    }
     ++shares[order.elements[i].str];
   }
-  std::cout << "same-holder re-takes after every worker's first section: " << retakes << " of " << total << '\n';
-  EXPECT_LE(retakes, 3 + total / 100) << retakes << " same-holder re-takes of " << total;
+  std::cout << "same-holder re-takes while all four contended: " << retakes << " of " << judged << " sections ("
+            << total << " in all)\n";
+  ASSERT_GE(judged, 40) << "too few sections with all four contending to judge the order";
+  EXPECT_LE(retakes, 3 + judged / 100) << retakes << " same-holder re-takes of " << judged;
   ASSERT_EQ(shares.size(), 4u);
   for (const auto& [worker, count] : shares) EXPECT_GE(count, total / 8) << worker << " got " << count << " of " << total;
   EXPECT_EQ(raw({"EXISTS", name}).integer, 0);
