@@ -16,6 +16,7 @@
 //   deadline) is handed to Orphans, which releases whatever it may have won
 //   and removes its queue place.
 // - A release that fails for any reason surfaces as a lost lease.
+#include "client/routed.hpp"
 #include "lock/lock_impl.hpp"
 #include "lock/orphans.hpp"
 
@@ -249,6 +250,7 @@ int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
     const std::span<const std::span<const std::string_view>> commands(all.data(), count);
     std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
     if (replies.empty()) return deadline_passed(result);
+    if (set_refused(replies)) return 0;
     reply = std::move(replies[0]);
     detail::check_reply(*reply, client_.endpoint(), "acquire lock");
     // The SET's outcome before WAIT's: a refused WAIT after a won SET must
@@ -296,6 +298,7 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
     replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
     if (replies.empty()) return deadline_passed(result);
   }
+  if (set_refused(replies)) return 0;
   // The script's outcome before any other reply: a failure after a won SET
   // must not leave K held (fast_attempt).
   const redisReply& outcome = *replies[0];
@@ -317,6 +320,19 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
   result.acquired = true;
   result.fence = static_cast<std::uint64_t>(outcome.element[outcome.element[0]->integer == 1 ? 1 : 2]->integer);
   return 1;
+}
+
+// A slot being migrated refused the SET (or the fenced script: ASK,
+// TRYAGAIN) while the holder record's SET ran: the pipeline is not resent
+// (LockCalls::pipeline_until), so the SET never ran. Not acquired; the
+// record, if it was written (NX: only where it was missing), is deleted.
+// Failing the attempt is the safe reading: resending only the SET would
+// need the WAIT and the record on the node it then runs on.
+bool Lock::Impl::set_refused(const std::vector<ReplyPtr>& replies) noexcept {
+  if (record_.empty() || replies.size() < 2) return false;
+  if (detail::first_redirect(replies[0]) == nullptr || detail::first_redirect(replies[1]) != nullptr) return false;
+  drop_record();
+  return true;
 }
 
 // SET ... GET answered with the previous value: our own random token means

@@ -79,6 +79,11 @@ class LockCalls {
   /// before all replies arrived (outcome unknown). `last_waits`: the last
   /// command is held back by the server for up to this long (WAIT n ms), so
   /// its reply may take the socket timeout plus that.
+  /// Redirections: resent whole only when every keyed command was refused
+  /// (MOVED, ASK, TRYAGAIN; a keyless WAIT then goes along, to the node that
+  /// runs the writes). When some ran and some were refused (a slot being
+  /// migrated) the replies are returned as they are, redirections included:
+  /// resending would run the commands that ran a second time, elsewhere.
   std::vector<ReplyPtr> pipeline_until(std::span<const std::span<const std::string_view>> commands,
                                        std::string_view operation, Clock::time_point until,
                                        std::chrono::milliseconds last_waits = std::chrono::milliseconds(0));

@@ -158,6 +158,8 @@ class Lock::Impl {
   std::span<const std::string_view> wait_args();
   std::span<const std::string_view> who_args();
   void drop_record() noexcept;
+  // The SET refused by a migrating slot while the record ran (lock.cpp).
+  bool set_refused(const std::vector<ReplyPtr>& replies) noexcept;
   void replicate_grant();
   void require_acks(int acks);
   bool confirm_lease(Attempt& attempt, Clock::time_point until = Clock::time_point::max());
