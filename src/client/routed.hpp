@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <span>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -56,6 +57,24 @@ inline const redisReply* first_redirect(const std::vector<ReplyPtr>& replies) no
   for (const ReplyPtr& reply : replies)
     if (const redisReply* found = first_redirect(reply)) return found;
   return nullptr;
+}
+/// Whether a pipeline was partly refused: some keyed command ran and another
+/// got a redirection. During a slot migration the source runs the commands
+/// whose keys it still has and answers ASK (or TRYAGAIN, for a script over
+/// keys it has only some of) for the others; resending the pipeline whole
+/// would run the ones that ran a second time, elsewhere (a lock's SET K NX
+/// lost on the source, K held there, and won on the ASK target: two
+/// holders). A keyless WAIT runs wherever it is sent: it does not count.
+/// For the lock layer's own pipelines (commands in upper case).
+inline bool partly_refused(std::span<const std::span<const std::string_view>> commands,
+                           const std::vector<ReplyPtr>& replies) noexcept {
+  bool ran = false;
+  bool refused = false;
+  for (std::size_t i = 0; i < commands.size() && i < replies.size(); ++i) {
+    if (!commands[i].empty() && commands[i][0] == "WAIT") continue;
+    (first_redirect(replies[i]) != nullptr ? refused : ran) = true;
+  }
+  return ran && refused;
 }
 inline bool has_replies(const ReplyPtr& reply) noexcept { return reply != nullptr; }
 inline bool has_replies(const std::vector<ReplyPtr>& replies) noexcept { return !replies.empty(); }

@@ -86,25 +86,6 @@ ReplyPtr run_on_key_node(ClientImpl& client, const std::string& name, const std:
   return reply;
 }
 
-// During a slot migration the source runs the commands whose keys it still
-// has and answers ASK (or TRYAGAIN, for a script over keys it has only some
-// of) for the others. When one keyed command ran and another was refused,
-// sending the pipeline again would run the one that ran a second time,
-// elsewhere: SET K NX lost on the source (K held there by a holder with no
-// holder record) while our record's SET got ASK, and resent to the target
-// the SET won there too — two holders. A keyless command (WAIT) runs
-// wherever it is sent, so it does not count.
-bool partly_refused(std::span<const std::span<const std::string_view>> commands,
-                    const std::vector<ReplyPtr>& replies) {
-  bool ran = false;
-  bool refused = false;
-  for (std::size_t i = 0; i < commands.size() && i < replies.size(); ++i) {
-    if (!commands[i].empty() && commands[i][0] == "WAIT") continue;  // wait_args(): ours, upper case
-    (first_redirect(replies[i]) != nullptr ? refused : ran) = true;
-  }
-  return ran && refused;
-}
-
 }  // namespace
 
 ReplyPtr LockCalls::run_lock_script(const Script& script, std::span<const std::string_view> args, std::string_view operation) {
@@ -229,8 +210,9 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
       throw;
     }
   }
-  // Replies of a pipeline partly refused (partly_refused): returned as they
-  // are, never resent; the caller reads a refused command as not done.
+  // Replies of a pipeline partly refused (partly_refused, routed.hpp):
+  // returned as they are, never resent; the caller reads a refused command
+  // as not done.
   std::vector<ReplyPtr> partial;
   std::vector<ReplyPtr> result = routed_call(*client_, name(), until, [&](Connection& connection, Node&) {
     // The deadline passed while connecting: nothing was sent.
