@@ -308,6 +308,9 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
     }
     const redisReply* redirect = first_redirect(routed.outcome.replies);
     if (redirect == nullptr) co_return routed;
+    // Some commands ran, others were refused (a slot being migrated): never
+    // resent, the caller reads a refused command as not done (routed.hpp).
+    if (!commands.empty() && partly_refused(commands, routed.outcome.replies)) co_return routed;
     const std::string_view text(redirect->str, redirect->len);
     const Redirect what = redirect_of(text);
     if (what.kind == RedirectKind::moved) on_moved(*node, text);

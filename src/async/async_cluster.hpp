@@ -69,7 +69,8 @@ class AsyncCluster : public std::enable_shared_from_this<AsyncCluster> {
   /// (empty key: any master), following redirections as described above.
   /// A pipeline of several commands passes them as `commands` too (`resp`
   /// is their encoding): after an ASK they are re-encoded with ASKING before
-  /// each command outside a transaction (client/asking.hpp).
+  /// each command outside a transaction (client/asking.hpp). A pipeline
+  /// partly refused (routed.hpp, partly_refused) is returned as it is.
   asio::awaitable<Routed> exchange(std::string_view key, const std::string& resp, std::size_t replies,
                                    Clock::time_point until, std::string_view operation,
                                    std::span<const std::span<const std::string_view>> commands = {});

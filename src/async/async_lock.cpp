@@ -11,6 +11,7 @@
 
 #include "async/async_lock_impl.hpp"
 #include "client/error_map.hpp"
+#include "client/routed.hpp"
 #include "common/diagnostics.hpp"
 #include "common/token.hpp"
 #include "lock/holder.hpp"
@@ -26,6 +27,15 @@ bool cancellation_requested(const asio::cancellation_state& state) noexcept {
 using Ended = AsyncConnection::Ended;
 // Queue entries outlive any wait; emptied lists vanish by themselves.
 constexpr std::string_view kQueueTtl = "600000";
+
+// A slot being migrated refused the SET (or the fenced script: ASK,
+// TRYAGAIN) while the holder record's SET ran: the pipeline is not resent
+// (routed.hpp, partly_refused), so the SET never ran. The attempt fails
+// (its record, if written, is dropped): the safe reading, as the blocking
+// Lock's.
+bool set_refused(const std::vector<ReplyPtr>& replies) noexcept {
+  return replies.size() >= 2 && first_redirect(replies[0]) != nullptr && first_redirect(replies[1]) == nullptr;
+}
 
 }  // namespace
 
@@ -182,13 +192,20 @@ asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_po
     const std::array<std::span<const std::string_view>, 2> commands{set, who_args(who)};
     auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
     answer.ended = outcome.ended;
+    if (outcome.ended == Ended::replied && set_refused(outcome.replies)) {
+      co_await drop_record();
+      co_return 0;
+    }
     if (outcome.ended == Ended::replied) {
       if (outcome.replies[0]->type == REDIS_REPLY_ERROR) {
         co_await drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
         check_reply(*outcome.replies[0], client_->endpoint(), "acquire lock");
       }
       result.granted = outcome.replies[0]->type == REDIS_REPLY_NIL || previous_holder_is_us(*outcome.replies[0]) == 1;
-      check_reply(*outcome.replies[1], client_->endpoint(), "record the lock's holder");
+      // The record refused by a migrating slot while the SET ran: not sent
+      // again (routed.hpp, partly_refused); the lock goes without a record.
+      if (first_redirect(outcome.replies[1]) == nullptr)
+        check_reply(*outcome.replies[1], client_->endpoint(), "record the lock's holder");
       answer.reply = std::move(outcome.replies[0]);
     }
   }
@@ -224,6 +241,10 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
     result.cancelled = outcome.ended == Ended::cancelled;
     result.deadline_passed = !result.cancelled;
     if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
+    co_return 0;
+  }
+  if (set_refused(outcome.replies)) {
+    co_await drop_record();
     co_return 0;
   }
   const redisReply& reply = *outcome.replies[0];
