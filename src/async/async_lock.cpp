@@ -33,6 +33,9 @@ constexpr std::string_view kQueueTtl = "600000";
 // (routed.hpp, partly_refused), so the SET never ran. The attempt fails
 // (its record, if written, is dropped): the safe reading, as the blocking
 // Lock's.
+// fast_request's result then (fast_attempt decides about the record). Only
+// in a cluster: elsewhere a TRYAGAIN reply is an error, thrown as one.
+constexpr int kSetRefused = 2;
 bool set_refused(const std::vector<ReplyPtr>& replies) noexcept {
   return replies.size() >= 2 && first_redirect(replies[0]) != nullptr && first_redirect(replies[1]) == nullptr;
 }
@@ -168,12 +171,21 @@ asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::fast_attempt(Clock::time_
       throw;
     }
     if (outcome < 0) throw_token_in_use();
+    if (outcome == kSetRefused) {
+      // As the blocking Lock's: on a retry after a lost reply the first
+      // request may have won on the node K moved to (unknown: the clean-up
+      // releases it if ours, the record left to it); else our record goes.
+      if (round > 0) client_->abandon(keys_, orphan_entry());
+      else co_await drop_record();
+      co_return result;
+    }
     result.acquired = outcome == 1;
     co_return result;
   }
 }
 
-// Returns 1 acquired, 0 busy / deadline passed / cancelled, -1 custom token in use.
+// Returns 1 acquired, 0 busy / deadline passed / cancelled, -1 custom token in use,
+// kSetRefused (set_refused).
 asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_point until) {
   if (options_.fencing) {
     const int outcome = co_await fenced_request(result, until);
@@ -192,10 +204,7 @@ asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_po
     const std::array<std::span<const std::string_view>, 2> commands{set, who_args(who)};
     auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
     answer.ended = outcome.ended;
-    if (outcome.ended == Ended::replied && set_refused(outcome.replies)) {
-      co_await drop_record();
-      co_return 0;
-    }
+    if (outcome.ended == Ended::replied && client_->sharded() && set_refused(outcome.replies)) co_return kSetRefused;
     if (outcome.ended == Ended::replied) {
       if (outcome.replies[0]->type == REDIS_REPLY_ERROR) {
         co_await drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
@@ -243,10 +252,7 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
     if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
     co_return 0;
   }
-  if (set_refused(outcome.replies)) {
-    co_await drop_record();
-    co_return 0;
-  }
+  if (client_->sharded() && set_refused(outcome.replies)) co_return kSetRefused;
   const redisReply& reply = *outcome.replies[0];
   if (reply.type == REDIS_REPLY_ERROR) {
     if (!record_.empty()) co_await drop_record();  // nothing was acquired: the record must not stay behind

@@ -194,6 +194,16 @@ Lock::Impl::Attempt Lock::Impl::fast_attempt(Clock::time_point deadline) {
     try {
       const int outcome = fast_request(result, until);
       if (outcome < 0) throw_token_in_use();
+      if (outcome == kSetRefused) {
+        // A migrating slot refused the SET while the record's SET ran. On a
+        // retry after a lost reply the first request may have won (K moved
+        // to the target with our token): unknown, so the clean-up releases
+        // it if it is ours, and our record is left to it. Else nothing of
+        // ours holds K: the record, if written, goes (review, session 19).
+        if (round > 0) calls_.abandon(orphan_entry(token_), true);
+        else drop_record();
+        return result;
+      }
       result.acquired = outcome == 1;
       return result;
     } catch (const ClosedError&) {
@@ -229,7 +239,8 @@ void Lock::Impl::drop_record() noexcept {
   }
 }
 
-// Returns 1 acquired, 0 busy or deadline passed, -1 custom token in use.
+// Returns 1 acquired, 0 busy or deadline passed, -1 custom token in use,
+// kSetRefused (set_refused).
 int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
   if (state_.options.fencing) return fenced_request(result, until);
   ReplyPtr reply;
@@ -250,7 +261,7 @@ int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
     const std::span<const std::span<const std::string_view>> commands(all.data(), count);
     std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
     if (replies.empty()) return deadline_passed(result);
-    if (set_refused(replies)) return 0;
+    if (set_refused(replies)) return kSetRefused;
     reply = std::move(replies[0]);
     detail::check_reply(*reply, client_.endpoint(), "acquire lock");
     // The SET's outcome before WAIT's: a refused WAIT after a won SET must
@@ -298,7 +309,7 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
     replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
     if (replies.empty()) return deadline_passed(result);
   }
-  if (set_refused(replies)) return 0;
+  if (set_refused(replies)) return kSetRefused;
   // The script's outcome before any other reply: a failure after a won SET
   // must not leave K held (fast_attempt).
   const redisReply& outcome = *replies[0];
@@ -324,15 +335,15 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
 
 // A slot being migrated refused the SET (or the fenced script: ASK,
 // TRYAGAIN) while the holder record's SET ran: the pipeline is not resent
-// (LockCalls::pipeline_until), so the SET never ran. Not acquired; the
-// record, if it was written (NX: only where it was missing), is deleted.
-// Failing the attempt is the safe reading: resending only the SET would
-// need the WAIT and the record on the node it then runs on.
+// (LockCalls::pipeline_until), so this SET never ran. Not acquired
+// (fast_attempt decides what becomes of the record). Failing the attempt is
+// the safe reading: resending only the SET would need the WAIT and the
+// record on the node it then runs on.
 bool Lock::Impl::set_refused(const std::vector<ReplyPtr>& replies) noexcept {
-  if (record_.empty() || replies.size() < 2) return false;
-  if (detail::first_redirect(replies[0]) == nullptr || detail::first_redirect(replies[1]) != nullptr) return false;
-  drop_record();
-  return true;
+  // Only a cluster redirects: elsewhere a TRYAGAIN (say) is an error reply,
+  // thrown as one (LockFaults.ErrorReplyToTheAcquisitionLeavesThePoolInStep).
+  if (!calls_.sharded() || record_.empty() || replies.size() < 2) return false;
+  return detail::first_redirect(replies[0]) != nullptr && detail::first_redirect(replies[1]) == nullptr;
 }
 
 // SET ... GET answered with the previous value: our own random token means

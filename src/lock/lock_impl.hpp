@@ -160,6 +160,8 @@ class Lock::Impl {
   void drop_record() noexcept;
   // The SET refused by a migrating slot while the record ran (lock.cpp).
   bool set_refused(const std::vector<ReplyPtr>& replies) noexcept;
+  // fast_request's result when set_refused: see fast_attempt.
+  static constexpr int kSetRefused = 2;
   void replicate_grant();
   void require_acks(int acks);
   bool confirm_lease(Attempt& attempt, Clock::time_point until = Clock::time_point::max());
