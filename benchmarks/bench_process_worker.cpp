@@ -100,29 +100,11 @@ struct QueueLock {
       "local e = redis.call('LPOP', KEYS[2])\n"
       "if not e then redis.call('DEL', KEYS[1]) return 0 end\n"
       "redis.call('SET', KEYS[1], e, 'PX', 30000) redis.call('PUBLISH', KEYS[1] .. ':wake:' .. e, 't') return 1";
-  // "fat": the same locks with the server work of lockon's scripts on the
-  // contended path (its reads and writes of the hand-over, holder and
-  // liveness records), keys and values alike but not their logic.
-  static constexpr const char* kQueueFat =
-      "if redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 1 end\n"
-      "redis.call('GET', KEYS[1]) redis.call('RPUSH', KEYS[2], ARGV[1]) redis.call('PEXPIRE', KEYS[2], 60000)\n"
-      "redis.call('HSETNX', KEYS[2] .. 'who', ARGV[1], 'host|1|2|label|') redis.call('PEXPIRE', KEYS[2] .. 'who', 60000)\n"
-      "redis.call('PTTL', KEYS[1]) redis.call('GET', KEYS[1] .. ':who') return 0";
-  static constexpr const char* kReleaseFat =
-      "redis.call('GET', KEYS[1]) redis.call('EXISTS', KEYS[2])\n"
-      "local e = redis.call('LPOP', KEYS[2])\n"
-      "if not e then redis.call('DEL', KEYS[1]) return 0 end\n"
-      "local info = redis.call('HGET', KEYS[2] .. 'who', e) redis.call('HDEL', KEYS[2] .. 'who', e)\n"
-      "local t = redis.call('TIME')\n"
-      "redis.call('SET', KEYS[1] .. ':who', (info or '') .. string.format('%.0f', tonumber(t[1]) * 1000), 'PX', 30000)\n"
-      "redis.call('SET', KEYS[1], e, 'PX', 30000) redis.call('SET', KEYS[1] .. ':hf', e .. ' 0', 'PX', 30000)\n"
-      "redis.call('SET', KEYS[1] .. ':hs', e, 'PX', 60000)\n"
-      "redis.call('PUBLISH', KEYS[1] .. ':wake:' .. e, 't') return 1";
   QueueLock(const std::string& url, const std::string& key, bool pubsub, bool fat = false)
       : raw(url), key_(key), queue_(key + ":q"), id_(std::to_string(::getpid())), wake_(key + ":wake:" + id_),
         pubsub_(pubsub) {
-    queue_sha_ = raw.run({"SCRIPT", "LOAD", fat ? kQueueFat : kQueue})->str;
-    release_sha_ = raw.run({"SCRIPT", "LOAD", fat ? kReleaseFat : pubsub ? kReleasePublish : kReleaseList})->str;
+    queue_sha_ = raw.run({"SCRIPT", "LOAD", fat ? queue_fat::kQueue : kQueue})->str;
+    release_sha_ = raw.run({"SCRIPT", "LOAD", fat ? queue_fat::kRelease : pubsub ? kReleasePublish : kReleaseList})->str;
     if (pubsub) {
       subscriber_ = std::make_unique<Raw>(url);
       subscriber_->run({"SUBSCRIBE", wake_});

@@ -68,4 +68,32 @@ struct Usage {
   }
 };
 
+// The bare FIFO lock of lockon's shape (QueueLock in bench_process_worker.cpp)
+// making the server calls lockon's scripts make on the contended path:
+// KEYS = lock, queue; the queueing script takes the waiter's id (ARGV[1]),
+// the release hands the lock to the queue's head and PUBLISHes to
+// "<lock>:wake:<id>". Also the baseline of BM_ContendedScriptCost.
+namespace queue_fat {
+// The server work of lockon's scripts on the contended path (its reads and
+// writes of the hand-over, holder and liveness records), keys and values
+// alike but not their logic. Since session 20 lockon's release pops the
+// queue without an EXISTS first, and its queueing script reads no holder
+// record when both tokens are random: neither is here any more.
+inline constexpr const char* kQueue =
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 1 end\n"
+    "redis.call('GET', KEYS[1]) redis.call('RPUSH', KEYS[2], ARGV[1]) redis.call('PEXPIRE', KEYS[2], 60000)\n"
+    "redis.call('HSETNX', KEYS[2] .. 'who', ARGV[1], 'host|1|2|label|') redis.call('PEXPIRE', KEYS[2] .. 'who', 60000)\n"
+    "redis.call('PTTL', KEYS[1]) return 0";
+inline constexpr const char* kRelease =
+    "redis.call('GET', KEYS[1])\n"
+    "local e = redis.call('LPOP', KEYS[2])\n"
+    "if not e then redis.call('DEL', KEYS[1]) return 0 end\n"
+    "local info = redis.call('HGET', KEYS[2] .. 'who', e) redis.call('HDEL', KEYS[2] .. 'who', e)\n"
+    "local t = redis.call('TIME')\n"
+    "redis.call('SET', KEYS[1] .. ':who', (info or '') .. string.format('%.0f', tonumber(t[1]) * 1000), 'PX', 30000)\n"
+    "redis.call('SET', KEYS[1], e, 'PX', 30000) redis.call('SET', KEYS[1] .. ':hf', e .. ' 0', 'PX', 30000)\n"
+    "redis.call('SET', KEYS[1] .. ':hs', e, 'PX', 60000)\n"
+    "redis.call('PUBLISH', KEYS[1] .. ':wake:' .. e, 't') return 1";
+}  // namespace queue_fat
+
 }  // namespace lockon::bench::processes
