@@ -394,6 +394,12 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
         }
         watch->slot().handed = false;  // the lease ran out while we did not run: queue again
       }
+      // Past the deadline nothing more is sent (its reply could not be used):
+      // the top of the loop takes a hand-over that raced with it, else leaves.
+      if (Clock::now() >= deadline) {
+        last = Attempt{};
+        continue;
+      }
       last = co_await wait_attempt(entry, false, deadline);
     }
   } catch (const asio::system_error& e) {

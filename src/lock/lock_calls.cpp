@@ -247,11 +247,14 @@ void LockCalls::abandon(const std::string& entry, bool unknown_outcome) const no
   }
 }
 
-long long LockCalls::cancel_now(const std::string& entry, std::chrono::milliseconds grace) noexcept {
+long long LockCalls::cancel_now(const std::string& entry, std::chrono::milliseconds grace, bool late_request) noexcept {
   try {
     const std::array<std::string_view, 1> args{entry};
     const ReplyPtr reply = run_lock_script_until(scripts::cancel_wait(sharded_), args, "cancel wait", Clock::now() + grace);
-    if (reply && reply->type == REDIS_REPLY_INTEGER) return reply->integer;
+    if (reply && reply->type == REDIS_REPLY_INTEGER) {
+      if (late_request) abandon(entry, true);
+      return reply->integer;
+    }
   } catch (...) {
   }
   abandon(entry, true);

@@ -94,8 +94,12 @@ class LockCalls {
   void abandon(const std::string& entry, bool unknown_outcome) const noexcept;
 
   /// Tries the clean-up now, waiting at most `grace` for the reply; hands it
-  /// to the background on any failure. Returns the script's reply, or -1.
-  long long cancel_now(const std::string& entry, std::chrono::milliseconds grace) noexcept;
+  /// to the background on any failure, and also after a success when
+  /// `late_request`: a request of ours with `entry` whose reply was never
+  /// read may still run after this clean-up (it went out on a connection
+  /// since closed, and the server serves connections in no set order), so
+  /// the background sweeps again. Returns the script's reply, or -1.
+  long long cancel_now(const std::string& entry, std::chrono::milliseconds grace, bool late_request = false) noexcept;
 
  private:
   std::shared_ptr<ClientImpl> client_;

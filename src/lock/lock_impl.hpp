@@ -147,7 +147,8 @@ class Lock::Impl {
   void follow_slot(Clock::time_point until);
   Attempt handed_attempt();
   void reset_slot();
-  bool give_up();
+  // `late_request`: the last attempt's reply was not read (it may still run).
+  bool give_up(bool late_request);
   bool finish_wait(const Attempt& attempt);
 
   bool acks_required() const noexcept { return state_.options.replica_acks.replicas > 0; }

@@ -95,7 +95,7 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
       waited = true;
       if (!last.deadline_passed) wait_->last = last;
       const auto now = Clock::now();
-      if (last.deadline_passed || now >= deadline) return give_up();
+      if (last.deadline_passed || now >= deadline) return give_up(last.deadline_passed);
       auto wake_at = std::min(deadline, detail::add_saturating(now, state_.options.wait_poll_interval));
       // A holder that crashed releases nothing: look again when its lease ends.
       if (last.pttl >= 0)
@@ -118,12 +118,17 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
         }
         reset_slot();  // handed, but the lease ran out while we did not run: queue again
       }
+      // Past the deadline nothing more is sent: its reply could not be read
+      // in time, and on a pooled connection an unread reply breaks it and
+      // leaves an attempt that may run after our cancel (found by review,
+      // session 20). give_up() takes a hand-over that raced with it.
+      if (Clock::now() >= deadline) return give_up(false);
       last = wait_attempt(wait_->entry, false, deadline);
     }
   } catch (...) {
     const std::string entry = wait_->entry;
     wait_.reset();
-    calls_.cancel_now(entry, kCancelGrace);
+    calls_.cancel_now(entry, kCancelGrace, detail::outcome_unknown(std::current_exception()));
     throw;
   }
 }
@@ -171,7 +176,7 @@ void Lock::Impl::reset_slot() {
 
 // Deadline passed. If a hand-over raced with it, take the lock after all
 // rather than bouncing it: we own it already.
-bool Lock::Impl::give_up() {
+bool Lock::Impl::give_up(bool late_request) {
   if (wait_->watch->wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
     Attempt handed = handed_attempt();
     if (confirm_lease(handed, Clock::now() + kCancelGrace)) return finish_wait(handed);
@@ -186,7 +191,7 @@ bool Lock::Impl::give_up() {
   }
   const std::string entry = wait_->entry;
   wait_.reset();
-  calls_.cancel_now(entry, kCancelGrace);
+  calls_.cancel_now(entry, kCancelGrace, late_request);
   return false;
 }
 

@@ -73,7 +73,10 @@ class SharedHolder {
   Attempt attempt(const std::string& entry, const char* mode, Clock::time_point until);
   bool wait_for_turn(Clock::time_point deadline);
   bool on_acquired(Clock::time_point lease_from);
-  void cancel_now(const std::string& entry) noexcept;
+  // Removes `entry` now (bounded), else in the background. `late_request`:
+  // a request of ours with `entry` may still run after this cancel (its
+  // reply was not read), so the background sweeps again in any case.
+  void cancel_now(const std::string& entry, bool late_request) noexcept;
   void stop_renewal() noexcept;
   std::string orphan_entry() const;
 

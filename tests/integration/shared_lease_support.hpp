@@ -1,7 +1,8 @@
 // integration/shared_lease_support.hpp — helpers of the ReadWriteLock and
 // Semaphore tests: threads whose exceptions become failures, and the
 // steady clock in ns (comparable with the workers' output); the fixture of
-// their fault tests (test_shared_faults.cpp, test_shared_paused.cpp).
+// their fault tests (test_shared_faults.cpp, test_shared_paused.cpp,
+// test_late_attempts.cpp).
 #pragma once
 
 #include <atomic>
@@ -13,7 +14,13 @@
 #include <vector>
 
 #include "lock/lock_scripts.hpp"
+#include "lockon/semaphore.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
 
 namespace lockon::test {
 
@@ -22,6 +29,30 @@ class SharedFaults : public ClientTest {
  protected:
   long long holders(const std::string& name) { return raw({"ZCARD", detail::companion_key(name, "sh")}).integer; }
   long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "sq")}).integer; }
+};
+
+// A fixture whose clients talk through a FaultProxy (the scripts loaded, so
+// faults hit EVALSHA).
+class SharedProxyFaults : public SharedFaults {
+ protected:
+  void SetUp() override {
+    SharedFaults::SetUp();
+    if (HasFatalFailure()) return;
+    proxy_ = std::make_unique<FaultProxy>(server().host(), server().port());
+    via_proxy_ = std::make_unique<Client>(proxy_->url());
+    // Loads the scripts so the faults below hit EVALSHA.
+    const std::string warm_name = key("warm");
+    Semaphore warm(*via_proxy_, warm_name, 1, {.ttl = std::chrono::seconds(5)});
+    ASSERT_TRUE(warm.try_acquire());
+    Semaphore warm_waiter(*via_proxy_, warm_name, 1, {.ttl = std::chrono::seconds(5)});
+    ASSERT_FALSE(warm_waiter.try_acquire_for(std::chrono::milliseconds(20)));
+    warm.release_or_throw();
+  }
+  FaultProxy& proxy() { return *proxy_; }
+  Client& via_proxy() { return *via_proxy_; }
+
+  std::unique_ptr<FaultProxy> proxy_;
+  std::unique_ptr<Client> via_proxy_;
 };
 
 // Joined by the destructor; every body is bounded by its own timeouts.

@@ -1,0 +1,134 @@
+// integration/test_late_attempts.cpp — an attempt that runs after its caller
+// gave up. A request whose reply did not come by the caller's deadline may
+// still be executed later: the connection it went out on is closed (its
+// reply is owed) and the clean-up goes out on another one, and the server
+// serves connections in no guaranteed order (FaultProxy's delay holds the
+// request; on EOF it still forwards what the client had sent). So a
+// confirmed cancel proves nothing about that request: the clean-up must
+// sweep again later (lock/orphans.hpp: unknown outcome), and a wait should
+// send nothing once its deadline has passed (found by review, session 20).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "lock/lock_scripts.hpp"
+#include "lockon/client.hpp"
+#include "lockon/lock.hpp"
+#include "lockon/semaphore.hpp"
+#include "shared_lease_support.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/fixtures.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The first attempt (permit free: granted directly) reaches the server
+// 300 ms after it was sent, 200 ms after the caller's deadline and after
+// its cancel: the permit it took must not stay held by nobody for its TTL.
+TEST_F(SharedProxyFaults, AFirstAttemptThatRunsAfterItsDeadlineKeepsNoPermit) {
+  const std::string name = key("sem");
+  const int late = proxy().add_rule({.command = "EVALSHA",
+                                     .argument_contains = "-|-|",
+                                     .action = FaultAction::delay,
+                                     .delay = 300ms,
+                                     .times = 1});
+  Semaphore semaphore(via_proxy(), name, 1, {.ttl = 10s});
+  EXPECT_FALSE(semaphore.try_acquire_for(100ms));
+  EXPECT_EQ(proxy().matched(late), 1u);
+  ASSERT_TRUE(eventually(2s, [&] { return holders(name) == 1; })) << "the late attempt never ran";
+  EXPECT_TRUE(eventually(3s, [&] { return holders(name) == 0; }))
+      << "the permit taken by the attempt that ran late stays held by nobody (PTTL of its lease: "
+      << pttl(detail::companion_key(name, "sh")) << " ms)";
+  Semaphore other(client(), name, 1);
+  EXPECT_TRUE(other.try_acquire_for(1s));
+}
+
+// A wait that times out sends its cancel and nothing else after its
+// deadline: no attempt whose reply nobody reads (it breaks its pooled
+// connection and leaves an outcome to clean up).
+TEST_F(SharedProxyFaults, ATimedOutWaitSendsNoAttemptAfterItsDeadline) {
+  const std::string name = key("sem");
+  Semaphore holder(client(), name, 1, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_acquire());
+  const int scripts = proxy().add_rule({.command = "EVALSHA", .argument_contains = "|p|"});
+  const auto connections = proxy().connections_accepted();
+  Semaphore waiter(via_proxy(), name, 1, {.ttl = 3s, .wait_poll_interval = 10s});
+  EXPECT_FALSE(waiter.try_acquire_for(150ms));
+  // The direct attempt, the queueing attempt, the cancel.
+  EXPECT_EQ(proxy().matched(scripts), 3u);
+  EXPECT_EQ(proxy().connections_accepted(), connections) << "a pooled connection was broken by an unread reply";
+  EXPECT_EQ(queued(name), 0);
+  holder.release_or_throw();
+}
+
+// The Lock's queueing attempt on a pooled connection (auto_pipeline=0, as
+// on Sentinel and Cluster): it reaches the server after the caller's
+// deadline and its confirmed cancel, and queues the departed waiter; the
+// holder's release then hands K to it (its process still listens on the
+// channel, which lingers). K must not stay held by nobody for the lease.
+class LockProxyPool : public ClientTest {
+ protected:
+  void SetUp() override {
+    ClientTest::SetUp();
+    if (HasFatalFailure()) return;
+    proxy_ = std::make_unique<FaultProxy>(server().host(), server().port());
+    via_proxy_ = std::make_unique<Client>(proxy_->url() + "?auto_pipeline=0");
+    // Loads the queue scripts, so that the faults below hit EVALSHA.
+    const std::string warm_name = key("warm");
+    Lock warm(client(), warm_name);
+    ASSERT_TRUE(warm.try_lock());
+    Lock warm_waiter(*via_proxy_, warm_name);
+    ASSERT_FALSE(warm_waiter.try_lock_for(20ms));
+    warm.unlock();
+  }
+  FaultProxy& proxy() { return *proxy_; }
+  Client& via_proxy() { return *via_proxy_; }
+  long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "q")}).integer; }
+
+  std::unique_ptr<FaultProxy> proxy_;
+  std::unique_ptr<Client> via_proxy_;
+};
+
+TEST_F(LockProxyPool, AQueueingAttemptThatRunsAfterItsDeadlineLeavesNoHolderlessKey) {
+  const std::string name = key("lock");
+  Lock holder(client(), name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  const int late = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 300ms, .times = 1});
+  Lock waiter(via_proxy(), name, {.ttl = 10s});
+  EXPECT_FALSE(waiter.try_lock_for(100ms));
+  EXPECT_EQ(proxy().matched(late), 1u);
+  ASSERT_TRUE(eventually(2s, [&] { return queued(name) == 1; })) << "the late queueing attempt never ran";
+  holder.unlock();  // hands K to the departed waiter's entry, whose process still listens
+  Lock next(client(), name, {.ttl = 10s});
+  const auto started = std::chrono::steady_clock::now();
+  const bool got = next.try_lock_for(3s);
+  EXPECT_TRUE(got) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
+  if (got) {
+    std::cout << "K free again " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - started).count()
+              << " ms after the release\n";
+    next.unlock();
+  }
+}
+
+TEST_F(LockProxyPool, ATimedOutWaitSendsNoAttemptAfterItsDeadline) {
+  const std::string name = key("lock");
+  Lock holder(client(), name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  const int scripts = proxy().add_rule({.command = "EVALSHA"});
+  const auto connections = proxy().connections_accepted();
+  Lock waiter(via_proxy(), name, {.ttl = 3s, .wait_poll_interval = 10s});
+  EXPECT_FALSE(waiter.try_lock_for(150ms));
+  // The queueing attempt and the cancel (the fast path is a SET).
+  EXPECT_EQ(proxy().matched(scripts), 2u);
+  EXPECT_EQ(proxy().connections_accepted(), connections) << "a pooled connection was broken by an unread reply";
+  EXPECT_EQ(queued(name), 0);
+  holder.unlock();
+}
+
+}  // namespace
+}  // namespace lockon::test
