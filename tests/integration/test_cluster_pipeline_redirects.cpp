@@ -28,11 +28,12 @@ class ClusterPipelineRedirects : public ClusterTest {
  protected:
   void SetUp() override {
     ClusterTest::SetUp();
-    const auto masters = cluster().masters();
-    source_ = masters[0];
-    target_ = masters[1];
-    tag_ = name_on(*source_, "pipeline-ask");
+    tag_ = tag();
     slot_ = detail::key_slot(tag_);
+    source_ = &cluster().owner_of_slot(slot_);
+    for (RedisServer* master : cluster().masters())
+      if (master != source_) target_ = master;
+    id_ = unique_key("pipeline-ask");
     a_ = key("a");
     b_ = key("b");
     c_ = key("c");
@@ -56,7 +57,9 @@ class ClusterPipelineRedirects : public ClusterTest {
     }
   }
 
-  std::string key(const std::string& suffix) const { return "{" + tag_ + "}:" + suffix; }
+  // The keys' hash tag (its slot is the one moved).
+  virtual std::string tag() const { return name_on(*cluster().masters()[0], "pipeline-ask"); }
+  std::string key(const std::string& name) const { return "{" + tag_ + "}:" + name + ":" + id_; }
   void begin_migration() {
     migration_ = cluster().begin_migration(slot_, *target_);
     migrating_ = true;
@@ -85,6 +88,7 @@ class ClusterPipelineRedirects : public ClusterTest {
   RedisServer* source_ = nullptr;
   RedisServer* target_ = nullptr;
   std::string tag_;
+  std::string id_;  // unique per test
   int slot_ = 0;
   std::string a_, b_, c_;
   RedisCluster::Migration migration_{};
@@ -214,7 +218,11 @@ TEST_F(ClusterPipelineRedirects, AfterMovedOnlyTheRefusedCommandsGoToTheNewOwner
   begin_migration();
   finish_migration();
   const std::string channel = key("channel");
-  RawConnection listener = cluster().masters()[2]->connect();
+  RedisServer* bystander = nullptr;  // neither the old nor the new owner
+  for (RedisServer* master : cluster().masters())
+    if (master != source_ && master != target_) bystander = master;
+  ASSERT_NE(bystander, nullptr);
+  RawConnection listener = bystander->connect();
   ASSERT_EQ(listener.command({"SUBSCRIBE", channel}).elements.size(), 3u);
   const auto replies = client.pipeline({{"INCR", a_}, {"PUBLISH", channel, "once"}, {"INCR", b_}});
   ASSERT_EQ(replies.size(), 3u);
@@ -236,6 +244,31 @@ TEST_F(ClusterPipelineRedirects, AfterMovedOnlyTheRefusedCommandsGoToTheNewOwner
   EXPECT_EQ(target_->command({"GET", b_}).str, "21");
   EXPECT_EQ(target_->command({"GET", c_}).str, "30");
   EXPECT_EQ(source_->command({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot_)}).integer, 0);
+}
+
+// Client::pipeline routes WAIT by its first argument like a key: in a
+// cluster pipeline it must hash to the pipeline's slot, so these keys are
+// tagged {1} (WAIT 1 ...).
+class ClusterPipelineWaitRedirects : public ClusterPipelineRedirects {
+ protected:
+  std::string tag() const override { return "1"; }
+};
+
+// WAIT after a refused INCR b: it ran on the source (after INCR a) and is
+// sent again on the target after INCR b, whose replication it waits for.
+TEST_F(ClusterPipelineWaitRedirects, AWaitAfterARefusedCommandIsSentAgainAfterIt) {
+  const Client client(cluster().url());
+  client.command({"GET", a_});
+  begin_migration();
+  move_to_target(b_);
+  RawConnection target = target_->connect();
+  const long long waits_before = commandstats_calls(target, "wait");
+  const auto replies = client.pipeline({{"INCR", a_}, {"INCR", b_}, {"WAIT", "1", "5000"}});
+  EXPECT_EQ(integers(replies), (std::vector<long long>{11, 21, 1}));
+  EXPECT_EQ(commandstats_calls(target, "wait") - waits_before, 1) << "WAIT did not follow INCR b to the target";
+  EXPECT_EQ(source_get(a_).str, "11");
+  EXPECT_EQ(target_ask({"GET", b_}).str, "21");
+  EXPECT_EQ(target_ask({"EXISTS", a_}).integer, 0) << "INCR a ran again on the target";
 }
 
 }  // namespace
