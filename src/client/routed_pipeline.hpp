@@ -22,11 +22,10 @@
 // A pipeline holding WATCH is never resent in part: a WATCH alone on the
 // target would stay live on a pooled connection, and the transaction it
 // guards ran (or not) on the source already. Its replies are returned as
-// they are, and the connection gets an UNWATCH (see routed_pipeline()).
+// they are, and the connection reconnects on its next use (routed_pipeline()).
 // Everything refused (nothing ran) is resent whole, as before.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <span>
@@ -95,13 +94,11 @@ std::vector<ReplyPtr> routed_pipeline(ClientImpl& client, std::string_view key,
   std::vector<ReplyPtr> last = routed_call(client, key, until, [&](Connection& connection, Node& node) {
     const std::vector<PipelineResends::Command> batch = resends.batch();
     std::vector<ReplyPtr> replies = send(connection, node, std::span<const PipelineResends::Command>(batch));
-    if (resends.holds_watch() && first_redirect(replies) != nullptr) {
-      // The pipeline closes its WATCH itself and Redis unwatches on EXEC,
-      // EXECABORT and a refused EXEC; this makes sure of it before the
-      // connection goes back to the pool (a rare path: one round trip).
-      static constexpr std::array<std::string_view, 1> kUnwatch{"UNWATCH"};
-      (void)connection.command(kUnwatch, "pipeline");
-    }
+    // The pipeline closes its WATCH itself, and Redis unwatches on EXEC,
+    // EXECABORT and a refused EXEC; a new session on the connection's next
+    // use makes sure no WATCH outlives a refusal on a pooled connection (a
+    // rare path; an UNWATCH here could fail after the pipeline ran).
+    if (resends.holds_watch() && first_redirect(replies) != nullptr) connection.mark_broken();
     return resends.record(std::move(replies));
   });
   std::vector<ReplyPtr> replies = resends.finish(std::move(last));
