@@ -59,9 +59,8 @@ class PipelineResends {
   /// Throws ProtocolError if a reply is missing.
   std::vector<ReplyPtr> finish(std::vector<ReplyPtr> last);
 
-  /// Some unit ran while another stayed refused (not run): the pipeline may
-  /// not simply be sent again.
-  /// Valid after finish().
+  /// After finish(): some unit ran while another stayed refused (not run),
+  /// so the pipeline may not simply be sent again.
   bool partly_ran() const noexcept { return partly_ran_; }
 
  private:
