@@ -89,6 +89,23 @@ class Client {
   /// throws, the connection never goes back to the pool owing replies. The
   /// commands command() refuses are refused here too, except a transaction
   /// the pipeline closes (MULTI ... EXEC/DISCARD, WATCH ... EXEC/UNWATCH).
+  ///
+  /// Redis Cluster: the pipeline's keys must share one slot (ConfigError
+  /// otherwise). While that slot migrates, the node may run some commands
+  /// and refuse others (ASK, MOVED, TRYAGAIN, CLUSTERDOWN: a refused
+  /// command did not run). Only the refused ones are sent again — to the
+  /// node the redirection names, after a back-off for TRYAGAIN and
+  /// CLUSTERDOWN, bounded like command() — and every reply stays in its
+  /// position; a command that ran never runs twice. So resent commands run
+  /// after the others, possibly on another node. A transaction (MULTI ...
+  /// EXEC) with a refused command did not run and is resent whole; a WAIT
+  /// after a refused command is sent again after it. A pipeline holding
+  /// WATCH is never resent in part. When refused commands remain next to
+  /// commands that ran (the bound ran out, a transaction over keys the
+  /// migration split, a WATCH pipeline), the first throws ReplyError (code
+  /// ASK, MOVED, TRYAGAIN or CLUSTERDOWN), not ServerBusyError: sending the
+  /// pipeline again whole would run the others twice. Nothing ran and the
+  /// bound ran out: ServerBusyError, as for command().
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) const;
 
   /// PING the server; connects if needed. Throws like command().

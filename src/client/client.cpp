@@ -8,6 +8,7 @@
 #include "client/client_impl.hpp"
 #include "client/error_map.hpp"
 #include "client/routed.hpp"
+#include "client/routed_pipeline.hpp"
 #include "client/slots.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
@@ -166,6 +167,18 @@ Reply run_command(detail::ClientImpl& impl, std::span<const std::string_view> ar
   return detail::to_reply(*reply, endpoint, operation);
 }
 
+// A command of a pipeline refused by a slot migration while others ran
+// (routed_pipeline): a plain ReplyError, not ServerBusyError ("retrying may
+// succeed"), since sending the pipeline again would run the others twice.
+[[noreturn]] void throw_refused_in_part(std::string_view command, std::string_view endpoint, const redisReply& reply) {
+  const std::string_view text(reply.str, reply.len);
+  throw ReplyError(std::string(command) + " on " + std::string(endpoint) + ": refused during a cluster slot migration (" +
+                       std::string(text) +
+                       "); it did not run and was not resent, while other commands of the pipeline ran (a pipeline "
+                       "holding WATCH is never resent in part): do not send the pipeline again whole",
+                   std::string(text.substr(0, text.find(' '))));
+}
+
 }  // namespace
 
 Client::Client(ConnectionOptions options, PoolOptions pool)
@@ -192,10 +205,8 @@ std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>&
   std::vector<std::vector<std::string_view>> views;
   views.reserve(commands.size());
   for (const auto& command : commands) views.emplace_back(command.begin(), command.end());
-  {
-    const std::vector<std::span<const std::string_view>> spans(views.begin(), views.end());
-    detail::check_shareable_pipeline(spans, "Client::pipeline");
-  }
+  const std::vector<detail::PipelineResends::Command> all(views.begin(), views.end());
+  detail::check_shareable_pipeline(all, "Client::pipeline");
   // A cluster runs a pipeline on one master: every command's key must be
   // in the first one's slot (checked here, before anything is sent).
   std::string_view key;
@@ -210,25 +221,32 @@ std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>&
                         ") are in different hash slots; on Redis Cluster one pipeline serves one slot (use a hash tag)");
   }
   std::string endpoint = impl_->endpoint();
-  const auto exchange = [&](detail::Connection& connection, detail::Node& node) {
+  // Sends `batch` (all the commands, or on Redis Cluster those a slot
+  // migration refused: see routed_pipeline) and reads its replies.
+  const auto send = [&](detail::Connection& connection, detail::Node& node,
+                        std::span<const detail::PipelineResends::Command> batch) {
     endpoint = node.endpoint();
     connection.ensure_connected();
-    for (const auto& command : views) connection.append(command);
+    for (const auto& command : batch) connection.append(command);
     std::vector<detail::ReplyPtr> raw;
-    raw.reserve(views.size());
-    for (std::size_t i = 0; i < views.size(); ++i) raw.push_back(connection.read_reply("pipeline"));
+    raw.reserve(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) raw.push_back(connection.read_reply("pipeline"));
     return raw;
   };
   std::vector<detail::ReplyPtr> raw;
+  bool partly_ran = false;
   if (key.empty() && impl_->options().deployment == Deployment::cluster) {
     const auto node = impl_->any_node();
     auto connection = node->pool().borrow();
-    raw = exchange(*connection, *node);
+    raw = send(*connection, *node, all);
   } else {
-    raw = detail::routed_call(*impl_, key, std::chrono::steady_clock::time_point::max(), exchange);
+    raw = detail::routed_pipeline(*impl_, key, std::chrono::steady_clock::time_point::max(), all, partly_ran, send);
   }
   replies.reserve(raw.size());
-  for (std::size_t i = 0; i < raw.size(); ++i) replies.push_back(detail::to_reply(*raw[i], endpoint, commands[i][0]));
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (partly_ran && detail::first_redirect(raw[i]) != nullptr) throw_refused_in_part(commands[i][0], endpoint, *raw[i]);
+    replies.push_back(detail::to_reply(*raw[i], endpoint, commands[i][0]));
+  }
   return replies;
 }
 

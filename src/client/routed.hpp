@@ -65,7 +65,8 @@ inline const redisReply* first_redirect(const std::vector<ReplyPtr>& replies) no
 /// would run the ones that ran a second time, elsewhere (a lock's SET K NX
 /// lost on the source, K held there, and won on the ASK target: two
 /// holders). A keyless WAIT runs wherever it is sent: it does not count.
-/// For the lock layer's own pipelines (commands in upper case).
+/// For the lock layer's own pipelines (commands in upper case); a caller's
+/// pipeline resends its refused commands alone (routed_pipeline.hpp).
 inline bool partly_refused(std::span<const std::span<const std::string_view>> commands,
                            const std::vector<ReplyPtr>& replies) noexcept {
   bool ran = false;

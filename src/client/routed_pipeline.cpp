@@ -1,0 +1,94 @@
+#include "client/routed_pipeline.hpp"
+
+#include <cctype>
+#include <string>
+
+#include "lockon/errors.hpp"
+
+namespace lockon::detail {
+namespace {
+
+bool is(std::string_view name, std::string_view upper) noexcept {
+  if (name.size() != upper.size()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i)
+    if (std::toupper(static_cast<unsigned char>(name[i])) != upper[i]) return false;
+  return true;
+}
+
+bool is_wait(const PipelineResends::Command& command) noexcept {
+  return !command.empty() && (is(command[0], "WAIT") || is(command[0], "WAITAOF"));
+}
+
+}  // namespace
+
+PipelineResends::PipelineResends(std::span<const Command> commands)
+    : commands_(commands), unit_of_(commands.size()), pending_(commands.size()), replies_(commands.size()) {
+  std::size_t unit = 0;
+  bool in_multi = false;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    pending_[i] = i;
+    const std::string_view name = commands[i].empty() ? std::string_view() : commands[i][0];
+    if (is(name, "WATCH")) holds_watch_ = true;
+    if (in_multi) {
+      // Part of the open transaction: same unit; EXEC or DISCARD ends it.
+      unit_of_[i] = unit;
+      if (is(name, "EXEC") || is(name, "DISCARD")) in_multi = false;
+      continue;
+    }
+    unit_of_[i] = ++unit;
+    in_multi = is(name, "MULTI");
+  }
+}
+
+std::vector<PipelineResends::Command> PipelineResends::batch() const {
+  std::vector<Command> batch;
+  batch.reserve(pending_.size());
+  for (const std::size_t i : pending_) batch.push_back(commands_[i]);
+  return batch;
+}
+
+std::vector<ReplyPtr> PipelineResends::record(std::vector<ReplyPtr> replies) {
+  if (replies.size() != pending_.size())
+    throw ProtocolError("pipeline: " + std::to_string(replies.size()) + " replies to " +
+                        std::to_string(pending_.size()) + " commands");
+  // Units refused on this attempt (unit numbers start at 1).
+  std::vector<bool> refused(unit_of_.empty() ? 1 : unit_of_.back() + 1, false);
+  bool any_refused = false;
+  for (std::size_t k = 0; k < replies.size(); ++k)
+    if (first_redirect(replies[k]) != nullptr) refused[unit_of_[pending_[k]]] = any_refused = true;
+  bool refused_before = false;
+  bool any_ran = false;
+  for (const std::size_t i : pending_) {
+    const std::size_t unit = unit_of_[i];
+    if (refused[unit]) refused_before = true;
+    else if (refused_before && is_wait(commands_[i])) refused[unit] = true;
+    else any_ran = true;
+  }
+  ran_ = ran_ || any_ran;
+  // Nothing refused, or a pipeline with WATCH refused in part: final.
+  const bool final = !any_refused || (holds_watch_ && ran_);
+  std::vector<std::size_t> next;
+  std::vector<ReplyPtr> again;
+  for (std::size_t k = 0; k < replies.size(); ++k) {
+    const std::size_t i = pending_[k];
+    if (!final && refused[unit_of_[i]]) {
+      next.push_back(i);
+      again.push_back(std::move(replies[k]));
+    } else {
+      replies_[i] = std::move(replies[k]);
+    }
+  }
+  pending_ = std::move(next);
+  return again;
+}
+
+std::vector<ReplyPtr> PipelineResends::finish(std::vector<ReplyPtr> last) {
+  if (last.size() == pending_.size())
+    for (std::size_t k = 0; k < last.size(); ++k) replies_[pending_[k]] = std::move(last[k]);
+  for (const ReplyPtr& reply : replies_)
+    if (!reply) throw ProtocolError("pipeline: a command's reply is missing");
+  partly_ran_ = ran_ && first_redirect(replies_) != nullptr;
+  return std::move(replies_);
+}
+
+}  // namespace lockon::detail
