@@ -104,6 +104,10 @@ class Lock::Impl {
     std::unique_ptr<detail::Subscriber::Watch> watch;
     Attempt last;
     bool spun = false;  // a spin window was given (handoff_spin: one per wait)
+    // An attempt with `entry` whose reply was never read may still run
+    // (keep_queue_place kept the place past such a deadline): whoever ends
+    // the place has the clean-up sweep again later (cancel_now).
+    bool late_request = false;
     std::uint64_t generation = detail::fork_generation();  // the process image that queued it
   };
   /// A queue place kept (keep_queue_place) by the parent, seen in a forked

@@ -10,8 +10,9 @@ void Lock::Impl::abandon_wait() noexcept {
   forget_parents_wait();
   if (!wait_) return;
   const std::string entry = wait_->entry;
+  const bool late_request = wait_->late_request;
   wait_.reset();
-  calls_.cancel_now(entry, kCancelGrace);
+  calls_.cancel_now(entry, kCancelGrace, late_request);
 }
 
 // One scripted attempt of a queued waiter (see scripts::wait_attempt).
@@ -127,8 +128,9 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
     }
   } catch (...) {
     const std::string entry = wait_->entry;
+    const bool late_request = wait_->late_request || detail::outcome_unknown(std::current_exception());
     wait_.reset();
-    calls_.cancel_now(entry, kCancelGrace, detail::outcome_unknown(std::current_exception()));
+    calls_.cancel_now(entry, kCancelGrace, late_request);
     throw;
   }
 }
@@ -187,9 +189,14 @@ bool Lock::Impl::give_up(bool late_request) {
     // place goes with the token; the next attempt starts afresh.
     reset_slot();
   } else if (state_.options.keep_queue_place) {
-    return false;  // the next timed attempt continues from our place
+    // The next timed attempt continues from our place; whoever ends it
+    // (abandon_wait, lock_on, the destructor) must know of an unread
+    // request (found by review, session 20: lock_on keeps its places).
+    wait_->late_request = wait_->late_request || late_request;
+    return false;
   }
   const std::string entry = wait_->entry;
+  late_request = late_request || wait_->late_request;
   wait_.reset();
   calls_.cancel_now(entry, kCancelGrace, late_request);
   return false;

@@ -115,6 +115,32 @@ TEST_F(LockProxyPool, AQueueingAttemptThatRunsAfterItsDeadlineLeavesNoHolderless
   }
 }
 
+// The same with the queue place kept past the deadline (keep_queue_place,
+// as lock_on always does) and given up afterwards: by abandon_wait(), or by
+// the Lock's destructor. The late attempt's place must still be swept.
+class LockProxyPoolKeptPlace : public LockProxyPool, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(LockProxyPoolKeptPlace, AKeptPlaceEndedLaterStillSweepsTheLateAttempt) {
+  const bool by_destructor = GetParam();
+  const std::string name = key("lock");
+  Lock holder(client(), name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  const int late = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 300ms, .times = 1});
+  {
+    Lock waiter(via_proxy(), name, {.ttl = 10s, .keep_queue_place = true});
+    EXPECT_FALSE(waiter.try_lock_for(100ms));
+    EXPECT_EQ(proxy().matched(late), 1u);
+    if (!by_destructor) waiter.abandon_wait();  // its cancel is confirmed before the late attempt runs
+  }
+  ASSERT_TRUE(eventually(2s, [&] { return queued(name) == 1; })) << "the late queueing attempt never ran";
+  holder.unlock();  // hands K to the departed waiter's entry, whose process still listens
+  Lock next(client(), name, {.ttl = 10s});
+  EXPECT_TRUE(next.try_lock_for(3s)) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
+}
+
+INSTANTIATE_TEST_SUITE_P(EndedBy, LockProxyPoolKeptPlace, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Destructor" : "AbandonWait"; });
+
 TEST_F(LockProxyPool, ATimedOutWaitSendsNoAttemptAfterItsDeadline) {
   const std::string name = key("lock");
   Lock holder(client(), name, {.ttl = 10s});
