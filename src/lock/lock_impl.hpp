@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <memory>
 #include <string>
@@ -28,6 +29,11 @@ using Clock = DistributedLock::Clock;
 namespace detail {
 /// Warns once per endpoint that wake-ups cannot be published (ACL).
 void warn_publish_denied(const ClientImpl& client);
+/// Tests only (true otherwise): false keeps a waiter on the subscriber it
+/// queued with when a Sentinel failover moves K (Lock::Impl::follow_node),
+/// so a test can show that wake_trusted alone refuses a wake-up that the
+/// demoted old master delivers.
+inline std::atomic<bool> move_waits_after_failover_for_tests{true};
 }  // namespace detail
 
 class Lock::Impl {
@@ -103,6 +109,9 @@ class Lock::Impl {
     std::string waiter_id;
     std::unique_ptr<detail::Subscriber::Watch> watch;
     Attempt last;
+    // watch->connection_generation() sampled before the last attempt: a
+    // hand-over message is trusted only from that connection (wake_trusted).
+    std::uint64_t heard_generation = 0;
     bool spun = false;  // a spin window was given (handoff_spin: one per wait)
     // An attempt with `entry` whose reply was never read may still run
     // (keep_queue_place kept the place past such a deadline): whoever ends
@@ -148,7 +157,11 @@ class Lock::Impl {
   int deadline_passed(Attempt& result);
   Attempt wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline);
   bool wait_for_turn(Clock::time_point deadline);
+  Attempt attempt_in_line(bool enqueue, Clock::time_point deadline);
+  void follow_node(Clock::time_point until, Clock::time_point deadline);
   void follow_slot(Clock::time_point until);
+  void move_wait(std::shared_ptr<detail::Node> node, Clock::time_point until, Clock::time_point deadline);
+  bool wake_trusted();
   Attempt handed_attempt();
   void reset_slot();
   // `late_request`: the last attempt's reply was not read (it may still run).

@@ -134,6 +134,13 @@ const Script& delete_record();
 /// not be published), else 0.
 const Script& cancel_wait(bool sharded = false);
 
+/// KEYS: as cancel_wait (only the queue is used). ARGV: queue entry, the
+/// same waiter's entry under another subscriber id. Puts the second in the
+/// first's place (a waiter that follows a Sentinel failover to the new
+/// master's subscriber keeps its turn). Returns 1 if replaced, 0 if the
+/// first was not queued (the waiter's next attempt queues it again).
+const Script& move_wait();
+
 /// MultiLock's single script (src/multi/one_script.cpp), all keys in one
 /// hash slot (or on one non-cluster server). KEYS: per lock key, in order:
 /// lock, queue, fence counter, holder record ("who") — 4 per key.

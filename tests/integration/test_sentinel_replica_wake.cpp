@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "lock/lock_impl.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
@@ -72,6 +73,7 @@ struct Turn {
   std::atomic<bool> got{false};
   std::atomic<bool> owned_after{false};
   std::atomic<bool> saw_other_inside{false};
+  std::atomic<long long> got_at_ns{0};
   std::string error;
 };
 
@@ -83,6 +85,7 @@ void take_turn(Client& client, Turn& turn, std::atomic<int>& inside, std::chrono
     Lock lock(client, kKey, options);
     if (lock.try_lock_for(wait)) {
       turn.got = true;
+      turn.got_at_ns = Clock::now().time_since_epoch().count();
       if (inside.fetch_add(1) > 0) turn.saw_other_inside = true;
       try {
         turn.owned_after = lock.owned();
@@ -99,7 +102,14 @@ void take_turn(Client& client, Turn& turn, std::atomic<int>& inside, std::chrono
   turn.done = true;
 }
 
-TEST(SentinelReplicaWake, WakeUpDeliveredByTheDemotedMasterIsNotAGrant) {
+// The whole scenario; `move_waits`: whether W may move its wait to the new
+// master's subscriber (the fix does; false keeps it listening on the
+// demoted master, where only wake_trusted stands between W and K).
+void replica_wake_scenario(bool move_waits) {
+  detail::move_waits_after_failover_for_tests = move_waits;
+  struct Restore {
+    ~Restore() { detail::move_waits_after_failover_for_tests = true; }
+  } restore;
   SentinelSet set;
   const int old_port = set.master_port_by_sentinel();
   ASSERT_NE(old_port, 0);
@@ -188,7 +198,20 @@ TEST(SentinelReplicaWake, WakeUpDeliveredByTheDemotedMasterIsNotAGrant) {
   // Liveness: both get their turn (W possibly after X).
   EXPECT_TRUE(w.got.load()) << "W never got K: " << w.error;
   EXPECT_TRUE(x.got.load()) << "X never got K: " << x.error;
+  // Moved in place, W keeps its turn ahead of X.
+  if (move_waits && w.got.load() && x.got.load()) {
+    EXPECT_LT(w.got_at_ns.load(), x.got_at_ns.load()) << "W lost its place moving to the new master";
+  }
 }
+
+// W's subscriber stays on the demoted master: the wake-up it delivers is
+// no proof, W's next attempt on the new master decides (K holds X's token:
+// W waits; it gets K after X).
+TEST(SentinelReplicaWake, WakeUpDeliveredByTheDemotedMasterIsNotAGrant) { replica_wake_scenario(false); }
+
+// As shipped: W moves its wait to the new master's subscriber when the
+// client follows the switch, and keeps its place (ahead of X).
+TEST(SentinelReplicaWake, WaiterFollowsTheFailoverToTheNewMaster) { replica_wake_scenario(true); }
 
 }  // namespace
 }  // namespace lockon::test
