@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <array>
 #include <memory>
 #include <string>
@@ -29,11 +28,6 @@ using Clock = DistributedLock::Clock;
 namespace detail {
 /// Warns once per endpoint that wake-ups cannot be published (ACL).
 void warn_publish_denied(const ClientImpl& client);
-/// Tests only (true otherwise): false keeps a waiter on the subscriber it
-/// queued with when a Sentinel failover moves K (Lock::Impl::follow_node),
-/// so a test can show that wake_trusted alone refuses a wake-up that the
-/// demoted old master delivers.
-inline std::atomic<bool> move_waits_after_failover_for_tests{true};
 }  // namespace detail
 
 class Lock::Impl {

@@ -29,11 +29,11 @@
 #include <string>
 #include <thread>
 
-#include "lock/lock_impl.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
+#include "lockon/read_write_lock.hpp"
 #include "support/sentinel_fixture.hpp"
 
 namespace lockon::test {
@@ -77,24 +77,46 @@ struct Turn {
   std::string error;
 };
 
-void take_turn(Client& client, Turn& turn, std::atomic<int>& inside, std::chrono::milliseconds hold,
+// Which lock the scenario runs on: the exclusive Lock, or a ReadWriteLock's
+// writer side (the shared locks' hand-over: shared_holder.cpp).
+enum class Kind { lock, writer };
+
+void take_turn(Kind kind, Client& client, Turn& turn, std::atomic<int>& inside, std::chrono::milliseconds hold,
                std::chrono::seconds wait) {
   try {
-    LockOptions options;
-    options.ttl = 60s;  // long: a hand-over is trusted without a round trip for ttl/2 (confirm_lease)
-    Lock lock(client, kKey, options);
-    if (lock.try_lock_for(wait)) {
+    const auto enter = [&] {
       turn.got = true;
       turn.got_at_ns = Clock::now().time_since_epoch().count();
       if (inside.fetch_add(1) > 0) turn.saw_other_inside = true;
-      try {
-        turn.owned_after = lock.owned();
-      } catch (const std::exception& e) {
-        turn.error += std::string("owned(): ") + e.what() + "; ";
-      }
+    };
+    const auto leave = [&] {
       std::this_thread::sleep_for(hold);
       if (inside.fetch_sub(1) > 1) turn.saw_other_inside = true;
-      lock.unlock();
+    };
+    if (kind == Kind::lock) {
+      LockOptions options;
+      options.ttl = 60s;  // long: a hand-over is trusted without a round trip for ttl/2 (confirm_lease)
+      Lock lock(client, kKey, options);
+      if (lock.try_lock_for(wait)) {
+        enter();
+        try {
+          turn.owned_after = lock.owned();
+        } catch (const std::exception& e) {
+          turn.error += std::string("owned(): ") + e.what() + "; ";
+        }
+        leave();
+        lock.unlock();
+      }
+    } else {
+      ReadWriteLockOptions options;
+      options.ttl = 60s;  // as above (SharedHolder: handed_in_time)
+      ReadWriteLock lock(client, kKey, options);
+      if (lock.try_lock_for(wait)) {
+        enter();
+        turn.owned_after = true;  // no round-trip check here: the overlap count decides
+        leave();
+        lock.unlock();
+      }
     }
   } catch (const std::exception& e) {
     turn.error += e.what();
@@ -105,7 +127,7 @@ void take_turn(Client& client, Turn& turn, std::atomic<int>& inside, std::chrono
 // The whole scenario; `move_waits`: whether W may move its wait to the new
 // master's subscriber (the fix does; false keeps it listening on the
 // demoted master, where only wake_trusted stands between W and K).
-void replica_wake_scenario(bool move_waits) {
+void replica_wake_scenario(Kind kind, bool move_waits) {
   detail::move_waits_after_failover_for_tests = move_waits;
   struct Restore {
     ~Restore() { detail::move_waits_after_failover_for_tests = true; }
@@ -114,20 +136,23 @@ void replica_wake_scenario(bool move_waits) {
   const int old_port = set.master_port_by_sentinel();
   ASSERT_NE(old_port, 0);
   RedisServer& m1 = set.server_on(old_port);
-  const std::string queue = detail::companion_key(kKey, "q");
+  const std::string queue = detail::companion_key(kKey, kind == Kind::lock ? "q" : "sq");
 
   // H holds K on M1 for a long lease.
   Client h_client(set.url(kQuery));
   LockOptions h_options;
   h_options.ttl = 60s;
-  Lock h(h_client, kKey, h_options);
-  ASSERT_TRUE(h.try_lock());
+  Lock h_lock(h_client, kKey, h_options);
+  ReadWriteLockOptions h_rw_options;
+  h_rw_options.ttl = 60s;
+  ReadWriteLock h_rw(h_client, kKey, h_rw_options);
+  ASSERT_TRUE(kind == Kind::lock ? h_lock.try_lock() : h_rw.try_lock());
 
   // W queues behind H on M1 (its subscriber connects to M1).
   std::atomic<int> inside{0};
   Turn w;
   Client w_client(set.url(kQuery));
-  std::thread w_thread([&] { take_turn(w_client, w, inside, 500ms, 50s); });
+  std::thread w_thread([&] { take_turn(kind, w_client, w, inside, 500ms, 50s); });
   ASSERT_TRUE(eventually(5s, [&] { return llen(m1, queue) == 1; })) << "W did not queue on M1";
   RedisServer& m2_before = set.replica();
   ASSERT_TRUE(eventually(5s, [&] { return llen(m2_before, queue) == 1; })) << "W's entry did not replicate";
@@ -164,7 +189,7 @@ void replica_wake_scenario(bool move_waits) {
   // X queues on M2 behind W's entry.
   Turn x;
   Client x_client(set.url(kQuery));
-  std::thread x_thread([&] { take_turn(x_client, x, inside, 3s, 50s); });
+  std::thread x_thread([&] { take_turn(kind, x_client, x, inside, 3s, 50s); });
   const bool x_queued = eventually(10s, [&] { return llen(m2, queue) == 2; });
 
   // H's client has followed the switch (its release must run on M2).
@@ -176,8 +201,14 @@ void replica_wake_scenario(bool move_waits) {
       return false;
     }
   });
-  h.unlock();
-  std::exception_ptr h_error = h.last_unlock_error();
+  std::exception_ptr h_error;
+  if (kind == Kind::lock) {
+    h_lock.unlock();
+    h_error = h_lock.last_unlock_error();
+  } else {
+    h_rw.unlock();
+    h_error = h_rw.last_unlock_error();
+  }
 
   w_thread.join();
   x_thread.join();
@@ -207,11 +238,18 @@ void replica_wake_scenario(bool move_waits) {
 // W's subscriber stays on the demoted master: the wake-up it delivers is
 // no proof, W's next attempt on the new master decides (K holds X's token:
 // W waits; it gets K after X).
-TEST(SentinelReplicaWake, WakeUpDeliveredByTheDemotedMasterIsNotAGrant) { replica_wake_scenario(false); }
+TEST(SentinelReplicaWake, WakeUpDeliveredByTheDemotedMasterIsNotAGrant) { replica_wake_scenario(Kind::lock, false); }
 
 // As shipped: W moves its wait to the new master's subscriber when the
 // client follows the switch, and keeps its place (ahead of X).
-TEST(SentinelReplicaWake, WaiterFollowsTheFailoverToTheNewMaster) { replica_wake_scenario(true); }
+TEST(SentinelReplicaWake, WaiterFollowsTheFailoverToTheNewMaster) { replica_wake_scenario(Kind::lock, true); }
+
+// The same for a ReadWriteLock's writers (the shared locks' hand-over,
+// shared_holder.cpp; a Semaphore's permits go through the same code).
+TEST(SentinelReplicaWake, SharedWakeUpDeliveredByTheDemotedMasterIsNotAGrant) {
+  replica_wake_scenario(Kind::writer, false);
+}
+TEST(SentinelReplicaWake, SharedWaiterFollowsTheFailoverToTheNewMaster) { replica_wake_scenario(Kind::writer, true); }
 
 }  // namespace
 }  // namespace lockon::test
