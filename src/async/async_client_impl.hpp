@@ -85,6 +85,9 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   /// The pub/sub connection of the current node (made on first use). Hold
   /// the pointer for the whole wait: a Sentinel switch replaces it.
   std::shared_ptr<AsyncSubscriber> subscriber();
+  /// The subscriber of the master as this client knows it now, made or
+  /// not (null: none yet, or the master switched since). No I/O.
+  const std::shared_ptr<AsyncSubscriber>& subscriber_if_made() const noexcept { return subscriber_; }
   /// The id under which this client's locks queue: subscriber()'s if it
   /// was made (else empty: none of them has waited), or a Cluster's
   /// (the same on every master). Makes nothing.

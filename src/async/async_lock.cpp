@@ -320,8 +320,8 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
   // the slot moves: follow_slot below).
   std::shared_ptr<AsyncSubscriber> subscriber = co_await client_->subscriber_for(name(), deadline);
   const std::string waiter_id = random_hex(8);
-  const std::string entry = subscriber->id() + "|" + waiter_id + "|" + ttl_text_ + "|" +
-                            (options_.fencing ? "1" : "0") + "|" + token_;
+  std::string entry = subscriber->id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (options_.fencing ? "1" : "0") +
+                      "|" + token_;
   std::optional<AsyncSubscriber::Watch> watch;
   watch.emplace(subscriber->watch(waiter_id, wake_channel(name(), subscriber->id())));
   const auto poll = options_.wait_poll_interval;
@@ -331,14 +331,63 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
   // followed a MOVED, so the map knows): listen on that master's shard
   // channel instead. A wake-up published on the old one meanwhile is not
   // lost: the key then holds our token, which the next attempt sees.
+  //
+  // Sentinel: the client switched masters and closed our subscriber. Our
+  // entry names it, and a release on the new master counts our wake-up
+  // unheard: every grant to us would be withdrawn and our entry queued
+  // again at the tail. The wait moves to the new master's subscriber, the
+  // entry renamed in place (scripts::move_wait; same waiter id and token: a
+  // hand-over to the old entry is still ours, the next attempt takes it).
+  // Not by a cancel: one retried in the background would pass K on once a
+  // grant to the new entry (same token) made K ours. If the move's outcome
+  // is unknown the old entry may stay queued; a release reaching it
+  // publishes to nobody on the master and hands K on in the same script.
+  std::uint64_t heard = 0;  // subscriber->connection_generation() before the last attempt
   const auto follow_slot = [&]() -> asio::awaitable<void> {
-    if (!client_->sharded() || watch->slot().handed) co_return;
-    auto now_serving = co_await client_->subscriber_for(name(), deadline);
+    if (watch->slot().handed) co_return;
+    std::shared_ptr<AsyncSubscriber> now_serving;
+    if (client_->sharded()) {
+      now_serving = co_await client_->subscriber_for(name(), deadline);
+    } else {
+      if (!move_waits_after_failover_for_tests.load(std::memory_order_relaxed)) co_return;
+      now_serving = client_->subscriber_if_made();
+      // Switched (the old one was closed, no new one yet): made for the current master.
+      if (!now_serving) {
+        try {
+          now_serving = client_->subscriber();
+        } catch (...) {
+          co_return;  // no master known now: the next attempt reports it
+        }
+      }
+    }
     if (now_serving == subscriber) co_return;
     watch.reset();
     subscriber = std::move(now_serving);
     watch.emplace(subscriber->watch(waiter_id, wake_channel(name(), subscriber->id())));
+    heard = 0;  // nothing heard is trusted before the next attempt
     co_await subscriber->wait_subscribed(*watch, std::min(deadline, add_saturating(Clock::now(), poll)));
+    if (client_->sharded()) co_return;  // every master's subscriber has the same id: the entry stays valid
+    const std::string old_entry = entry;
+    entry = subscriber->id() + old_entry.substr(old_entry.find('|'));
+    const std::array<std::string_view, 2> args{old_entry, entry};
+    static_cast<void>(co_await client_->script(scripts::move_wait(), keys(), args, "move wait", deadline));
+  };
+  // A hand-over message proves that K holds our token only if (a) it came
+  // from the subscriber of the master as the client knows it now, and (b)
+  // over the connection that was up, our channel subscribed, when our last
+  // attempt reached that master. Outside a cluster Redis propagates PUBLISH
+  // to the replicas, which deliver it to their subscribers, while the
+  // master's receiver count (the hand-over's liveness check) counts only
+  // its own: a subscriber reconnected to a demoted master (the sentinels
+  // kill its pub/sub clients) hears grants the new master withdrew — two
+  // holders (the blocking Lock's SentinelReplicaWake tests). This client
+  // closes the old master's subscriber when it switches, so (a) holds only
+  // while it has not switched, and (b) then refuses a connection made
+  // after the attempt. Otherwise the next attempt decides.
+  const auto trusted = [&] {
+    const std::uint64_t generation = watch->slot().handed_generation;
+    if (generation == 0 || generation != heard) return false;
+    return client_->sharded() || client_->subscriber_if_made() == subscriber;
   };
   try {
     // Subscribed before queueing: a hand-over cannot precede our ability to
@@ -349,6 +398,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
     // Precedes any hand-over to our entry: the lease of a grant by message
     // counts from here.
     const auto queued_at = Clock::now();
+    heard = subscriber->connection_generation(*watch);
     Attempt last = co_await wait_attempt(entry, true, deadline);
     while (true) {
       if (last.cancelled) throw_cancelled();
@@ -363,7 +413,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
       const auto now = Clock::now();
       if (last.deadline_passed || now >= deadline) {
         // A hand-over that raced with the deadline: take it rather than bounce it.
-        if (watch->slot().handed) {
+        if (watch->slot().handed && trusted()) {  // untrusted: leave() below passes K on if ours
           Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
           const bool taken = co_await confirm_lease(handed, bounded_by_socket_timeout(client_->options()));
           const bool cancelled_at_deadline = cancellation_requested(co_await asio::this_coro::cancellation_state);
@@ -382,17 +432,22 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
       const auto wake = co_await subscriber->wait_until(*watch, wake_at);
       if (wake == AsyncSubscriber::Wake::cancelled) throw_cancelled();
       if (wake == AsyncSubscriber::Wake::handed) {
-        // The release set the key to our token before publishing.
-        Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
-        const bool taken = co_await confirm_lease(handed, Clock::time_point::max());
-        // As the fast path: a cancellation during the round trip wins.
-        const bool cancelled_during_handover = cancellation_requested(co_await asio::this_coro::cancellation_state);
-        if (taken && cancelled_during_handover) throw_cancelled();
-        if (taken) {
-          on_acquired(handed);
-          co_return true;
+        if (trusted()) {
+          // The release set the key to our token before publishing.
+          Attempt handed{true, false, false, watch->slot().fence, -2, queued_at};
+          const bool taken = co_await confirm_lease(handed, Clock::time_point::max());
+          // As the fast path: a cancellation during the round trip wins.
+          const bool cancelled_during_handover = cancellation_requested(co_await asio::this_coro::cancellation_state);
+          if (taken && cancelled_during_handover) throw_cancelled();
+          if (taken) {
+            on_acquired(handed);
+            co_return true;
+          }
         }
-        watch->slot().handed = false;  // the lease ran out while we did not run: queue again
+        // The lease ran out while we did not run, or the message is no
+        // proof (trusted): the attempt decides (a real hand-over is taken
+        // there: K holds our token and the record names us).
+        watch->slot().handed = false;
       }
       // Past the deadline nothing more is sent (its reply could not be used):
       // the top of the loop takes a hand-over that raced with it, else leaves.
@@ -400,6 +455,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
         last = Attempt{};
         continue;
       }
+      heard = subscriber->connection_generation(*watch);
       last = co_await wait_attempt(entry, false, deadline);
     }
   } catch (const asio::system_error& e) {

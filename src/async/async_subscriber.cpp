@@ -32,6 +32,14 @@ void AsyncSubscriber::close() noexcept {
   connection_->close();
 }
 
+std::uint64_t AsyncSubscriber::connection_generation(const Watch& watch) const noexcept {
+  const auto entry = channels_.find(watch.slot().channel);
+  if (closed_ || !connection_->connected() || entry == channels_.end() || !entry->second.subscribed ||
+      entry->second.outstanding > 0)
+    return 0;
+  return generation_;
+}
+
 std::size_t AsyncSubscriber::subscribed_channels() const noexcept {
   std::size_t n = 0;
   for (const auto& [name, channel] : channels_) n += channel.subscribed ? 1 : 0;
@@ -151,6 +159,7 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
     std::from_chars(digits.data(), digits.data() + digits.size(), fence);
     waiter->second->handed = true;
     waiter->second->fence = fence;
+    waiter->second->handed_generation = generation_;
     waiter->second->wake();
     return;
   }
@@ -175,6 +184,7 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
 }
 
 void AsyncSubscriber::on_state(bool up) {
+  ++generation_;
   if (up) {
     for (auto& [name, channel] : channels_)
       if (channel.waiters > 0) send(verb(true), name);

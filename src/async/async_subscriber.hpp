@@ -54,6 +54,9 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
     bool nudged = false;
     bool waiting = false;
     std::uint64_t fence = 0;
+    /// The connection (connection_generation()) that delivered the
+    /// hand-over message: set with `handed`.
+    std::uint64_t handed_generation = 0;
     asio::steady_timer timer;
     void wake() noexcept {
       if (waiting) timer.cancel();
@@ -99,6 +102,14 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
   /// coroutine is cancelled. Clears the nudge.
   asio::awaitable<Wake> wait_until(Watch& watch, Clock::time_point until);
 
+  /// Names the current connection while `watch`'s channel is confirmed
+  /// subscribed on it; 0 otherwise (never a message's). A waiter samples it
+  /// before each attempt: a hand-over message carrying the same value
+  /// (Slot::handed_generation) came over a connection that stayed up since
+  /// that attempt (async_lock.cpp: a message delivered by a replica is no
+  /// grant).
+  std::uint64_t connection_generation(const Watch& watch) const noexcept;
+
   /// Closes the connection; waiters poll from then on.
   void close() noexcept;
 
@@ -136,6 +147,7 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
   bool handlers_set_ = false;
   bool closed_ = false;
   bool sharded_ = false;
+  std::uint64_t generation_ = 0;  // bumped by every connect and drop (on_state)
 };
 
 }  // namespace lockon::detail

@@ -103,6 +103,9 @@ class Lock::Impl {
     std::string waiter_id;
     std::unique_ptr<detail::Subscriber::Watch> watch;
     Attempt last;
+    // watch->connection_generation() sampled before the last attempt: a
+    // hand-over message is trusted only from that connection (wake_trusted).
+    std::uint64_t heard_generation = 0;
     bool spun = false;  // a spin window was given (handoff_spin: one per wait)
     // An attempt with `entry` whose reply was never read may still run
     // (keep_queue_place kept the place past such a deadline): whoever ends
@@ -148,7 +151,11 @@ class Lock::Impl {
   int deadline_passed(Attempt& result);
   Attempt wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline);
   bool wait_for_turn(Clock::time_point deadline);
+  Attempt attempt_in_line(bool enqueue, Clock::time_point deadline);
+  void follow_node(Clock::time_point until, Clock::time_point deadline);
   void follow_slot(Clock::time_point until);
+  void move_wait(std::shared_ptr<detail::Node> node, Clock::time_point until, Clock::time_point deadline);
+  bool wake_trusted();
   Attempt handed_attempt();
   void reset_slot();
   // `late_request`: the last attempt's reply was not read (it may still run).

@@ -414,6 +414,15 @@ const Script& cancel_wait(bool sharded) {
   return sharded_variant(script, sharded);
 }
 
+const Script& move_wait() {
+  static const Script script(
+      "local at = redis.call('LPOS', KEYS[2], ARGV[1])\n"
+      "if not at then return 0 end\n"
+      "redis.call('LSET', KEYS[2], at, ARGV[2])\n"
+      "return 1\n");
+  return script;
+}
+
 const Script& acquire_all() {
   static const Script script(
       LOCKON_LUA_NEXT_FENCE_AT

@@ -30,6 +30,7 @@
 // in: K is never free while a live waiter is queued.
 #pragma once
 
+#include <atomic>
 #include <array>
 #include <cstddef>
 #include <string>
@@ -75,6 +76,13 @@ std::string wake_channel(std::string_view key, std::string_view subscriber_id);
 /// Whether `client`'s wake-ups use sharded pub/sub (SPUBLISH/SSUBSCRIBE):
 /// on a Redis Cluster.
 bool sharded_wake(const ClientImpl& client) noexcept;
+
+/// Tests only (true otherwise): false keeps a waiter (Lock, shared locks)
+/// on the subscriber it queued with when a Sentinel failover moves its key
+/// (Lock::Impl::follow_node, SharedHolder::wait_for_turn), so a test can
+/// show that the trust rule for wake-ups alone (lock_wait.cpp,
+/// wake_trusted) refuses one that the demoted old master delivers.
+inline std::atomic<bool> move_waits_after_failover_for_tests{true};
 
 namespace scripts {
 
@@ -133,6 +141,13 @@ const Script& delete_record();
 /// next live waiter. Returns 1 if K held its token (3: and a wake-up could
 /// not be published), else 0.
 const Script& cancel_wait(bool sharded = false);
+
+/// KEYS: as cancel_wait (only the queue is used). ARGV: queue entry, the
+/// same waiter's entry under another subscriber id. Puts the second in the
+/// first's place (a waiter that follows a Sentinel failover to the new
+/// master's subscriber keeps its turn). Returns 1 if replaced, 0 if the
+/// first was not queued (the waiter's next attempt queues it again).
+const Script& move_wait();
 
 /// MultiLock's single script (src/multi/one_script.cpp), all keys in one
 /// hash slot (or on one non-cluster server). KEYS: per lock key, in order:

@@ -86,7 +86,7 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
     token_ = wait_->token;
   }
   try {
-    Attempt last = wait_attempt(wait_->entry, !resumed, deadline);
+    Attempt last = attempt_in_line(!resumed, deadline);
     bool waited = resumed;
     while (true) {
       if (last.acquired && confirm_lease(last)) {
@@ -101,7 +101,7 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
       // A holder that crashed releases nothing: look again when its lease ends.
       if (last.pttl >= 0)
         wake_at = std::min(wake_at, detail::add_saturating(last.sent_at, std::chrono::milliseconds(last.pttl + 1)));
-      follow_slot(wake_at);
+      follow_node(wake_at, deadline);
       // One spin window per wait: a periodic attempt behind a stalled
       // holder sleeps (HandoffSpinFaults.StalledHolderCostsAtMostOneSpinPerWait).
       detail::SpinWindow spin;
@@ -111,20 +111,25 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
         wait_->spun = !spin.empty();
       }
       if (wait_->watch->wait_until(wake_at, spin) == detail::Subscriber::Slot::Wake::handed) {
-        wait_->watch->note_handoff(Clock::now() - last.sent_at, last.ahead);
-        Attempt handed = handed_attempt();
-        if (confirm_lease(handed)) {
-          note_contention(true);
-          return finish_wait(handed);
+        if (wake_trusted()) {
+          wait_->watch->note_handoff(Clock::now() - last.sent_at, last.ahead);
+          Attempt handed = handed_attempt();
+          if (confirm_lease(handed)) {
+            note_contention(true);
+            return finish_wait(handed);
+          }
         }
-        reset_slot();  // handed, but the lease ran out while we did not run: queue again
+        // Handed, but the lease ran out while we did not run, or the
+        // message is no proof (wake_trusted): the attempt decides. A real
+        // hand-over is taken there (K holds our token, the record names us).
+        reset_slot();
       }
       // Past the deadline nothing more is sent: its reply could not be read
       // in time, and on a pooled connection an unread reply breaks it and
       // leaves an attempt that may run after our cancel (found by review,
       // session 20). give_up() takes a hand-over that raced with it.
       if (Clock::now() >= deadline) return give_up(false);
-      last = wait_attempt(wait_->entry, false, deadline);
+      last = attempt_in_line(false, deadline);
     }
   } catch (...) {
     const std::string entry = wait_->entry;
@@ -133,6 +138,103 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
     calls_.cancel_now(entry, kCancelGrace, late_request);
     throw;
   }
+}
+
+// One attempt from our queue place. The subscriber's connection is noted
+// first: a hand-over message is taken as proof only if it came over that
+// connection (wake_trusted).
+Lock::Impl::Attempt Lock::Impl::attempt_in_line(bool enqueue, Clock::time_point deadline) {
+  wait_->heard_generation = wait_->watch->connection_generation();
+  return wait_attempt(wait_->entry, enqueue, deadline);
+}
+
+// A hand-over message is proof that K holds our token only if the master
+// that ran the release counted it: PUBLISH's receiver count is the master's
+// own subscribers, but outside a cluster Redis also propagates PUBLISH to
+// the replicas, which deliver it to theirs. After a Sentinel failover our
+// subscriber reconnects to the old master's address, now a replica (the
+// sentinels demote it with CLIENT KILL TYPE pubsub): a release on the new
+// master counts our wake-up unheard, hands K to the next waiter, and the
+// replica delivers our wake-up all the same — two holders
+// (SentinelReplicaWake.WakeUpDeliveredByTheDemotedMasterIsNotAGrant). So the
+// message is trusted without a round trip only if (a) our subscriber is the
+// one of the node that serves K now (as the client knows it, without
+// resolving: unknown counts as no), and (b) it came over the connection
+// that was up, our channel subscribed, when we sent our last attempt, which
+// reached a master: a connection that stayed up to that server since, was
+// not killed by a demotion. Otherwise the next attempt decides; on a replica
+// it fails (READONLY), never grants.
+bool Lock::Impl::wake_trusted() {
+  std::uint64_t generation = 0;
+  {
+    auto& slot = wait_->watch->slot();
+    std::lock_guard lock(slot.mutex);
+    generation = slot.handed_generation;
+  }
+  if (generation == 0 || generation != wait_->heard_generation) return false;
+  std::shared_ptr<detail::Node> node;
+  try {
+    node = client_.impl()->node_for(state_.name, Clock::now());  // cached: resolves nothing here
+  } catch (...) {
+    return false;
+  }
+  return node == wait_->node;
+}
+
+// The node serving K changed. Cluster: follow_slot. Elsewhere (Sentinel:
+// a failover) our queue entry names a subscriber on the old master, which a
+// release on the new one never counts as listening: every grant to us
+// would be withdrawn, and we would be queued again at the tail, forever
+// (and a demoted old master delivers the withdrawn wake-ups, see
+// wake_trusted). So the wait moves to the new master's subscriber.
+void Lock::Impl::follow_node(Clock::time_point until, Clock::time_point deadline) {
+  if (calls_.sharded()) {
+    follow_slot(until);
+    return;
+  }
+  std::shared_ptr<detail::Node> node;
+  try {
+    node = client_.impl()->node_for(state_.name, Clock::now());  // cached; a resolution runs in the background
+  } catch (...) {
+    return;  // no master known now: the next attempt reports it
+  }
+  if (!node || node == wait_->node) return;
+  {
+    auto& slot = wait_->watch->slot();
+    std::lock_guard lock(slot.mutex);
+    if (slot.handed) return;  // the loop looks first (not trusted: an attempt), then comes back
+  }
+  if (detail::move_waits_after_failover_for_tests.load(std::memory_order_relaxed))
+    move_wait(std::move(node), until, deadline);
+}
+
+// Listens on `node`'s subscriber and puts our entry, renamed for it, in the
+// old one's place (same waiter id and token: a hand-over to the old entry
+// is still ours, the next attempt takes it). The old entry is not
+// cancelled: a cancel whose reply is lost is retried in the background,
+// where it would pass on K if K held our token — which a grant to the new
+// entry (same token) may have made so. If the move's outcome is unknown the
+// old entry may stay queued; a release reaching it publishes on the old
+// subscriber's channel, which nobody on the master hears, and hands K on in
+// the same script. If the old entry was gone, our next attempt queues the
+// new one.
+void Lock::Impl::move_wait(std::shared_ptr<detail::Node> node, Clock::time_point until, Clock::time_point deadline) {
+  auto& subscriber = node->subscriber();
+  const std::string old_entry = wait_->entry;
+  const std::string entry = subscriber.id() + old_entry.substr(old_entry.find('|'));
+  auto watch = std::make_unique<detail::Subscriber::Watch>(
+      subscriber.watch(wait_->waiter_id, detail::wake_channel(state_.name, subscriber.id())));
+  wait_->watch = std::move(watch);  // the old watch goes before the node that holds its subscriber
+  wait_->node = std::move(node);
+  wait_->entry = entry;
+  wait_->heard_generation = 0;  // no attempt from here yet: nothing heard is trusted
+  // Subscribed before the entry names this subscriber, as when queueing.
+  wait_->watch->wait_subscribed(until);
+  const std::array<std::string_view, 2> args{old_entry, entry};
+  // No reply by the deadline: the move may still run, after our cancel
+  // (which the clean-up then repeats, as for a late attempt).
+  if (!calls_.run_lock_script_until(detail::scripts::move_wait(), args, "move wait", deadline))
+    wait_->late_request = true;
 }
 
 // Cluster: the key's slot moved to another master (our last attempt
@@ -180,9 +282,12 @@ void Lock::Impl::reset_slot() {
 // rather than bouncing it: we own it already.
 bool Lock::Impl::give_up(bool late_request) {
   if (wait_->watch->wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
-    Attempt handed = handed_attempt();
-    if (confirm_lease(handed, Clock::now() + kCancelGrace)) return finish_wait(handed);
-    // Not confirmed in time: confirm_lease abandoned the grant, and its
+    if (wake_trusted()) {
+      Attempt handed = handed_attempt();
+      if (confirm_lease(handed, Clock::now() + kCancelGrace)) return finish_wait(handed);
+    }
+    // A message that is no proof (wake_trusted): the cancel below passes K
+    // on if it holds our token. Not confirmed in time: confirm_lease abandoned the grant, and its
     // clean-up (three sweeps, up to ~1 s later) releases whatever holds our
     // token. A kept place would resume with that token and be released
     // under its next grant: two holders (found by review, session 18). The

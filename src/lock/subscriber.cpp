@@ -98,6 +98,11 @@ bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
   return owner_->subscribed(channel_);
 }
 
+std::uint64_t Subscriber::Watch::connection_generation() const {
+  std::lock_guard lock(owner_->mutex_);
+  return owner_->subscribed(channel_) ? owner_->generation_ : 0;
+}
+
 std::chrono::nanoseconds Subscriber::Watch::handoff_interval() const {
   std::lock_guard lock(owner_->mutex_);
   const auto it = owner_->channels_.find(channel_);

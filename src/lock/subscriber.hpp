@@ -60,6 +60,9 @@ class Subscriber {
     bool handed = false;
     bool reevaluate = false;  // became the only waiter: may read directly now
     std::uint64_t fence = 0;
+    /// The connection (Watch::connection_generation()) that delivered the
+    /// hand-over message: set with `handed`.
+    std::uint64_t handed_generation = 0;
     /// Sleeps until handed the lock, nudged, asked to re-evaluate (reported
     /// as timeout, with `reevaluate` left set), or `until`. Clears the nudge.
     Wake wait_until(Clock::time_point until);
@@ -72,6 +75,13 @@ class Subscriber {
     Watch& operator=(Watch&&) = delete;
     ~Watch();
     Slot& slot() const noexcept { return *slot_; }
+    /// Names the subscriber's current connection while our channel is
+    /// confirmed subscribed on it; 0 otherwise (never a message's). A
+    /// waiter samples it before each attempt: a hand-over message later
+    /// carrying the same value (Slot::handed_generation) came over a
+    /// connection that stayed up since that attempt (lock_wait.cpp,
+    /// wake_trusted: a message delivered by a replica is no grant).
+    std::uint64_t connection_generation() const;
     /// Waits (bounded) until the server confirmed our subscription. Returns
     /// false if not in time: the waiter then cannot be handed the lock by
     /// message and relies on its periodic attempts.

@@ -235,6 +235,8 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
       std::lock_guard slot_lock(slot.mutex);
       slot.handed = true;
       slot.fence = fence;
+      // Read under io_mutex_ from the live connection: generation_ names it.
+      slot.handed_generation = generation_;
     }
     slot.cv.notify_one();
     // Its owner polls the socket, not the condition variable.

@@ -118,6 +118,7 @@ SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char
   const std::array<std::string_view, 6> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl,
                                              fixed_token_.empty() ? "0" : "1"};
   Attempt result;
+  heard_generation_ = listening_ != nullptr ? listening_->connection_generation() : 0;
   result.sent_at = Clock::now();
   const ReplyPtr reply = run_script(*client_.impl(), name_, keys_,
                                     shared_scripts::attempt(sharded_), args, "acquire", until);
@@ -170,9 +171,15 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
   auto node = client_.impl()->node_for(name_);  // kept alive while we listen on its subscriber
   auto& subscriber = node->subscriber();
   const std::string waiter_id = random_hex(8);
-  const std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + kind_ + "|" + token_;
+  std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + kind_ + "|" + token_;
   std::optional<Subscriber::Watch> watch;
   watch.emplace(subscriber.watch(waiter_id, wake_channel(name_, subscriber.id())));
+  // attempt() samples this watch's connection (trusted below).
+  struct Listening {
+    SharedHolder& self;
+    ~Listening() { self.listening_ = nullptr; }
+  } listening{*this};
+  listening_ = &*watch;
   // Subscribed before queueing: no hand-over can precede our ability to hear
   // it. Bounded: a dead subscriber only costs polling.
   watch->wait_subscribed(std::min(deadline, add_saturating(Clock::now(), options_.wait_poll_interval)));
@@ -186,19 +193,71 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
   // there publishes our hand-over to nobody, and the script, taking us for
   // gone, drops our queue place. Subscriber ids are the same on every node of
   // a cluster, so our entry stays valid.
+  //
+  // Elsewhere (Sentinel: a failover) our entry names a subscriber on the old
+  // master, whose wake-ups a release on the new one counts unheard (every
+  // grant withdrawn, our entry queued again at the tail, forever) and a
+  // demoted old master delivers all the same (see trusted()): the wait
+  // moves to the new master's subscriber, its entry renamed in place
+  // (scripts::move_wait: same waiter id and token, so a share handed to the
+  // old entry is still ours, and the next attempt finds it). Not by a
+  // cancel: a cancel retried in the background would drop our share,
+  // granted meanwhile to the new entry under the same member. If the move's
+  // outcome is unknown the old entry may stay queued, and a hand-over
+  // reaching it would grant our member, count it unheard and ZREM it —
+  // dropping a share we may hold by then: both entries are cancelled and
+  // the acquisition fails (the exception goes to the caller).
   const auto follow_slot = [&](Clock::time_point until) {
-    if (!sharded_) return;
-    auto serving = client_.impl()->node_for(name_);
-    if (serving == node) return;
+    std::shared_ptr<Node> serving;
+    try {
+      // Outside a cluster the cached node: resolves nothing here.
+      serving = sharded_ ? client_.impl()->node_for(name_) : client_.impl()->node_for(name_, Clock::now());
+    } catch (...) {
+      if (sharded_) throw;
+      return;  // no master known now: the next attempt reports it
+    }
+    if (!serving || serving == node) return;
     {
       std::lock_guard lock(watch->slot().mutex);
       if (watch->slot().handed) return;  // the loop takes it first
     }
+    if (!sharded_ && !move_waits_after_failover_for_tests.load(std::memory_order_relaxed)) return;
     auto& now_subscriber = serving->subscriber();
     watch.reset();
     node = std::move(serving);
     watch.emplace(now_subscriber.watch(waiter_id, wake_channel(name_, now_subscriber.id())));
+    heard_generation_ = 0;  // nothing heard is trusted before the next attempt
     watch->wait_subscribed(until);
+    if (sharded_) return;  // subscriber ids are the same on every node: the entry stays valid
+    const std::string old_entry = entry;
+    entry = now_subscriber.id() + old_entry.substr(old_entry.find('|'));
+    try {
+      const std::array<std::string_view, 2> args{old_entry, entry};
+      run_script(*client_.impl(), name_, keys_, scripts::move_wait(), args, "move wait", Clock::time_point::max());
+    } catch (...) {
+      cancel_now(old_entry, outcome_unknown(std::current_exception()));
+      throw;  // the catch below cancels the new entry
+    }
+  };
+  // A hand-over message proves a share only if it came from the subscriber
+  // of the node serving the name now, over the connection that was up when
+  // our last attempt reached the master. Outside a cluster Redis propagates
+  // PUBLISH to the replicas, which deliver it to their subscribers while the
+  // master counted only its own: after a failover our subscriber, back on
+  // the demoted old master, would hear grants the new master withdrew (as a
+  // Lock's: lock_wait.cpp, wake_trusted). Otherwise the next attempt decides.
+  const auto trusted = [&] {
+    std::uint64_t heard = 0;
+    {
+      std::lock_guard lock(watch->slot().mutex);
+      heard = watch->slot().handed_generation;
+    }
+    if (heard == 0 || heard != heard_generation_) return false;
+    try {
+      return client_.impl()->node_for(name_, Clock::now()) == node;
+    } catch (...) {
+      return false;
+    }
   };
   try {
     Attempt last = attempt(entry, "1", deadline);
@@ -207,7 +266,8 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
       const auto now = Clock::now();
       if (last.deadline_passed || now >= deadline) {
         // A hand-over that raced with the deadline is taken rather than bounced.
-        if (watch->wait_until(Clock::time_point::min()) == Subscriber::Slot::Wake::handed && handed_in_time())
+        if (watch->wait_until(Clock::time_point::min()) == Subscriber::Slot::Wake::handed && handed_in_time() &&
+            trusted())
           return on_acquired(queued_at);
         cancel_now(entry, last.deadline_passed);
         return false;
@@ -218,9 +278,10 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
         wake_at = std::min(wake_at, add_saturating(last.sent_at, std::chrono::milliseconds(last.wait_ms + 1)));
       follow_slot(wake_at);
       if (watch->wait_until(wake_at) == Subscriber::Slot::Wake::handed) {
-        if (handed_in_time()) return on_acquired(queued_at);
-        // Woken too late to prove half a lease: the next attempt confirms
-        // (and restarts) the share if it is still ours.
+        if (handed_in_time() && trusted()) return on_acquired(queued_at);
+        // Woken too late to prove half a lease, or by a message that is no
+        // proof (trusted): the next attempt confirms (and restarts) the
+        // share if it is still ours.
         std::lock_guard lock(watch->slot().mutex);
         watch->slot().handed = false;
       }
