@@ -139,7 +139,7 @@ TEST_P(LockProxyPoolKeptPlace, AKeptPlaceEndedLaterStillSweepsTheLateAttempt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EndedBy, LockProxyPoolKeptPlace, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "Destructor" : "AbandonWait"; });
+                         [](const ::testing::TestParamInfo<bool>& ended_by) { return ended_by.param ? "Destructor" : "AbandonWait"; });
 
 TEST_F(LockProxyPool, ATimedOutWaitSendsNoAttemptAfterItsDeadline) {
   const std::string name = key("lock");
