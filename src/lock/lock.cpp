@@ -72,6 +72,15 @@ void Lock::Impl::release() {
   if (!state_.held_here()) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
   stop_renewal();
   state_.held = false;
+  // However the release ends: an unread attempt of this holding's wait
+  // (late_entry_) is swept after it.
+  struct SweepLateEntry {
+    detail::LockCalls& calls;
+    std::string entry;
+    ~SweepLateEntry() {
+      if (!entry.empty()) calls.abandon(entry, true);
+    }
+  } sweep_late{calls_, std::exchange(late_entry_, std::string())};
   const std::array<std::string_view, 1> args{state_.token};
   ReplyPtr reply;
   try {

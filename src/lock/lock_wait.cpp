@@ -281,6 +281,7 @@ void Lock::Impl::reset_slot() {
 // Deadline passed. If a hand-over raced with it, take the lock after all
 // rather than bouncing it: we own it already.
 bool Lock::Impl::give_up(bool late_request) {
+  wait_->late_request = wait_->late_request || late_request;  // a hand-over taken here keeps it (finish_wait)
   if (wait_->watch->wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
     if (wake_trusted()) {
       Attempt handed = handed_attempt();
@@ -311,6 +312,7 @@ bool Lock::Impl::finish_wait(const Attempt& attempt) {
   // Before wait_ goes: a failure here leaves through wait_for_turn's
   // clean-up, which removes our queue place.
   if (acks_required()) replicate_grant();
+  late_entry_ = wait_->late_request ? wait_->entry : std::string();
   wait_.reset();
   return on_acquired(attempt);
 }

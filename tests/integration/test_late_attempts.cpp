@@ -9,6 +9,7 @@
 // send nothing once its deadline has passed (found by review, session 20).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -140,6 +141,46 @@ TEST_P(LockProxyPoolKeptPlace, AKeptPlaceEndedLaterStillSweepsTheLateAttempt) {
 
 INSTANTIATE_TEST_SUITE_P(EndedBy, LockProxyPoolKeptPlace, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& ended_by) { return ended_by.param ? "Destructor" : "AbandonWait"; });
+
+// A hand-over taken at the deadline while the waiter's last attempt (a
+// poll) is still unread: the waiter holds K and releases it at once; the
+// late poll then runs on a free K and takes it with the waiter's old
+// token. The release must leave a sweep for it (found by review, session
+// 20), or K stays held by nobody for its lease.
+TEST_F(LockProxyPool, AnAttemptStillUnreadWhenAHandOverIsTakenIsSweptAfterTheRelease) {
+  const std::string name = key("lock");
+  Lock holder(client(), name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  // A second waiter of the same process (Client), on another key: with two
+  // waiters the subscriber's thread reads the wake-ups (a lone waiter reads
+  // them itself, and would not have read ours while its poll was owed).
+  const std::string other = key("other");
+  Lock other_holder(client(), other, {.ttl = 10s});
+  ASSERT_TRUE(other_holder.try_lock());
+  std::jthread other_thread([&] {
+    Lock other_waiter(via_proxy(), other, {.ttl = 10s, .wait_poll_interval = 10s});
+    if (other_waiter.try_lock_for(3s)) other_waiter.unlock();
+  });
+  ASSERT_TRUE(eventually(2s, [&] { return queued(other) == 1; }));
+  std::atomic<int> got{-1};
+  std::jthread waiter_thread([&] {
+    Lock waiter(via_proxy(), name, {.ttl = 10s, .wait_poll_interval = 50ms});
+    got = waiter.try_lock_for(400ms) ? 1 : 0;
+    if (got == 1) waiter.unlock();
+  });
+  ASSERT_TRUE(eventually(2s, [&] { return queued(name) == 1; }));
+  // The waiter's next script is its poll, ~50 ms after it queued: held 600 ms.
+  const int late = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 600ms, .times = 1});
+  ASSERT_TRUE(eventually(2s, [&] { return proxy().matched(late) == 1; }));
+  holder.unlock();  // hands K to the waiter while its poll's reply is owed
+  waiter_thread.join();
+  ASSERT_EQ(got.load(), 1) << "the hand-over raced with the deadline and should have been taken";
+  // The poll reaches the server ~600 ms after it was sent, on a free K.
+  ASSERT_TRUE(eventually(2s, [&] { return exists(name); })) << "the late poll never ran";
+  Lock next(client(), name, {.ttl = 10s});
+  EXPECT_TRUE(next.try_lock_for(3s)) << "K stayed held by the waiter's old token (PTTL " << pttl(name) << " ms)";
+  other_holder.unlock();
+}
 
 TEST_F(LockProxyPool, ATimedOutWaitSendsNoAttemptAfterItsDeadline) {
   const std::string name = key("lock");
