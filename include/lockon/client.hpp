@@ -100,7 +100,9 @@ class Client {
   /// after the others, possibly on another node. A transaction (MULTI ...
   /// EXEC) with a refused command did not run and is resent whole; a WAIT
   /// after a refused command is sent again after it. A pipeline holding
-  /// WATCH is never resent in part.
+  /// WATCH is never resent in part. A WAIT (WAITAOF) that ran on several
+  /// nodes answers the fewest acknowledgments any of them reported: each
+  /// covers only the writes sent to its node.
   ///
   /// Once some command ran, the error never invites sending the pipeline
   /// again whole (that would run the others twice):

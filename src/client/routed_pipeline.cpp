@@ -1,5 +1,6 @@
 #include "client/routed_pipeline.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -19,6 +20,24 @@ bool is_wait(const PipelineResends::Command& command) noexcept {
   return !command.empty() && (is(command[0], "WAIT") || is(command[0], "WAITAOF"));
 }
 
+// WAIT's count, or WAITAOF's two, lowered to (and recorded in) `fewest`:
+// the acknowledgments of every node this WAIT ran on (file comment).
+void keep_fewest(std::vector<long long>& fewest, redisReply& reply) {
+  std::vector<redisReply*> counts;
+  if (reply.type == REDIS_REPLY_INTEGER) counts.push_back(&reply);
+  else if (reply.type == REDIS_REPLY_ARRAY)
+    for (std::size_t k = 0; k < reply.elements; ++k)
+      if (reply.element[k]->type == REDIS_REPLY_INTEGER) counts.push_back(reply.element[k]);
+      else return;  // not a count: left as it is
+  else return;  // an error reply: it says so itself
+  if (fewest.empty()) fewest.resize(counts.size(), -1);
+  if (fewest.size() != counts.size()) return;  // never: the same command each time
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    if (fewest[k] >= 0) counts[k]->integer = std::min(counts[k]->integer, fewest[k]);
+    fewest[k] = counts[k]->integer;
+  }
+}
+
 std::string name_of(const PipelineResends::Command& command) {
   return command.empty() ? std::string("command") : std::string(command[0]);
 }
@@ -29,7 +48,8 @@ PipelineResends::PipelineResends(std::span<const Command> commands)
     : commands_(commands),
       unit_of_(commands.size()),
       pending_(commands.size()),
-      replies_(commands.size()) {
+      replies_(commands.size()),
+      acks_(commands.size()) {
   std::size_t unit = 0;
   bool in_multi = false;
   for (std::size_t i = 0; i < commands.size(); ++i) {
@@ -58,6 +78,8 @@ std::vector<ReplyPtr> PipelineResends::record(std::vector<ReplyPtr> replies, std
   if (replies.size() != pending_.size())
     throw ProtocolError("pipeline: " + std::to_string(replies.size()) + " replies to " +
                         std::to_string(pending_.size()) + " commands");
+  for (std::size_t k = 0; k < replies.size(); ++k)
+    if (replies[k] && is_wait(commands_[pending_[k]])) keep_fewest(acks_[pending_[k]], *replies[k]);
   // Units refused on this attempt (unit numbers start at 1).
   std::vector<bool> refused(unit_of_.empty() ? 1 : unit_of_.back() + 1, false);
   bool any_refused = false;
@@ -98,6 +120,8 @@ std::vector<ReplyPtr> PipelineResends::record(std::vector<ReplyPtr> replies, std
 }
 
 std::vector<ReplyPtr> PipelineResends::finish(std::vector<ReplyPtr> last) {
+  // `last` went through record() (WAIT counts included) before routed_call
+  // handed it back.
   if (last.size() == pending_.size())
     for (std::size_t k = 0; k < last.size(); ++k) replies_[pending_[k]] = std::move(last[k]);
   for (const ReplyPtr& reply : replies_)

@@ -25,6 +25,12 @@
 // they are, and the connection reconnects on its next use (routed_pipeline()).
 // Everything refused (nothing ran) is resent whole, as before.
 //
+// A WAIT that ran on several nodes answers the fewest acknowledgments any
+// of them reported (WAITAOF: per count): each covers only the writes sent
+// to its node, and the caller reads the answer as covering every write
+// before the WAIT. Replacing the source's answer with the target's showed
+// SET a acknowledged when only SET b was.
+//
 // Once something ran, routed_pipeline decides every error itself: the
 // caller must not take it for "retry the pipeline" (see the_rest_failed).
 #pragma once
@@ -87,6 +93,9 @@ class PipelineResends {
   std::vector<std::size_t> unit_of_;  // per command: the unit it is resent with
   std::vector<std::size_t> pending_;  // commands of the next batch
   std::vector<ReplyPtr> replies_;     // per command, once final
+  // WAIT / WAITAOF: the fewest acknowledgments reported so far, per count
+  // (WAIT one, WAITAOF two); empty until one ran.
+  std::vector<std::vector<long long>> acks_;
   bool holds_watch_ = false;
   bool ran_ = false;  // some unit ran on some attempt
   // The first command of the last refusal, its reply's text and the node.

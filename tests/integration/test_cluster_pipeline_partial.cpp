@@ -1,6 +1,6 @@
 // integration/test_cluster_pipeline_partial.cpp — Client::pipeline when part
-// of it ran and the resend of the rest fails (review of the
-// resend-only-the-refused change).
+// of it ran and the resend of the rest fails, and a WAIT that ran on two
+// nodes (review of the resend-only-the-refused change).
 //
 // Some commands ran on the source; the refused ones are resent to the node
 // the redirection names. If that resend cannot be made (the node refuses
@@ -65,6 +65,32 @@ TEST_F(ClusterPipelineRedirects, AResendWhoseOutcomeIsUnknownSaysTheOthersRan) {
   EXPECT_NE(message.find(kDoNotResend), std::string::npos) << message;
   EXPECT_EQ(source_get(a_).str, "11");
   EXPECT_EQ(source_get(c_).str, "31");
+}
+
+// SET a ran on the source, then WAIT 1 there; SET b was refused (ASK) and
+// the WAIT was sent again after it, on the target. The source's replica is
+// frozen, so no replica acknowledged SET a (the source's WAIT answers 0);
+// the target's replica acknowledged SET b (1). Before: the pipeline
+// answered 1, the target's count alone, as if SET a were acknowledged.
+TEST_F(ClusterPipelineWaitRedirects, AResentWaitAnswersTheFewestAcknowledgments) {
+  const Client client(cluster().url());
+  client.command({"GET", a_});
+  begin_migration();
+  move_to_target(b_);
+  RedisServer& source_replica = cluster().replica_of(*source_);
+  std::vector<Reply> replies;
+  {
+    source_replica.pause();
+    const Resume resume{source_replica};
+    replies = client.pipeline({{"SET", a_, "x"}, {"SET", b_, "y"}, {"WAIT", "1", "200"}});
+  }
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[0].as_string(), "OK");
+  EXPECT_EQ(replies[1].as_string(), "OK");
+  EXPECT_EQ(replies[2].as_integer(), 0) << "WAIT answered the target's acknowledgment of SET b for SET a too";
+  EXPECT_EQ(target_ask({"GET", b_}).str, "y");
+  // The target's replica does acknowledge (what the old answer reported).
+  EXPECT_EQ(target_ask({"WAIT", "1", "1000"}).integer, 1);
 }
 
 // Kills a node and leaves it dead: its own suite, whose cluster is thrown

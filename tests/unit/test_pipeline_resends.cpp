@@ -1,8 +1,8 @@
 // PipelineResends (client/routed_pipeline.hpp) without a server: what the
-// caller hears once part of a cluster pipeline ran. The behaviour on a
-// real cluster is in integration/test_cluster_pipeline_partial.cpp; here
-// the cases a cluster test can not reach cheaply (PoolTimeoutError, no
-// master).
+// caller hears once part of a cluster pipeline ran, and a WAIT's answer
+// when it ran on two nodes. The behaviour on a real cluster is in
+// integration/test_cluster_pipeline_partial.cpp; here the cases a cluster
+// test can not reach cheaply (WAITAOF, PoolTimeoutError, no master).
 #include <gtest/gtest.h>
 
 #include <exception>
@@ -49,6 +49,32 @@ PipelineResends refused_b(const Pipeline& pipeline, const std::string& source_wa
   EXPECT_EQ(again.size(), 2u);
   EXPECT_EQ(resends.batch().size(), 2u);
   return resends;
+}
+
+TEST(PipelineResends, AResentWaitAnswersTheFewestAcknowledgmentsOfTheNodesItRanOn) {
+  const Pipeline pipeline({"WAIT", "1", "100"});
+  PipelineResends resends = refused_b(pipeline, ":0\r\n");  // SET a: no replica acknowledged
+  EXPECT_TRUE(resends.record(replies({"+OK\r\n", ":1\r\n"}), "127.0.0.1:7002").empty());
+  const auto all = resends.finish({});
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[2]->integer, 0) << "the target's 1 covers SET b only";
+}
+
+TEST(PipelineResends, AResentWaitKeepsTheTargetsCountWhenItIsTheFewer) {
+  const Pipeline pipeline({"WAIT", "2", "100"});
+  PipelineResends resends = refused_b(pipeline, ":2\r\n");
+  EXPECT_TRUE(resends.record(replies({"+OK\r\n", ":1\r\n"}), "127.0.0.1:7002").empty());
+  EXPECT_EQ(resends.finish({})[2]->integer, 1);
+}
+
+TEST(PipelineResends, AResentWaitaofTakesTheFewerOfEachCount) {
+  const Pipeline pipeline({"WAITAOF", "1", "1", "100"});
+  PipelineResends resends = refused_b(pipeline, "*2\r\n:1\r\n:0\r\n");  // local fsynced, no replica
+  EXPECT_TRUE(resends.record(replies({"+OK\r\n", "*2\r\n:0\r\n:1\r\n"}), "127.0.0.1:7002").empty());
+  const auto all = resends.finish({});
+  ASSERT_EQ(all[2]->elements, 2u);
+  EXPECT_EQ(all[2]->element[0]->integer, 0);
+  EXPECT_EQ(all[2]->element[1]->integer, 0);
 }
 
 // The resend failed before anything of it was sent: the partly-ran
