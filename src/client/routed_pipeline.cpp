@@ -138,13 +138,15 @@ std::vector<ReplyPtr> PipelineResends::finish(std::vector<ReplyPtr> last) {
   return std::move(replies_);
 }
 
-void PipelineResends::the_rest_failed(std::exception_ptr error, std::string_view endpoint) const {
+void PipelineResends::the_rest_failed(std::exception_ptr error) const {
   if (!ran_ || refusal_.empty()) std::rethrow_exception(error);
+  // The error names the node it happened on (it may fail before an
+  // exchange starts, so the node is not known here).
   const auto unknown = [&](const std::exception& e) {
     return std::string(e.what()) + " (while resending " + name_of(commands_[refused_]) +
            ", which a cluster slot migration refused on " + refused_at_ + " (" + refusal_ +
-           "): what was resent to " + std::string(endpoint) +
-           " may or may not have run, while other commands of the pipeline ran: do not send the pipeline again whole)";
+           "): what was resent may or may not have run, while other commands of the pipeline ran: do not send the "
+           "pipeline again whole)";
   };
   const auto not_sent = [](const std::exception& e) {
     return std::string("it did not run: resending it failed before anything was sent (") + e.what() + ")";

@@ -84,7 +84,7 @@ class PipelineResends {
   ///     its message saying that other commands ran and that the resent
   ///     ones' outcome is unknown;
   ///   - anything else (a handshake's AuthError, ...) as is.
-  [[noreturn]] void the_rest_failed(std::exception_ptr error, std::string_view endpoint) const;
+  [[noreturn]] void the_rest_failed(std::exception_ptr error) const;
 
  private:
   [[noreturn]] void throw_refused(std::string_view why_not_run) const;
@@ -120,11 +120,9 @@ std::vector<ReplyPtr> routed_pipeline(ClientImpl& client, std::string_view key,
       return send(connection, node, commands);
     });
   PipelineResends resends(commands);
-  std::string endpoint = client.endpoint();  // of the last node tried
   std::vector<ReplyPtr> last;
   try {
     last = routed_call(client, key, until, [&](Connection& connection, Node& node) {
-      endpoint = node.endpoint();
       const std::vector<PipelineResends::Command> batch = resends.batch();
       std::vector<ReplyPtr> replies = send(connection, node, std::span<const PipelineResends::Command>(batch));
       // The pipeline closes its WATCH itself, and Redis unwatches on EXEC,
@@ -132,10 +130,10 @@ std::vector<ReplyPtr> routed_pipeline(ClientImpl& client, std::string_view key,
       // use makes sure no WATCH outlives a refusal on a pooled connection (a
       // rare path; an UNWATCH here could fail after the pipeline ran).
       if (resends.holds_watch() && first_redirect(replies) != nullptr) connection.mark_broken();
-      return resends.record(std::move(replies), endpoint);
+      return resends.record(std::move(replies), node.endpoint());
     });
   } catch (...) {
-    resends.the_rest_failed(std::current_exception(), endpoint);
+    resends.the_rest_failed(std::current_exception());
   }
   return resends.finish(std::move(last));
 }

@@ -87,7 +87,7 @@ TEST(PipelineResends, AResendThatSentNothingAfterOthersRanIsTheRefusal) {
         std::make_exception_ptr(ServerBusyError("no master serves slot 15495", "CLUSTERDOWN"))}) {
     const PipelineResends resends = refused_b(pipeline, ":0\r\n");
     try {
-      resends.the_rest_failed(error, "127.0.0.1:7002");
+      resends.the_rest_failed(error);
     } catch (const ServerBusyError& e) {
       ADD_FAILURE() << "ServerBusyError after SET a ran: " << e.what();
     } catch (const ReplyError& e) {
@@ -106,8 +106,7 @@ TEST(PipelineResends, AResendWithAnUnknownOutcomeAfterOthersRanSaysSo) {
   const Pipeline pipeline({"WAIT", "1", "100"});
   const PipelineResends resends = refused_b(pipeline, ":0\r\n");
   try {
-    resends.the_rest_failed(std::make_exception_ptr(TimeoutError("pipeline on 127.0.0.1:7002: timed out")),
-                            "127.0.0.1:7002");
+    resends.the_rest_failed(std::make_exception_ptr(TimeoutError("pipeline on 127.0.0.1:7002: timed out")));
   } catch (const TimeoutError& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("other commands of the pipeline ran"), std::string::npos) << message;
@@ -121,8 +120,7 @@ TEST(PipelineResends, AResendWithAnUnknownOutcomeAfterOthersRanSaysSo) {
 TEST(PipelineResends, AFailureBeforeAnythingRanIsThrownAsIs) {
   const Pipeline pipeline({"WAIT", "1", "100"});
   const PipelineResends resends(pipeline.commands);
-  EXPECT_THROW(resends.the_rest_failed(std::make_exception_ptr(ConnectError("refused")), "127.0.0.1:7000"),
-               ConnectError);
+  EXPECT_THROW(resends.the_rest_failed(std::make_exception_ptr(ConnectError("refused"))), ConnectError);
 }
 
 // Refused again until the bound while SET a ran: the partly-ran ReplyError.
