@@ -100,12 +100,25 @@ class Client {
   /// after the others, possibly on another node. A transaction (MULTI ...
   /// EXEC) with a refused command did not run and is resent whole; a WAIT
   /// after a refused command is sent again after it. A pipeline holding
-  /// WATCH is never resent in part. When refused commands remain next to
-  /// commands that ran (the bound ran out, a transaction over keys the
-  /// migration split, a WATCH pipeline), the first throws ReplyError (code
-  /// ASK, MOVED, TRYAGAIN or CLUSTERDOWN), not ServerBusyError: sending the
-  /// pipeline again whole would run the others twice. Nothing ran and the
-  /// bound ran out: ServerBusyError, as for command().
+  /// WATCH is never resent in part. A WAIT (WAITAOF) that ran on several
+  /// nodes answers the fewest acknowledgments any of them reported: each
+  /// covers only the writes sent to its node.
+  ///
+  /// Once some command ran, the error never invites sending the pipeline
+  /// again whole (that would run the others twice):
+  ///   - refused commands remain (the bound ran out, a transaction over keys
+  ///     the migration split, a WATCH pipeline), or their resend failed
+  ///     before anything was sent (the node refused connections until the
+  ///     bound, no master served the slot, no pooled connection): ReplyError
+  ///     with the first refused command's code (ASK, MOVED, TRYAGAIN or
+  ///     CLUSTERDOWN), never ServerBusyError, ConnectError or
+  ///     PoolTimeoutError;
+  ///   - the resend was (or may have been) sent and failed (TimeoutError,
+  ///     ClosedError, ProtocolError, IoError): the same class, its message
+  ///     saying that other commands ran and the resent ones may have run.
+  /// Both messages name the refused command and end "do not send the
+  /// pipeline again whole". Nothing ran and the bound ran out:
+  /// ServerBusyError, as for command().
   std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands) const;
 
   /// PING the server; connects if needed. Throws like command().

@@ -167,18 +167,6 @@ Reply run_command(detail::ClientImpl& impl, std::span<const std::string_view> ar
   return detail::to_reply(*reply, endpoint, operation);
 }
 
-// A command of a pipeline refused by a slot migration while others ran
-// (routed_pipeline): a plain ReplyError, not ServerBusyError ("retrying may
-// succeed"), since sending the pipeline again would run the others twice.
-[[noreturn]] void throw_refused_in_part(std::string_view command, std::string_view endpoint, const redisReply& reply) {
-  const std::string_view text(reply.str, reply.len);
-  throw ReplyError(std::string(command) + " on " + std::string(endpoint) + ": refused during a cluster slot migration (" +
-                       std::string(text) +
-                       "); it did not run and was not resent, while other commands of the pipeline ran (a pipeline "
-                       "holding WATCH is never resent in part): do not send the pipeline again whole",
-                   std::string(text.substr(0, text.find(' '))));
-}
-
 }  // namespace
 
 Client::Client(ConnectionOptions options, PoolOptions pool)
@@ -234,19 +222,17 @@ std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>&
     return raw;
   };
   std::vector<detail::ReplyPtr> raw;
-  bool partly_ran = false;
   if (key.empty() && impl_->options().deployment == Deployment::cluster) {
     const auto node = impl_->any_node();
     auto connection = node->pool().borrow();
     raw = send(*connection, *node, all);
   } else {
-    raw = detail::routed_pipeline(*impl_, key, std::chrono::steady_clock::time_point::max(), all, partly_ran, send);
+    // Throws itself when part of the pipeline ran and the rest did not (or
+    // may not have): the one place that decides what the caller hears then.
+    raw = detail::routed_pipeline(*impl_, key, std::chrono::steady_clock::time_point::max(), all, send);
   }
   replies.reserve(raw.size());
-  for (std::size_t i = 0; i < raw.size(); ++i) {
-    if (partly_ran && detail::first_redirect(raw[i]) != nullptr) throw_refused_in_part(commands[i][0], endpoint, *raw[i]);
-    replies.push_back(detail::to_reply(*raw[i], endpoint, commands[i][0]));
-  }
+  for (std::size_t i = 0; i < raw.size(); ++i) replies.push_back(detail::to_reply(*raw[i], endpoint, commands[i][0]));
   return replies;
 }
 
