@@ -110,25 +110,26 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
                                    state_.options.handoff_spin);
         wait_->spun = !spin.empty();
       }
-      if (wait_->watch->wait_until(wake_at, spin) == detail::Subscriber::Slot::Wake::handed) {
-        if (wake_trusted()) {
-          wait_->watch->note_handoff(Clock::now() - last.sent_at, last.ahead);
-          Attempt handed = handed_attempt();
-          if (confirm_lease(handed)) {
-            note_contention(true);
-            return finish_wait(handed);
-          }
+      const bool handed = wait_->watch->wait_until(wake_at, spin) == detail::Subscriber::Slot::Wake::handed;
+      if (handed && wake_trusted()) {
+        wait_->watch->note_handoff(Clock::now() - last.sent_at, last.ahead);
+        Attempt handed_over = handed_attempt();
+        if (confirm_lease(handed_over)) {
+          note_contention(true);
+          return finish_wait(handed_over);
         }
-        // Handed, but the lease ran out while we did not run, or the
-        // message is no proof (wake_trusted): the attempt decides. A real
-        // hand-over is taken there (K holds our token, the record names us).
-        reset_slot();
       }
       // Past the deadline nothing more is sent: its reply could not be read
       // in time, and on a pooled connection an unread reply breaks it and
       // leaves an attempt that may run after our cancel (found by review,
-      // session 20). give_up() takes a hand-over that raced with it.
+      // session 20). give_up() takes a hand-over that raced with it, and one
+      // it may not trust still marked handed: its cancel passes K on (with
+      // keep_queue_place a reset mark would keep the place, and K with it).
       if (Clock::now() >= deadline) return give_up(false);
+      // Handed, but the lease ran out while we did not run, or the message
+      // is no proof (wake_trusted): the attempt decides. A real hand-over is
+      // taken there (K holds our token, the record names us).
+      if (handed) reset_slot();
       last = attempt_in_line(false, deadline);
     }
   } catch (...) {
@@ -172,9 +173,13 @@ bool Lock::Impl::wake_trusted() {
     generation = slot.handed_generation;
   }
   if (generation == 0 || generation != wait_->heard_generation) return false;
+  // Cluster: a slot that leaves a node unsubscribes its shard channel there
+  // (the subscriber reports it; follow_slot moves the wait), and the map
+  // lookup may re-read the map, a round trip per node, inside a hand-over.
+  if (calls_.sharded()) return true;
   std::shared_ptr<detail::Node> node;
   try {
-    node = client_.impl()->node_for(state_.name, Clock::now());  // cached: resolves nothing here
+    node = client_.impl()->node_for(state_.name, Clock::now());  // cached (Sentinel may start a resolution, never waits)
   } catch (...) {
     return false;
   }
@@ -257,6 +262,7 @@ void Lock::Impl::follow_slot(Clock::time_point until) {
   wait_->node = std::move(node);
   wait_->watch = std::make_unique<detail::Subscriber::Watch>(
       subscriber.watch(wait_->waiter_id, detail::wake_channel(state_.name, subscriber.id())));
+  wait_->heard_generation = 0;  // generations are per subscriber: nothing heard is trusted before the next attempt
   wait_->watch->wait_subscribed(until);
 }
 

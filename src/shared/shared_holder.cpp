@@ -253,6 +253,9 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
       heard = watch->slot().handed_generation;
     }
     if (heard == 0 || heard != heard_generation_) return false;
+    // Cluster: as the Lock's (wake_trusted): the slot's move unsubscribes
+    // the shard channel, and the map lookup could re-read the map here.
+    if (sharded_) return true;
     try {
       return client_.impl()->node_for(name_, Clock::now()) == node;
     } catch (...) {
