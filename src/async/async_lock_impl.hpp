@@ -45,6 +45,10 @@ inline auto uncancellable() {
 /// clean-up (the blocking Lock's kCancelGrace).
 inline constexpr std::chrono::milliseconds kLeaveGrace{25};
 
+inline bool cancellation_requested(const asio::cancellation_state& state) noexcept {
+  return state.cancelled() != asio::cancellation_type::none;
+}
+
 [[noreturn]] inline void throw_cancelled() { throw asio::system_error(asio::error::operation_aborted); }
 
 /// Now + the socket timeout (5 s when unbounded): for clean-ups that must

@@ -15,6 +15,14 @@
 
 namespace lockon::detail {
 
+/// Whether a command's name is `upper` (given in upper case), in any case.
+inline bool command_is(std::string_view name, std::string_view upper) noexcept {
+  if (name.size() != upper.size()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i)
+    if (std::toupper(static_cast<unsigned char>(name[i])) != upper[i]) return false;
+  return true;
+}
+
 class AskingPrefixer {
  public:
   /// Whether `command` (the next one sent to the ASK target) needs ASKING
@@ -22,20 +30,13 @@ class AskingPrefixer {
   bool needs_asking(std::span<const std::string_view> command) noexcept {
     const bool outside = !in_multi_;
     if (!command.empty()) {
-      if (is(command[0], "MULTI")) in_multi_ = true;
-      else if (is(command[0], "EXEC") || is(command[0], "DISCARD")) in_multi_ = false;
+      if (command_is(command[0], "MULTI")) in_multi_ = true;
+      else if (command_is(command[0], "EXEC") || command_is(command[0], "DISCARD")) in_multi_ = false;
     }
     return outside;
   }
 
  private:
-  static bool is(std::string_view name, std::string_view upper) noexcept {
-    if (name.size() != upper.size()) return false;
-    for (std::size_t i = 0; i < name.size(); ++i)
-      if (std::toupper(static_cast<unsigned char>(name[i])) != upper[i]) return false;
-    return true;
-  }
-
   bool in_multi_ = false;
 };
 

@@ -1,23 +1,16 @@
 #include "client/routed_pipeline.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 
+#include "client/asking.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
 namespace {
 
-bool is(std::string_view name, std::string_view upper) noexcept {
-  if (name.size() != upper.size()) return false;
-  for (std::size_t i = 0; i < name.size(); ++i)
-    if (std::toupper(static_cast<unsigned char>(name[i])) != upper[i]) return false;
-  return true;
-}
-
 bool is_wait(const PipelineResends::Command& command) noexcept {
-  return !command.empty() && (is(command[0], "WAIT") || is(command[0], "WAITAOF"));
+  return !command.empty() && (command_is(command[0], "WAIT") || command_is(command[0], "WAITAOF"));
 }
 
 // WAIT's count, or WAITAOF's two, lowered to (and recorded in) `fewest`:
@@ -55,15 +48,15 @@ PipelineResends::PipelineResends(std::span<const Command> commands)
   for (std::size_t i = 0; i < commands.size(); ++i) {
     pending_[i] = i;
     const std::string_view name = commands[i].empty() ? std::string_view() : commands[i][0];
-    if (is(name, "WATCH")) holds_watch_ = true;
+    if (command_is(name, "WATCH")) holds_watch_ = true;
     if (in_multi) {
       // Part of the open transaction: same unit; EXEC or DISCARD ends it.
       unit_of_[i] = unit;
-      if (is(name, "EXEC") || is(name, "DISCARD")) in_multi = false;
+      if (command_is(name, "EXEC") || command_is(name, "DISCARD")) in_multi = false;
       continue;
     }
     unit_of_[i] = ++unit;
-    in_multi = is(name, "MULTI");
+    in_multi = command_is(name, "MULTI");
   }
 }
 

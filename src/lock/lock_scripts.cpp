@@ -1,5 +1,6 @@
 #include "lock/lock_scripts.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,12 @@ std::string entry_token(std::string_view entry) {
     ++at;
   }
   return std::string(entry.substr(at));
+}
+
+std::string entry_for_subscriber(std::string_view entry, std::string_view subscriber_id) {
+  std::string renamed(subscriber_id);
+  renamed.append(entry.substr(std::min(entry.find('|'), entry.size())));
+  return renamed;
 }
 
 std::string wake_channel(std::string_view key, std::string_view subscriber_id) {

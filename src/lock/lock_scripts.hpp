@@ -53,6 +53,11 @@ std::string companion_key(std::string_view key, std::string_view suffix);
 /// (a custom token may itself hold '|'); empty if it has fewer fields.
 std::string entry_token(std::string_view entry);
 
+/// The same waiter's entry under another subscriber id (its other fields,
+/// token included, unchanged): a wait that follows a failover to the new
+/// master's subscriber (scripts::move_wait).
+std::string entry_for_subscriber(std::string_view entry, std::string_view subscriber_id);
+
 /// The keys the queue scripts (wait_attempt, release,
 /// cancel_wait) are given, in KEYS order: K, "q", "fence", "hf", "who",
 /// "qwho", "hs" (the process the last hand-over went to). Every key a script touches is declared (Redis's scripting rule,

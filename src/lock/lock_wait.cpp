@@ -2,6 +2,7 @@
 // channel, queues itself, and sleeps until a release hands it the key (see
 // lock.cpp for the safety rules both files keep).
 #include "lock/lock_impl.hpp"
+#include "lock/wake_proof.hpp"
 
 namespace lockon {
 
@@ -149,41 +150,10 @@ Lock::Impl::Attempt Lock::Impl::attempt_in_line(bool enqueue, Clock::time_point 
   return wait_attempt(wait_->entry, enqueue, deadline);
 }
 
-// A hand-over message is proof that K holds our token only if the master
-// that ran the release counted it: PUBLISH's receiver count is the master's
-// own subscribers, but outside a cluster Redis also propagates PUBLISH to
-// the replicas, which deliver it to theirs. After a Sentinel failover our
-// subscriber reconnects to the old master's address, now a replica (the
-// sentinels demote it with CLIENT KILL TYPE pubsub): a release on the new
-// master counts our wake-up unheard, hands K to the next waiter, and the
-// replica delivers our wake-up all the same — two holders
-// (SentinelReplicaWake.WakeUpDeliveredByTheDemotedMasterIsNotAGrant). So the
-// message is trusted without a round trip only if (a) our subscriber is the
-// one of the node that serves K now (as the client knows it, without
-// resolving: unknown counts as no), and (b) it came over the connection
-// that was up, our channel subscribed, when we sent our last attempt, which
-// reached a master: a connection that stayed up to that server since, was
-// not killed by a demotion. Otherwise the next attempt decides; on a replica
-// it fails (READONLY), never grants.
+// Whether the hand-over message proves K holds our token (lock/wake_proof.hpp).
 bool Lock::Impl::wake_trusted() {
-  std::uint64_t generation = 0;
-  {
-    auto& slot = wait_->watch->slot();
-    std::lock_guard lock(slot.mutex);
-    generation = slot.handed_generation;
-  }
-  if (generation == 0 || generation != wait_->heard_generation) return false;
-  // Cluster: a slot that leaves a node unsubscribes its shard channel there
-  // (the subscriber reports it; follow_slot moves the wait), and the map
-  // lookup may re-read the map, a round trip per node, inside a hand-over.
-  if (calls_.sharded()) return true;
-  std::shared_ptr<detail::Node> node;
-  try {
-    node = client_.impl()->node_for(state_.name, Clock::now());  // cached (Sentinel may start a resolution, never waits)
-  } catch (...) {
-    return false;
-  }
-  return node == wait_->node;
+  return detail::wake_proves_grant(*wait_->watch, wait_->heard_generation, *client_.impl(), state_.name, wait_->node,
+                                   calls_.sharded());
 }
 
 // The node serving K changed. Cluster: follow_slot. Elsewhere (Sentinel:
@@ -226,7 +196,7 @@ void Lock::Impl::follow_node(Clock::time_point until, Clock::time_point deadline
 void Lock::Impl::move_wait(std::shared_ptr<detail::Node> node, Clock::time_point until, Clock::time_point deadline) {
   auto& subscriber = node->subscriber();
   const std::string old_entry = wait_->entry;
-  const std::string entry = subscriber.id() + old_entry.substr(old_entry.find('|'));
+  const std::string entry = detail::entry_for_subscriber(old_entry, subscriber.id());
   auto watch = std::make_unique<detail::Subscriber::Watch>(
       subscriber.watch(wait_->waiter_id, detail::wake_channel(state_.name, subscriber.id())));
   wait_->watch = std::move(watch);  // the old watch goes before the node that holds its subscriber
@@ -287,30 +257,31 @@ void Lock::Impl::reset_slot() {
 // Deadline passed. If a hand-over raced with it, take the lock after all
 // rather than bouncing it: we own it already.
 bool Lock::Impl::give_up(bool late_request) {
-  wait_->late_request = wait_->late_request || late_request;  // a hand-over taken here keeps it (finish_wait)
+  // Kept with the place: a hand-over taken here (finish_wait), a kept
+  // place and the cancel below all read it from the Wait.
+  wait_->late_request = wait_->late_request || late_request;
   if (wait_->watch->wait_until(Clock::time_point::min()) == detail::Subscriber::Slot::Wake::handed) {
     if (wake_trusted()) {
       Attempt handed = handed_attempt();
       if (confirm_lease(handed, Clock::now() + kCancelGrace)) return finish_wait(handed);
     }
     // A message that is no proof (wake_trusted): the cancel below passes K
-    // on if it holds our token. Not confirmed in time: confirm_lease abandoned the grant, and its
-    // clean-up (three sweeps, up to ~1 s later) releases whatever holds our
-    // token. A kept place would resume with that token and be released
+    // on if it holds our token. Not confirmed in time: confirm_lease
+    // abandoned the grant, and its clean-up (three sweeps, up to ~1 s
+    // later) releases whatever holds our token. A kept place would resume with that token and be released
     // under its next grant: two holders (found by review, session 18). The
     // place goes with the token; the next attempt starts afresh.
     reset_slot();
   } else if (state_.options.keep_queue_place) {
     // The next timed attempt continues from our place; whoever ends it
-    // (abandon_wait, lock_on, the destructor) must know of an unread
-    // request (found by review, session 20: lock_on keeps its places).
-    wait_->late_request = wait_->late_request || late_request;
+    // (abandon_wait, lock_on, the destructor) learns of an unread request
+    // from the Wait (found by review, session 20: lock_on keeps its places).
     return false;
   }
   const std::string entry = wait_->entry;
-  late_request = late_request || wait_->late_request;
+  const bool sweep_again = wait_->late_request;
   wait_.reset();
-  calls_.cancel_now(entry, kCancelGrace, late_request);
+  calls_.cancel_now(entry, kCancelGrace, sweep_again);
   return false;
 }
 

@@ -17,6 +17,7 @@
 #include "lock/lock_scripts.hpp"
 #include "lock/orphans.hpp"
 #include "lock/subscriber.hpp"
+#include "lock/wake_proof.hpp"
 #include "lock/watchdog.hpp"
 #include "lockon/errors.hpp"
 #include "shared/shared_scripts.hpp"
@@ -118,7 +119,6 @@ SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char
   const std::array<std::string_view, 6> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl,
                                              fixed_token_.empty() ? "0" : "1"};
   Attempt result;
-  heard_generation_ = listening_ != nullptr ? listening_->connection_generation() : 0;
   result.sent_at = Clock::now();
   const ReplyPtr reply = run_script(*client_.impl(), name_, keys_,
                                     shared_scripts::attempt(sharded_), args, "acquire", until);
@@ -174,12 +174,13 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
   std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + kind_ + "|" + token_;
   std::optional<Subscriber::Watch> watch;
   watch.emplace(subscriber.watch(waiter_id, wake_channel(name_, subscriber.id())));
-  // attempt() samples this watch's connection (trusted below).
-  struct Listening {
-    SharedHolder& self;
-    ~Listening() { self.listening_ = nullptr; }
-  } listening{*this};
-  listening_ = &*watch;
+  // The watch's connection, sampled before each attempt from our place: a
+  // hand-over message is proof only from it (trusted below).
+  std::uint64_t heard = 0;
+  const auto attempt_in_line = [&](const char* mode) {
+    heard = watch->connection_generation();
+    return attempt(entry, mode, deadline);
+  };
   // Subscribed before queueing: no hand-over can precede our ability to hear
   // it. Bounded: a dead subscriber only costs polling.
   watch->wait_subscribed(std::min(deadline, add_saturating(Clock::now(), options_.wait_poll_interval)));
@@ -226,11 +227,11 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
     watch.reset();
     node = std::move(serving);
     watch.emplace(now_subscriber.watch(waiter_id, wake_channel(name_, now_subscriber.id())));
-    heard_generation_ = 0;  // nothing heard is trusted before the next attempt
+    heard = 0;  // nothing heard is trusted before the next attempt
     watch->wait_subscribed(until);
     if (sharded_) return;  // subscriber ids are the same on every node: the entry stays valid
     const std::string old_entry = entry;
-    entry = now_subscriber.id() + old_entry.substr(old_entry.find('|'));
+    entry = entry_for_subscriber(old_entry, now_subscriber.id());
     try {
       const std::array<std::string_view, 2> args{old_entry, entry};
       run_script(*client_.impl(), name_, keys_, scripts::move_wait(), args, "move wait", Clock::time_point::max());
@@ -239,31 +240,12 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
       throw;  // the catch below cancels the new entry
     }
   };
-  // A hand-over message proves a share only if it came from the subscriber
-  // of the node serving the name now, over the connection that was up when
-  // our last attempt reached the master. Outside a cluster Redis propagates
-  // PUBLISH to the replicas, which deliver it to their subscribers while the
-  // master counted only its own: after a failover our subscriber, back on
-  // the demoted old master, would hear grants the new master withdrew (as a
-  // Lock's: lock_wait.cpp, wake_trusted). Otherwise the next attempt decides.
+  // Whether the hand-over message proves a share (lock/wake_proof.hpp).
   const auto trusted = [&] {
-    std::uint64_t heard = 0;
-    {
-      std::lock_guard lock(watch->slot().mutex);
-      heard = watch->slot().handed_generation;
-    }
-    if (heard == 0 || heard != heard_generation_) return false;
-    // Cluster: as the Lock's (wake_trusted): the slot's move unsubscribes
-    // the shard channel, and the map lookup could re-read the map here.
-    if (sharded_) return true;
-    try {
-      return client_.impl()->node_for(name_, Clock::now()) == node;
-    } catch (...) {
-      return false;
-    }
+    return wake_proves_grant(*watch, heard, *client_.impl(), name_, node, sharded_);
   };
   try {
-    Attempt last = attempt(entry, "1", deadline);
+    Attempt last = attempt_in_line("1");
     while (true) {
       if (last.acquired) return on_acquired(last.sent_at);
       const auto now = Clock::now();
@@ -296,7 +278,7 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
         last = Attempt{};
         continue;
       }
-      last = attempt(entry, "r", deadline);
+      last = attempt_in_line("r");
     }
   } catch (...) {
     cancel_now(entry, outcome_unknown(std::current_exception()));

@@ -21,7 +21,6 @@
 
 #include "lockon/client.hpp"
 #include "lockon/shared_lease.hpp"
-#include "lock/subscriber.hpp"
 
 namespace lockon::detail {
 
@@ -99,12 +98,6 @@ class SharedHolder {
   std::shared_ptr<LeaseSignal> lease_;
   std::shared_ptr<RenewalEntry> renewal_;
   std::exception_ptr last_unlock_error_;
-  // While wait_for_turn waits: the watch it listens with, and that watch's
-  // connection_generation() sampled by attempt() before each send (a
-  // hand-over message is trusted only from that connection, as a Lock's:
-  // lock_wait.cpp, wake_trusted).
-  const Subscriber::Watch* listening_ = nullptr;
-  std::uint64_t heard_generation_ = 0;
 };
 
 }  // namespace lockon::detail
