@@ -35,7 +35,8 @@
 //   * A failed attempt deletes its token on ALL nodes (also on those that
 //     seemed to fail: their SET may have been executed with a lost reply),
 //     then waits a random delay in [retry_delay_min, retry_delay_max], never
-//     past the caller's deadline, and tries again. Attempts that fail because
+//     past the caller's deadline, and tries again (not once the delay reached
+//     the deadline: no attempt is begun there). Attempts that fail because
 //     nodes fail (no majority possible, or validity used up) are retried at
 //     most 3 times in a row, then QuorumError is thrown: an outage is
 //     reported, not waited out. Waiting is polling: a Redlock has no pub/sub

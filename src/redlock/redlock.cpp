@@ -99,6 +99,13 @@ class Redlock::Impl {
         throw QuorumError(attempt.why, state_.name);
       }
       std::this_thread::sleep_for(std::min<Clock::duration>(jitter(), deadline - now));
+      // A sleep cut at the deadline sends nothing more: an attempt begun
+      // there could not be used, and its grants would be cleaned up or
+      // left to their TTL (RedlockDeadlines.NoAttemptIsSentWhenTheRetry...).
+      if (Clock::now() >= deadline) {
+        if (attempt.failure == Failure::busy) return false;
+        throw QuorumError(attempt.why, state_.name);
+      }
     }
   }
 

@@ -69,6 +69,32 @@ TEST_F(RedlockDeadlines, ThreeOfFiveBlackHoledQuorumErrorArrivesWithinTheCallers
   EXPECT_TRUE(eventually(1s, [&] { return holders(name) == 0; }));
 }
 
+// The retry loop's sleep is cut at the caller's deadline; before, the loop
+// then sent one more fan-out at the deadline, whose grants the caller never
+// used (cleaned up, or left to their TTL when the answer came late). Found by
+// review (session 20); this test fails on that code: two attempts per node.
+TEST_F(RedlockDeadlines, NoAttemptIsSentWhenTheRetrySleepReachesTheDeadline) {
+  start(3);
+  const std::string name = unique_key("deadline-retry");
+  Redlock holder(urls(), name, {.ttl = 10s, .auto_renew = false});
+  ASSERT_TRUE(holder.try_lock());
+  Redlock waiter(urls(), name, {.ttl = 10s, .auto_renew = false},
+                 {.retry_delay_min = 400ms, .retry_delay_max = 400ms, .check_nodes = false});
+  std::vector<RawConnection> admins;
+  std::vector<long long> before;
+  for (std::size_t i = 0; i < count(); ++i) {
+    admins.push_back(server(i).connect());
+    before.push_back(commandstats_calls(admins.back(), "set"));
+  }
+  const auto start = Clock::now();
+  EXPECT_FALSE(waiter.try_lock_for(60ms));
+  EXPECT_LT(Clock::now() - start, 60ms + 100ms);
+  for (std::size_t i = 0; i < count(); ++i)
+    // One attempt: one SET NX per node (unfenced), refused by each.
+    EXPECT_EQ(commandstats_calls(admins[i], "set") - before[i], 1) << "node " << i;
+  EXPECT_TRUE(holder.held());
+}
+
 TEST_F(RedlockDeadlines, ThreeOfFiveBlackHoledWithTheAutomaticTimeoutFailsFast) {
   start_with_holes(2, 3);
   const std::string name = unique_key("three-holes-auto");
