@@ -54,6 +54,11 @@ OrphanRound orphan_round(RedisServer& server, const std::string& url, const std:
   notices.command({"SUBSCRIBE", "__keyevent@0__:set"});
   RawConnection probe = server.connect();
   probe.set_command_timeout(50ms);
+  // Connected before the sleep too: after the wake-up the accept queue is
+  // full of the pool's reconnections, and a connect then timed out after
+  // 1 s on a loaded machine (CI, once, while TSan tests shared the cores).
+  RawConnection raw = server.connect();
+  raw.set_command_timeout(5s);
   std::atomic<bool> sending{false};
   auto sleeper = std::async(std::launch::async, [&] {
     RawConnection staller = server.connect();
@@ -93,7 +98,6 @@ OrphanRound orphan_round(RedisServer& server, const std::string& url, const std:
   for (auto& thread : threads) thread.join();
   const auto woke = sleeper.get();
   EXPECT_EQ(acquired.load(), 0);
-  RawConnection raw = server.connect();
   std::vector<bool> held(kThreads);
   for (int t = 0; t < kThreads; ++t) held[t] = raw.command({"EXISTS", keys[t]}).integer == 1;
   const long long first_look = ms_since(woke);
