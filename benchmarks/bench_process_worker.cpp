@@ -141,56 +141,79 @@ struct LockonLock {
   lockon::Lock lock;
 };
 
+// What one block measured, formatted only after the last block: formatting
+// thousands of numbers as a block ends took the CPU from the sections still
+// running in the other workers on the 2 cores, and showed as 2-3 ms waits
+// at the end of every block (docs/benchmarks.md, session 21).
+struct BlockRecord {
+  long long voluntary = 0, involuntary = 0;
+  double cpu_s = 0;
+  std::vector<long long> seqs, waits;
+  std::vector<long long> acquired_at, releasing_at, data_us;  // µs: into the block, into the block, long
+  std::vector<std::pair<long long, long long>> slow;          // (µs into the block, wait µs) of waits > 2 ms
+};
+
+void print_blocks(const std::vector<BlockRecord>& records) {
+  std::ostringstream out;
+  for (std::size_t b = 0; b < records.size(); ++b) {
+    const BlockRecord& r = records[b];
+    out << "block " << b << ' ' << r.seqs.size() << ' ' << r.voluntary << ' ' << r.involuntary << ' ' << r.cpu_s
+        << "\nseq";
+    for (const long long s : r.seqs) out << ' ' << s;
+    out << "\nwait";
+    for (const long long w : r.waits) out << ' ' << w;
+    for (const auto& [tag, values] : {std::pair{"acq", &r.acquired_at}, {"rel", &r.releasing_at}, {"data", &r.data_us}}) {
+      out << '\n' << tag;
+      for (const long long v : *values) out << ' ' << v;
+    }
+    out << "\nslow";  // for reading by hand (docs/benchmarks.md)
+    for (const auto& [at, w] : r.slow) out << ' ' << at << ':' << w;
+    out << '\n';
+  }
+  std::cout << out.str() << "done" << std::endl;
+}
+
 // argv: kind url lock_key counter_prefix start_ns,stop_ns ...
 template <class L>
 int run_worker(L& lock, Raw& data, const std::string& counter_prefix, const std::vector<std::pair<long long, long long>>& blocks) {
-  std::ostringstream out;
+  std::vector<BlockRecord> records(blocks.size());
+  for (BlockRecord& r : records) {  // no allocation inside a block either
+    for (auto* v : {&r.seqs, &r.waits, &r.acquired_at, &r.releasing_at, &r.data_us}) v->reserve(1 << 14);
+    r.slow.reserve(256);
+  }
   for (std::size_t b = 0; b < blocks.size(); ++b) {
+    BlockRecord& r = records[b];
     const std::string counter = counter_prefix + std::to_string(b);
     std::this_thread::sleep_until(from_ns(blocks[b].first));
     const auto stop = from_ns(blocks[b].second);
-    std::vector<long long> seqs;
-    std::vector<long long> waits;
-    std::vector<long long> acquired_at, releasing_at, data_us;  // phases, µs (see the top)
     const auto block_start = from_ns(blocks[b].first);
     const auto us_since = [](Clock::time_point from, Clock::time_point to) {
       return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
     };
-    std::vector<std::pair<long long, long long>> slow;  // (µs into the block, wait µs) of waits > 2 ms
     const auto began = Clock::now();
     const Usage before = Usage::now();
     while (Clock::now() < stop) {
       const auto t0 = Clock::now();
       lock.acquire();
       const auto acquired = Clock::now();
-      waits.push_back(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
-      if (waits.back() > 2000)
-        slow.push_back({std::chrono::duration_cast<std::chrono::microseconds>(t0 - began).count(), waits.back()});
+      r.waits.push_back(us_since(t0, acquired));
+      if (r.waits.back() > 2000) r.slow.push_back({us_since(began, t0), r.waits.back()});
       const auto value = data.run({"GET", counter});
       const long long next = (value->type == REDIS_REPLY_STRING ? std::stoll(value->str) : 0) + 1;
       data.run({"SET", counter, std::to_string(next)});
-      seqs.push_back(next);
+      r.seqs.push_back(next);
       const auto releasing = Clock::now();
-      acquired_at.push_back(us_since(block_start, acquired));
-      releasing_at.push_back(us_since(block_start, releasing));
-      data_us.push_back(us_since(acquired, releasing));
+      r.acquired_at.push_back(us_since(block_start, acquired));
+      r.releasing_at.push_back(us_since(block_start, releasing));
+      r.data_us.push_back(us_since(acquired, releasing));
       lock.release();
     }
     const Usage after = Usage::now();
-    out << "block " << b << ' ' << seqs.size() << ' ' << (after.voluntary - before.voluntary) << ' '
-        << (after.involuntary - before.involuntary) << ' ' << (after.cpu_s - before.cpu_s) << "\nseq";
-    for (const long long s : seqs) out << ' ' << s;
-    out << "\nwait";
-    for (const long long w : waits) out << ' ' << w;
-    for (const auto& [tag, values] : {std::pair{"acq", &acquired_at}, {"rel", &releasing_at}, {"data", &data_us}}) {
-      out << '\n' << tag;
-      for (const long long v : *values) out << ' ' << v;
-    }
-    out << "\nslow";  // for reading by hand (docs/benchmarks.md)
-    for (const auto& [at, w] : slow) out << ' ' << at << ':' << w;
-    out << '\n';
+    r.voluntary = after.voluntary - before.voluntary;
+    r.involuntary = after.involuntary - before.involuntary;
+    r.cpu_s = after.cpu_s - before.cpu_s;
   }
-  std::cout << out.str() << "done" << std::endl;
+  print_blocks(records);
   return 0;
 }
 }  // namespace

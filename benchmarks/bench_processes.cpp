@@ -236,9 +236,13 @@ void BM_ContentionProcesses(benchmark::State& state) {
     for (int b = per_round; b < per_round * (kBlocks + 1); ++b) {
       KindResult& kind = results[static_cast<std::size_t>(b % per_round)];
       const auto start = first + b * (kBlock + kGap);
-      std::this_thread::sleep_until(start);
+      // Sampled in the middle of the gaps, not at the block's edges: an
+      // INFO at an edge stalled the server under the block's first and
+      // last sections, and showed as a 2.5-3.5 ms wait in every kind
+      // (docs/benchmarks.md, session 21).
+      std::this_thread::sleep_until(start - kGap / 2);
       const auto before = server_usage(admin);
-      std::this_thread::sleep_until(start + kBlock);
+      std::this_thread::sleep_until(start + kBlock + kGap / 2);
       const auto after = server_usage(admin);
       kind.server_cpu_s += after.first - before.first;
       kind.server_calls += after.second - before.second - 1;  // minus our INFO
@@ -271,6 +275,13 @@ const bool registered = [] {
                     .target = 1.0, .higher_is_better = false});
     register_ratio({.label = ways + "wait max / wait p50", .subject = subject, .metric = "lockon_wait_max_over_p50",
                     .target = 10.0, .higher_is_better = false});
+    // The same tail in the cheapest FIFO hand-over and in lockon's sleeping
+    // waiters (same run): a stall of the holder or of redis-server shows in
+    // every queued waiter of any FIFO lock (docs/benchmarks.md, session 21).
+    register_ratio({.label = ways + "token ring (FIFO floor): wait max / wait p50", .subject = subject,
+                    .metric = "ring_wait_max_over_p50", .informational = true});
+    register_ratio({.label = ways + "lockon, handoff_spin 0: wait max / wait p50", .subject = subject,
+                    .metric = "sleep_wait_max_over_p50", .informational = true});
     register_ratio({.label = ways + "raw spin: same holder re-takes (%)", .subject = subject,
                     .metric = "spin_retake_pct", .informational = true});
     register_ratio({.label = ways + "lockon, handoff_spin 0 (always sleep) / raw spin", .subject = subject,
