@@ -42,7 +42,7 @@ void Orphans::adopt(Orphan orphan) noexcept {
   try {
     State& s = orphan.clean ? others() : locks();
     const auto now = Clock::now();
-    const int sweeps = orphan.unknown_outcome ? 3 : 1;
+    const int sweeps = orphan.unknown_outcome ? 1 + static_cast<int>(kSweepsAfterSuccess.size()) : 1;
     {
       std::lock_guard lock(s.mutex);
       if (s.stopping) return;
@@ -144,7 +144,8 @@ std::size_t Orphans::pending() {
   std::size_t total = 0;
   for (State* s : {&locks(), &others()}) {
     std::lock_guard lock(s->mutex);
-    total += s->jobs.size() + s->in_flight;
+    for (const Job& job : s->jobs) total += job.swept ? 0 : 1;
+    total += s->in_flight;
   }
   return total;
 }
@@ -318,10 +319,12 @@ void Orphans::work(State& s, const ClientImpl* client, std::vector<Job> jobs) no
         if (it != s.in_flight_tokens.end()) s.in_flight_tokens.erase(it);
       }
       if (cleaned[i] != 0) {
-        // Unknown outcome: again kFollowUpSweep later, and kSecondSweep
-        // after the first success.
+        // Unknown outcome: swept again, spaced as kSweepsAfterSuccess
+        // (offsets from the first success).
         if (--job.sweeps_left > 0) {
-          job.due = after + (job.sweeps_left == 2 ? kFollowUpSweep : kSecondSweep - kFollowUpSweep);
+          const auto next = kSweepsAfterSuccess.size() - static_cast<std::size_t>(job.sweeps_left);
+          job.due = after + (next == 0 ? kSweepsAfterSuccess[0] : kSweepsAfterSuccess[next] - kSweepsAfterSuccess[next - 1]);
+          job.swept = true;
           s.jobs.push_back(std::move(job));
         }
         continue;

@@ -19,10 +19,11 @@
 // trips, not one each; each client's on a thread of its own (a lane), so a
 // partitioned server delays only its own. Because a request sent before a stall can still
 // execute after our later clean-up (the server serves its connections in no
-// guaranteed order), an orphan of an unknown outcome is cleaned twice more:
-// kFollowUpSweep and kSecondSweep after the first success.
+// guaranteed order), an orphan of an unknown outcome is cleaned again at
+// kSweepsAfterSuccess after the first success.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -64,11 +65,16 @@ class Orphans {
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds kFirstRetry{20};
   static constexpr std::chrono::milliseconds kMaxRetryInterval{250};
-  /// An orphan of an unknown outcome is cleaned again this long after the
-  /// first success (its request, stuck behind a stall, most likely runs
-  /// just after the server resumes), and once more kSecondSweep after it.
-  static constexpr std::chrono::milliseconds kFollowUpSweep{50};
-  static constexpr std::chrono::milliseconds kSecondSweep{1000};
+  /// An orphan of an unknown outcome is cleaned again these long after the
+  /// first success: its request, stuck behind a stall, most likely runs
+  /// just after the server resumes (50 ms); one held back in a proxy or by
+  /// TCP retransmissions (0.2 + 0.4 + ... s) can run seconds later (an
+  /// entry queued 3 s late kept K for its lease when the sweeps ended at
+  /// 1 s: LockProxyPool.AQueueingAttemptHeldBackThreeSeconds...). Each
+  /// sweep of a clean key is one script that changes nothing.
+  static constexpr std::array<std::chrono::milliseconds, 4> kSweepsAfterSuccess{
+      std::chrono::milliseconds(50), std::chrono::milliseconds(1000), std::chrono::milliseconds(5000),
+      std::chrono::milliseconds(30000)};
   /// At most this many clean-ups per round (one pipeline per server).
   static constexpr std::size_t kBatch = 256;
   /// At most this many lanes (threads) at work per queue: the clients
@@ -117,6 +123,7 @@ class Orphans {
     Clock::time_point give_up_at;
     std::chrono::milliseconds interval;
     int sweeps_left;
+    bool swept = false;  // cleaned once: pending() no longer counts it
   };
 
   // Everything the threads share, per process: a child forked while they

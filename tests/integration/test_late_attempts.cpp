@@ -116,6 +116,43 @@ TEST_F(LockProxyPool, AQueueingAttemptThatRunsAfterItsDeadlineLeavesNoHolderless
   }
 }
 
+// A queueing attempt held back 3 s, past the sweeps of session 20 (they
+// ended ~1.1 s after the clean-up was adopted: 50 ms and 1 s after the
+// first success); a TCP retransmission or a proxy can hold a request that
+// long. Another thread of the same process then waits on K (as lock_on's
+// callers do), so the departed entry's wake channel counts as heard and the
+// release hands K to a token nobody holds. Before: K stayed there until its
+// 10 s lease ran out (the other thread's try_lock_for(5 s) failed); the
+// sweep 5 s after the first success passes it on.
+TEST_F(LockProxyPool, AQueueingAttemptHeldBackThreeSecondsLeavesNoHolderlessKey) {
+  const std::string name = key("lock-3s");
+  Lock holder(client(), name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  const int late = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 3000ms, .times = 1});
+  Lock departed(via_proxy(), name, {.ttl = 10s});
+  const auto gave_up = std::chrono::steady_clock::now();
+  EXPECT_FALSE(departed.try_lock_for(100ms));
+  EXPECT_EQ(proxy().matched(late), 1u);
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; })) << "the late queueing attempt never ran";
+  EXPECT_GT(std::chrono::steady_clock::now() - gave_up, 2s) << "the attempt was not held back past the early sweeps";
+  std::atomic<bool> got{false};
+  std::atomic<long long> took_ms{-1};
+  std::thread other([&] {
+    Lock same_process(via_proxy(), name, {.ttl = 10s});
+    const auto started = std::chrono::steady_clock::now();
+    if (same_process.try_lock_for(5s)) {
+      took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+      got = true;
+      same_process.unlock();
+    }
+  });
+  ASSERT_TRUE(eventually(2s, [&] { return queued(name) == 2; })) << "the other thread never queued";
+  holder.unlock();  // hands K to the departed entry: its channel is heard
+  other.join();
+  EXPECT_TRUE(got.load()) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
+  std::cout << "the other thread got K after " << took_ms.load() << " ms\n";
+}
+
 // The same with the queue place kept past the deadline (keep_queue_place,
 // as lock_on always does) and given up afterwards: by abandon_wait(), or by
 // the Lock's destructor. The late attempt's place must still be swept.
