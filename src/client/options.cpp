@@ -67,6 +67,26 @@ bool parse_bool(std::string_view key, std::string_view value) {
   url_error("query parameter '" + std::string(key) + "' expects true/false, got '" + std::string(value) + "'");
 }
 
+// True when `userinfo` (the text before the URL's last '@') has a '?'
+// followed by what reads as a query parameter ("name=", name in [a-z_]):
+// then the '@' may be in a query value. (A password like "a?b=c@" is
+// refused too; percent-encoded it is fine.)
+bool userinfo_holds_a_query(std::string_view userinfo) {
+  const auto question = userinfo.find('?');
+  if (question == std::string_view::npos) return false;
+  std::string_view query = userinfo.substr(question + 1);
+  while (true) {
+    const auto eq = query.find('=');
+    if (eq == std::string_view::npos) return false;
+    const std::string_view name = query.substr(0, eq);
+    if (!name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_") == std::string_view::npos)
+      return true;
+    const auto amp = query.find('&', eq);
+    if (amp == std::string_view::npos) return false;
+    query = query.substr(amp + 1);
+  }
+}
+
 void apply_query(std::string_view query, ConnectionOptions& options) {
   while (!query.empty()) {
     const auto amp = query.find('&');
@@ -98,10 +118,14 @@ void apply_query(std::string_view query, ConnectionOptions& options) {
         else if (key == "cert") options.tls.cert = percent_decode(value, key);
         else if (key == "key") options.tls.key = percent_decode(value, key);
         else options.tls.sni = percent_decode(value, key);
+      } else if (key == "sentinel_user" || key == "sentinel_password") {
+        if (options.deployment != Deployment::sentinel)
+          url_error("query parameter '" + std::string(key) + "' needs a sentinel scheme (redis-sentinel://...)");
+        (key == "sentinel_user" ? options.sentinel_user : options.sentinel_password) = percent_decode(value, key);
       } else {
         url_error("unknown query parameter '" + std::string(key) +
-                  "' (known: connect_timeout, socket_timeout, db, keepalive; with rediss: cacert, cacertdir, cert, "
-                  "key, sni, insecure)");
+                  "' (known: connect_timeout, socket_timeout, db, auto_pipeline, keepalive; with rediss: cacert, "
+                  "cacertdir, cert, key, sni, insecure; with redis-sentinel: sentinel_user, sentinel_password)");
       }
     } catch (const ConfigError& e) {
       if (std::string_view(e.what()).starts_with("invalid Redis URL")) throw;
@@ -144,6 +168,10 @@ void parse_host_port(std::string_view hostport, ConnectionOptions& options) {
   }
   options.host = std::string(host);
   if (!port.empty()) {
+    // Only digits are echoed: in "redis://user:password" (no '@host') the
+    // password stands where the port would (review, session 21).
+    if (port.find_first_not_of("0123456789") != std::string_view::npos)
+      url_error("port is not a number (credentials go before an '@': redis://user:password@host:port)");
     const auto value = parse_integer(port);
     if (!value || *value < 1 || *value > 65535)
       url_error("port '" + std::string(port) + "' is not in 1..65535");
@@ -183,6 +211,13 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
   // query, and so into messages).
   const auto last_at = rest.rfind('@');
   const std::size_t after_userinfo = last_at == std::string_view::npos ? 0 : last_at;
+  // That rule cannot tell a password with '?' and '@' from an '@' in a
+  // query value: "redis://:pw@h?cacert=/ca@1.pem" would send AUTH with
+  // "pw@h?cacert=/ca" to host "1.pem". Text before the last '@' that reads
+  // as one of our query parameters is refused instead (review, session 21).
+  if (last_at != std::string_view::npos && userinfo_holds_a_query(rest.substr(0, last_at)))
+    url_error("ambiguous '@' after a query parameter: percent-encode it as %40 in query values "
+              "(or '?' as %3F in a password)");
   std::string_view fragment;
   bool has_fragment = false;
   if (const auto h = rest.find('#', after_userinfo); h != std::string_view::npos) {

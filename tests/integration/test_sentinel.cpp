@@ -18,6 +18,7 @@
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
+#include "support/raw_connection.hpp"
 #include "support/sentinel_fixture.hpp"
 
 namespace {
@@ -92,6 +93,30 @@ TEST(Sentinel, UnknownMasterNameIsConnectErrorNamingIt) {
     FAIL() << "expected ConnectError";
   } catch (const lockon::ConnectError& e) {
     EXPECT_NE(std::string(e.what()).find("nosuchmaster"), std::string::npos) << e.what();
+  }
+}
+
+// Sentinels that require a password (their own ACL user; the master's
+// credentials are the URL's): reachable with ?sentinel_user=&sentinel_password=
+// as the README documents. The parser refused both parameters before
+// (review, session 21), so no URL and no CLI could reach such sentinels.
+TEST(Sentinel, PasswordProtectedSentinelsWithCredentialsFromTheUrl) {
+  SentinelSet set;
+  for (std::size_t i = 0; i < set.sentinel_count(); ++i) {
+    lockon::test::RawConnection sentinel("127.0.0.1", set.sentinel_port(i));
+    EXPECT_TRUE(sentinel.command({"ACL", "SETUSER", "watcher", "on", ">s3nt-pw", "+@all"}).is("OK"));
+    EXPECT_TRUE(sentinel.command({"ACL", "SETUSER", "default", "off"}).is("OK"));  // no more unauthenticated use
+  }
+  const std::string query = kQuery + "&sentinel_user=watcher&sentinel_password=s3nt-pw";
+  lockon::Client client(set.url(query));
+  client.command({"SET", "sentinel:auth-probe", "1"});
+  EXPECT_TRUE(set.master().command({"GET", "sentinel:auth-probe"}).is("1"));
+  lockon::Client without(set.url(kQuery));
+  try {
+    without.ping();
+    ADD_FAILURE() << "resolved through sentinels that refuse unauthenticated clients";
+  } catch (const lockon::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("s3nt-pw"), std::string::npos) << e.what();
   }
 }
 

@@ -155,9 +155,9 @@ std::vector<InvalidCase> invalid_cases() {
       {"ClusterPasswordLeaks", "redis-cluster://:hunter2@h:0", "port '0'", "hunter2"},
       {"PortZero", "redis://:hunter2@h:0", "port '0'", "hunter2"},
       {"Port65536", "redis://h:65536", "port '65536'"},
-      {"PortNotANumber", "redis://alice:hunter2@h:abc", "port 'abc'", "hunter2"},
-      {"PortNegative", "redis://h:-1", "port '-1'"},
-      {"PortTrailingGarbage", "redis://h:63x", "port '63x'"},
+      {"PortNotANumber", "redis://alice:hunter2@h:abc", "port is not a number", "hunter2"},
+      {"PortNegative", "redis://h:-1", "port is not a number"},
+      {"PortTrailingGarbage", "redis://h:63x", "port is not a number"},
       {"EmptyPort", "redis://h:", "empty port"},
       {"EmptyPortAfterIpv6", "redis://[::1]:", "empty port"},
       {"NegativeDb", "redis://h/-1", "database index '-1'"},
@@ -185,6 +185,20 @@ std::vector<InvalidCase> invalid_cases() {
       {"RelativeUnixPath", "unix://tmp/r.sock", "absolute"},
       {"EmptyUnixPath", "unix://", "absolute"},
       {"UnixUnknownParameter", "unix:///tmp/r.sock?host=h", "unknown query parameter 'host'"},
+      // Found by review (session 21): with no '@host', "user:password" was
+      // read as host:port and the message echoed the password as the port.
+      {"CredentialsWithoutHost", "redis://default:hunter2", "not a number", "hunter2"},
+      {"CredentialsWithoutHostWithDb", "redis://default:hunter2/0", "not a number", "hunter2"},
+      {"CredentialsWithoutHostTls", "rediss://alice:hunter2?cacert=/ca.pem", "not a number", "hunter2"},
+      {"CredentialsWithoutHostSentinel", "redis-sentinel://default:hunter2#m", "not a number", "hunter2"},
+      {"CredentialsWithoutHostCluster", "redis-cluster://default:hunter2,10.0.0.2:7000", "not a number", "hunter2"},
+      // An '@' in a query value made the parser take everything before it
+      // as the password, and the text after it as the host: the password
+      // went to "evilhost" with AUTH (review, session 21).
+      {"AtInQueryValue", "redis://:hunter2@127.0.0.1:16391?socket_timeout=2s&db=1@evilhost", "ambiguous", "hunter2"},
+      {"AtInUnknownQueryValue", "redis://:hunter2@127.0.0.1:16391?x=a@evilhost", "ambiguous", "hunter2"},
+      {"AtInTlsPath", "rediss://:hunter2@h:6380?cacert=/x/ca@2024.pem", "ambiguous", "hunter2"},
+      {"SentinelCredentialsOnStandalone", "redis://h?sentinel_password=x", "sentinel"},
   };
 }
 
@@ -390,6 +404,27 @@ TEST(UrlSentinel, HashInsidePasswordDoesNotStartTheFragment) {
   const auto o = ConnectionOptions::from_url("redis-sentinel://:p#ss@s1:26379#m");
   EXPECT_EQ(o.password, "p#ss");
   EXPECT_EQ(o.master_name, "m");
+}
+
+// README documents them; the parser refused them, so a password-protected
+// Sentinel could not be reached from a URL or the CLI (review, session 21).
+TEST(UrlSentinel, SentinelCredentialsFromTheQuery) {
+  const auto o = ConnectionOptions::from_url(
+      "redis-sentinel://:master-pw@s1:26379?sentinel_user=watcher&sentinel_password=s%40nt%26pw#mymaster");
+  EXPECT_EQ(o.password, "master-pw");
+  EXPECT_EQ(o.sentinel_user, "watcher");
+  EXPECT_EQ(o.sentinel_password, "s@nt&pw");
+  EXPECT_EQ(o.master_name, "mymaster");
+  EXPECT_EQ(o.endpoint().find("pw"), std::string::npos);
+}
+
+// An '@' percent-encoded in a query value is no authority boundary.
+TEST(UrlTls, EncodedAtInAPathIsKept) {
+  const auto o = ConnectionOptions::from_url("rediss://:pw@h:6380?cacert=/x/ca%402024.pem");
+  EXPECT_EQ(o.host, "h");
+  EXPECT_EQ(o.port, 6380);
+  EXPECT_EQ(o.password, "pw");
+  EXPECT_EQ(o.tls.cacert, "/x/ca@2024.pem");
 }
 
 TEST(UrlCluster, SeedsAndTls) {
