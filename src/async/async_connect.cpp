@@ -99,7 +99,11 @@ asio::awaitable<std::unique_ptr<Transport>> async_open_transport(asio::any_io_ex
                                                                  const ConnectionOptions& options,
                                                                  Transport::Clock::time_point deadline,
                                                                  std::string endpoint) {
-  if (!options.unix_path.empty() && options.host.empty()) {
+  // unix_path alone decides, as for the blocking Connection: options built
+  // in code keep host's default, and the header says host and port are then
+  // ignored (they were not: review, session 21).
+  if (!options.unix_path.empty()) {
+    if (options.tls.enabled) throw ConfigError("connect on " + endpoint + ": TLS over a unix socket is not supported");
     asio::local::stream_protocol::socket socket(executor);
     const auto ec = co_await bounded(socket, deadline, [&](asio::error_code& out) -> asio::awaitable<void> {
       auto [error] = co_await socket.async_connect(asio::local::stream_protocol::endpoint(options.unix_path),

@@ -59,7 +59,14 @@ void AsyncConnection::start_connect() {
   // (connect_timeout bounds the connect itself).
   last_progress_ = Clock::now() + options_.connect_timeout;
   arm_stall_check();
-  asio::co_spawn(executor_, connect_and_run(generation), asio::detached);
+  // Posted, never run inline: co_spawn starts the coroutine at once when
+  // called on the executor's thread, and a connect that failed before its
+  // first suspension then ran fail() inside enqueue(), before the caller's
+  // request was queued; the request then waited forever on a connection
+  // that was down (found in session 21 with TLS over a unix socket).
+  asio::post(executor_, [self = shared_from_this(), generation] {
+    asio::co_spawn(self->executor_, self->connect_and_run(generation), asio::detached);
+  });
 }
 
 asio::awaitable<void> AsyncConnection::connect_and_run(std::uint64_t generation) {

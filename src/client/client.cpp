@@ -60,6 +60,8 @@ void validate(const ConnectionOptions& options) {
     if (options.port < 1 || options.port > 65535)
       throw ConfigError("connection options: port " + std::to_string(options.port) + " is not in 1..65535");
   }
+  if (!options.unix_path.empty() && options.tls.enabled && options.deployment == Deployment::standalone)
+    throw ConfigError("connection options: TLS over a unix socket is not supported");
   if (options.db < 0) throw ConfigError("connection options: negative database index");
   if (options.connect_timeout.count() < 0 || options.socket_timeout.count() < 0)
     throw ConfigError("connection options: negative timeout");

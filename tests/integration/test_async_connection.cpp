@@ -2,6 +2,8 @@
 // connection: pipelined replies reach the right coroutine, a stalled server
 // costs TimeoutErrors but never the connection (late replies are discarded
 // in step), deadlines and cancellation abandon requests cleanly.
+#include <unistd.h>
+
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
@@ -10,6 +12,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -276,6 +279,46 @@ TEST_F(AsyncConnectionTest, WrongPasswordIsAnAuthError) {
     const Reply pong = co_await good.async_command(ping);
     EXPECT_EQ(pong.as_string(), "PONG");
   }));
+}
+
+// ConnectionOptions built in code keep host's default "127.0.0.1", and the
+// header says a unix_path makes host and port ignored. The async front
+// still connected over TCP to host:port (HELLO and AUTH went to that other
+// server), and took TLS over a unix socket silently, where the blocking
+// front refuses it (review, session 21: "port 16392", not the socket's).
+TEST(AsyncUnixSocket, UnixPathWinsOverTheDefaultHostAndTlsIsRefused) {
+  const std::string socket_path =
+      (std::filesystem::temp_directory_path() / ("lockon-async-" + std::to_string(::getpid()) + ".sock")).string();
+  struct RemoveAtEnd {
+    std::string path;
+    ~RemoveAtEnd() {
+      std::error_code ignored;
+      std::filesystem::remove(path, ignored);
+    }
+  } remove_socket{socket_path};  // declared first: runs after the server is gone
+  RedisServer over_socket({.extra_args = {"--unixsocket", socket_path, "--unixsocketperm", "700"}});
+  RedisServer elsewhere;
+  ConnectionOptions options;
+  options.unix_path = socket_path;
+  options.port = elsewhere.port();
+  ASSERT_FALSE(options.host.empty());  // the default host stays
+
+  const Client blocking(options);
+  EXPECT_EQ(blocking.command({"CONFIG", "GET", "port"}).elements().at(1).as_string(),
+            std::to_string(over_socket.port()));
+  asio::io_context io;
+  AsyncClient async(io.get_executor(), options);
+  std::string port_seen;
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    const std::vector<std::string> config_get{"CONFIG", "GET", "port"};
+    const Reply reply = co_await async.async_command(config_get);
+    port_seen = reply.elements().at(1).as_string();
+  }));
+  EXPECT_EQ(port_seen, std::to_string(over_socket.port())) << "the async client went to host:port";
+
+  options.tls.enabled = true;
+  EXPECT_THROW(Client{options}, ConfigError);
+  EXPECT_THROW((AsyncClient{io.get_executor(), options}), ConfigError);
 }
 
 }  // namespace
