@@ -8,6 +8,7 @@
 // docs/cli.md is the manual; exit_codes.hpp the exit statuses.
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -187,7 +188,7 @@ CLI::App* add_release(CLI::App& app, InspectOptions& o) {
 }
 
 int usage_error(std::string_view message) {
-  std::cerr << "lockon: " << one_line(message) << " (see 'lockon --help')\n";
+  std::cerr << "lockon: " << argument_secrets().apply(one_line(message)) << " (see 'lockon --help')\n";
   return exit_code::usage;
 }
 
@@ -239,6 +240,10 @@ int main(int argc, char** argv) {
   CLI::App* release = add_release(app, release_options);
   CLI::App* list = add_list(app, list_options);
 
+  for (int i = 1; i < argc; ++i) argument_secrets().add_url_credentials(argv[i]);
+  if (const char* from_environment = std::getenv(kUrlEnvironmentVariable); from_environment != nullptr)
+    argument_secrets().add_url_credentials(from_environment);
+
   std::vector<std::string> after_dash;
   const int parse_argc = split_at_dash(argc, argv, after_dash);
   const bool dashed = parse_argc != argc;
@@ -252,22 +257,30 @@ int main(int argc, char** argv) {
     return usage_error(e.what());
   }
 
+  // A misplaced --url value taken as NAME or KEY: refused, not locked under
+  // (or looked up by) a key named after the URL.
+  const auto url_as_name = [](const std::string& name) {
+    return looks_like_url(name) ? usage_error("'" + name + "' is a Redis URL, not a lock name: give it with --url") : 0;
+  };
   try {
     if (run->parsed()) {
       run_options.on_lost = on_lost == "ignore" ? OnLost::ignore : OnLost::term;
       if (dashed) apply_names(run_options, std::move(after_dash));
+      if (const int refused = url_as_name(run_options.name)) return refused;
+      for (const std::string& name : run_options.names)
+        if (const int refused = url_as_name(name)) return refused;
       return run_command(run_options);
     }
     if (key->parsed()) return key_command(key_options);
-    if (status->parsed()) return status_command(status_options);
-    if (release->parsed()) return release_command(release_options);
+    if (status->parsed()) return url_as_name(status_options.key) ? exit_code::usage : status_command(status_options);
+    if (release->parsed()) return url_as_name(release_options.key) ? exit_code::usage : release_command(release_options);
     if (list->parsed()) return list_command(list_options);
     return usage_error("no command given");
   } catch (const lockon::ConfigError& e) {
     return usage_error(e.what());
   } catch (const std::exception& e) {
     // Commands report their own failures; this is the backstop.
-    std::cerr << "lockon: " << one_line(e.what()) << '\n';
+    std::cerr << "lockon: " << argument_secrets().apply(one_line(e.what())) << '\n';
     return exit_code_for(e);
   }
 }

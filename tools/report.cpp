@@ -22,6 +22,45 @@ void Redactor::add_token(std::string token) {
   replacements_.emplace_back(std::move(token), std::move(shown));
 }
 
+void Redactor::add_url_credentials(std::string_view text) {
+  for (std::size_t from = text.find("://"); from != std::string_view::npos;) {
+    const std::size_t next = text.find("://", from + 3);
+    // This URL's text ends where the next one's scheme begins (several URLs
+    // may share one value, separated by whitespace).
+    std::string_view url = text.substr(from + 3, next == std::string_view::npos ? std::string_view::npos : next - from - 3);
+    if (next != std::string_view::npos) {
+      const auto space = url.find_last_of(" \t\n");
+      if (space != std::string_view::npos) url = url.substr(0, space);
+    }
+    const auto at = url.rfind('@');
+    if (at != std::string_view::npos) {
+      const std::string_view userinfo = url.substr(0, at);
+      const auto colon = userinfo.find(':');
+      add_password(std::string(colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1)));
+      // The parser splits at whitespace and reports pieces: hide each.
+      std::string_view rest = colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1);
+      for (std::size_t gap = rest.find_first_of(" \t"); gap != std::string_view::npos; gap = rest.find_first_of(" \t")) {
+        if (gap >= 3) add_password(std::string(rest.substr(0, gap)));  // shorter ones would blank common text
+        rest.remove_prefix(gap + 1);
+      }
+      if (rest.size() >= 3) add_password(std::string(rest));
+    }
+    from = next;
+  }
+}
+
+Redactor& argument_secrets() {
+  static Redactor secrets;
+  return secrets;
+}
+
+bool looks_like_url(std::string_view text) {
+  for (const std::string_view scheme : {"redis://", "rediss://", "redis-sentinel://", "rediss-sentinel://",
+                                        "redis-cluster://", "rediss-cluster://", "unix://"})
+    if (text.starts_with(scheme)) return true;
+  return false;
+}
+
 std::string Redactor::apply(std::string text) const {
   for (const auto& [secret, shown] : replacements_) {
     for (std::size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at + shown.size())) {
@@ -55,7 +94,7 @@ void Reporter::info(std::string_view message) const {
 void Reporter::write(std::string_view message) const {
   // One write(2) per line, so lines from the watchdog thread and the main
   // thread never interleave mid-line.
-  std::string line = "lockon: " + redactor_.apply(one_line(message)) + "\n";
+  std::string line = "lockon: " + argument_secrets().apply(redactor_.apply(one_line(message))) + "\n";
   std::size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);

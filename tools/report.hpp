@@ -24,11 +24,25 @@ class Redactor {
   void add_password(std::string password);
   /// Shows at most token_prefix(token) of `token` wherever it appears.
   void add_token(std::string token);
+  /// Hides the credentials of every "scheme://user:password@" in `text` (a
+  /// whole argument or environment value: a password may hold spaces,
+  /// '@', ':'), parsable or not, wherever they appear later.
+  void add_url_credentials(std::string_view text);
   std::string apply(std::string text) const;
 
  private:
   std::vector<std::pair<std::string, std::string>> replacements_;
 };
+
+/// The secrets of the command line and of $LOCKON_REDIS_URL, filled by
+/// main() before anything is parsed: every message goes through it, also
+/// those about arguments that never parsed (review, session 21: CLI11
+/// echoed a misplaced --url whole).
+Redactor& argument_secrets();
+
+/// True when `text` starts like a Redis URL (redis://, rediss://,
+/// redis-sentinel://, ..., unix://): not a lock NAME (a misplaced --url).
+bool looks_like_url(std::string_view text);
 
 /// What of a lock token may be shown: its first 8 characters, and never more
 /// than half of it (a short custom token must not be printed whole).

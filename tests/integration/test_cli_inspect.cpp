@@ -268,5 +268,30 @@ TEST(CliUsage, MissingOrUnknownCommandIsAUsageError) {
   EXPECT_TRUE(contains(version.out, "lockon ")) << version.out;
 }
 
+// A URL in the wrong place: CLI11 echoed it whole ("The following arguments
+// were not expected: redis://:S3cr3tPW@..."), and a URL given as NAME was
+// echoed in the command's error (and `run` would have created a key named
+// after it). Found by review, session 21; every case printed the password.
+TEST(CliUsage, AUrlInTheWrongPlaceIsNeverEchoedWithItsPassword) {
+  const std::string secret = "S3cr3tPW";
+  const std::string url = "redis://:" + secret + "@127.0.0.1:1";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--url", url, "status", "k"},
+           {"status", url},
+           {"release", url, "--force"},
+           {"run", url, "--", "true"},
+           {"run", "--nonblock", "k", url, "--", "true"},
+       }) {
+    const ProcessResult result = lockon(args, {{"LOCKON_REDIS_URL", "redis://127.0.0.1:1"}});
+    EXPECT_EQ(result.exit_code, kUsage) << args[1] << ": " << result.describe();
+    EXPECT_FALSE(contains(result.err, secret)) << result.err;
+    EXPECT_FALSE(contains(result.out, secret)) << result.out;
+  }
+  // The same password in $LOCKON_REDIS_URL, with a space the URL parser splits at.
+  const ProcessResult spaced = lockon({"status", "k"}, {{"LOCKON_REDIS_URL", "redis://default:S3cr3t PW@127.0.0.1:1"}});
+  EXPECT_NE(spaced.exit_code, 0) << spaced.describe();
+  EXPECT_FALSE(contains(spaced.err, "S3cr3t")) << spaced.err;
+}
+
 }  // namespace
 }  // namespace lockon::test
