@@ -71,7 +71,12 @@ std::string Redactor::apply(std::string text) const {
 }
 
 std::string token_prefix(std::string_view token) {
-  return std::string(token.substr(0, std::min<std::size_t>(8, token.size() / 2)));
+  std::string shown(token.substr(0, std::min<std::size_t>(8, token.size() / 2)));
+  // Whatever a key holds reaches a terminal: no control bytes (escape
+  // sequences), nothing outside printable ASCII (review, session 21).
+  for (char& c : shown)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return shown;
 }
 
 std::string format_duration_ms(long long milliseconds) {

@@ -74,6 +74,15 @@ void validate(const ConnectionOptions& options) {
   if (options.reply_spin.count() < 0) throw ConfigError("connection options: negative reply_spin");
   if (!options.user.empty() && options.password.empty())
     throw ConfigError("connection options: ACL user given without a password");
+  // Settings that would be ignored without a word: TLS ones with TLS off
+  // (the connection goes out in plaintext), a sentinel user without its
+  // password (review, session 21).
+  const TlsOptions& tls = options.tls;
+  if (!tls.enabled && (!tls.cacert.empty() || !tls.cacertdir.empty() || !tls.cert.empty() || !tls.key.empty() ||
+                       !tls.sni.empty() || tls.insecure))
+    throw ConfigError("connection options: TLS settings given with tls.enabled = false (use rediss://)");
+  if (!options.sentinel_user.empty() && options.sentinel_password.empty())
+    throw ConfigError("connection options: sentinel user given without a password");
   if (options.deployment == Deployment::sentinel && options.master_name.empty())
     throw ConfigError("connection options: Sentinel needs a master name (#name in the URL)");
 }

@@ -3,12 +3,14 @@
 // Every error message describes the offending part without echoing the
 // password: messages are built from the parts we already validated, never
 // from the raw URL.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lockon/errors.hpp"
 #include "lockon/options.hpp"
@@ -87,7 +89,10 @@ bool userinfo_holds_a_query(std::string_view userinfo) {
   }
 }
 
-void apply_query(std::string_view query, ConnectionOptions& options) {
+// `db_in_path`: the URL's path named the database already.
+void apply_query(std::string_view query, ConnectionOptions& options, bool db_in_path) {
+  std::vector<std::string_view> seen;  // a repeated parameter is a mistake, not "the last one wins"
+  if (db_in_path) seen.push_back("db");
   while (!query.empty()) {
     const auto amp = query.find('&');
     const std::string_view pair = query.substr(0, amp);
@@ -97,6 +102,10 @@ void apply_query(std::string_view query, ConnectionOptions& options) {
     if (eq == std::string_view::npos) url_error("query parameter '" + std::string(pair) + "' has no value");
     const std::string_view key = pair.substr(0, eq);
     const std::string_view value = pair.substr(eq + 1);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      url_error("query parameter '" + std::string(key) + "' given twice" +
+                (key == "db" && db_in_path ? std::string(" (the path names the database too)") : std::string()));
+    seen.push_back(key);
     try {
       if (key == "connect_timeout") {
         options.connect_timeout = parse_duration(value);
@@ -236,7 +245,7 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
     if (rest.empty() || rest[0] != '/') url_error("unix socket path must be absolute (unix:///path/to.sock)");
     options.unix_path = std::string(rest);
     options.host.clear();
-    apply_query(query, options);
+    apply_query(query, options, false);
     return options;
   }
   if (scheme == "redis" || scheme == "rediss") {
@@ -309,7 +318,7 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
     if (fragment.empty()) url_error("a sentinel URL needs the master's name after '#' (redis-sentinel://host:26379#mymaster)");
     options.master_name = percent_decode(fragment, "master name");
   }
-  apply_query(query, options);
+  apply_query(query, options, !path.empty());
   if (options.deployment == Deployment::cluster && options.db != 0)
     url_error("a cluster URL takes no database index (Redis Cluster has db 0 only)");
   return options;

@@ -151,6 +151,18 @@ TEST_F(CliStatus, HeldKeyShowsTtlFenceAndOnlyATokenPrefix) {
   EXPECT_TRUE(holder.owned()) << "status changes nothing";
 }
 
+// Whatever a key holds is printed as text: terminal control bytes in it
+// (an escape sequence that rewrites the screen) were written raw (review,
+// session 21).
+TEST_F(CliStatus, ControlBytesInAKeyAreNotWrittenToTheTerminal) {
+  const std::string name = key("escape");
+  ASSERT_TRUE(server().command({"SET", name, "\x1b[2J\x1b[31m\x07zzzzzzzzzzzzzzzz", "PX", "20000"}).is("OK"));
+  const ProcessResult result = lockon({"status", "--url", server().url(), name});
+  EXPECT_TRUE(contains(result.out, "token ")) << result.describe();
+  EXPECT_FALSE(contains(result.out, "\x1b")) << result.out;
+  EXPECT_FALSE(contains(result.out, "\x07")) << result.out;
+}
+
 TEST_F(CliStatus, UnreachableServerIsReported) {
   const ProcessResult result = lockon({"status", "--url", "redis://127.0.0.1:1", key("k")});
   EXPECT_EQ(result.exit_code, 69) << result.describe();
