@@ -106,7 +106,7 @@ int list_command(const InspectOptions& options) {
     return exit_code::ok;
   }
   for (const Held& h : held) {
-    std::cout << h.key << "  held for " << format_duration_ms(std::max(0LL, h.now_ms - h.who.since_ms))
+    std::cout << terminal_safe(h.key) << "  held for " << format_duration_ms(std::max(0LL, h.now_ms - h.who.since_ms))
               << ", lease left " << (h.pttl >= 0 ? format_duration_ms(h.pttl) : std::string("no expiry")) << ", "
               << describe_who(h.who) << '\n';
   }

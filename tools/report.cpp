@@ -23,29 +23,54 @@ void Redactor::add_token(std::string token) {
 }
 
 void Redactor::add_url_credentials(std::string_view text) {
-  for (std::size_t from = text.find("://"); from != std::string_view::npos;) {
-    const std::size_t next = text.find("://", from + 3);
-    // This URL's text ends where the next one's scheme begins (several URLs
-    // may share one value, separated by whitespace).
-    std::string_view url = text.substr(from + 3, next == std::string_view::npos ? std::string_view::npos : next - from - 3);
-    if (next != std::string_view::npos) {
-      const auto space = url.find_last_of(" \t\n");
-      if (space != std::string_view::npos) url = url.substr(0, space);
-    }
-    const auto at = url.rfind('@');
-    if (at != std::string_view::npos) {
+  // Secrets shorter than this would blank ordinary words in messages.
+  const auto hide = [this](std::string_view secret) {
+    if (secret.size() >= 3) add_password(std::string(secret));
+  };
+  for (std::size_t from = 0; from < text.size();) {
+    // One URL per whitespace-separated word of a Redis scheme (the URL
+    // parser refuses spaces, so a password with one is split the same way
+    // in its messages: each piece is hidden).
+    const auto start = text.find_first_not_of(" \t\n", from);
+    if (start == std::string_view::npos) break;
+    std::size_t end = text.find_first_of(" \t\n", start);
+    if (end == std::string_view::npos) end = text.size();
+    from = end;
+    if (!looks_like_url(text.substr(start))) continue;
+    // The rest of the value may belong to this URL (a password with spaces).
+    std::string_view url = text.substr(start);
+    const auto next_url = [&] {
+      for (std::size_t at = end; at < text.size(); ++at)
+        if ((at == 0 || text[at - 1] == ' ' || text[at - 1] == '\t' || text[at - 1] == '\n') &&
+            looks_like_url(text.substr(at)))
+          return at;
+      return text.size();
+    }();
+    url = text.substr(start, next_url - start);
+    url.remove_prefix(url.find("://") + 3);
+    // Credentials: before the last '@' (passwords may hold '@', ':', spaces).
+    if (const auto at = url.rfind('@'); at != std::string_view::npos) {
       const std::string_view userinfo = url.substr(0, at);
       const auto colon = userinfo.find(':');
-      add_password(std::string(colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1)));
-      // The parser splits at whitespace and reports pieces: hide each.
-      std::string_view rest = colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1);
-      for (std::size_t gap = rest.find_first_of(" \t"); gap != std::string_view::npos; gap = rest.find_first_of(" \t")) {
-        if (gap >= 3) add_password(std::string(rest.substr(0, gap)));  // shorter ones would blank common text
+      const std::string_view password = colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1);
+      hide(password);
+      std::string_view rest = password;
+      for (auto gap = rest.find_first_of(" \t\n"); gap != std::string_view::npos; gap = rest.find_first_of(" \t\n")) {
+        hide(rest.substr(0, gap));
         rest.remove_prefix(gap + 1);
       }
-      if (rest.size() >= 3) add_password(std::string(rest));
+      hide(rest);
     }
-    from = next;
+    // Query values that are secrets (sentinel_password=...), wherever the
+    // query sits: before or after '#'.
+    for (const std::string_view field : {"password=", "sentinel_password="}) {
+      for (auto at = url.find(field); at != std::string_view::npos; at = url.find(field, at + 1)) {
+        if (at > 0 && url[at - 1] != '?' && url[at - 1] != '&') continue;
+        std::string_view value = url.substr(at + field.size());
+        value = value.substr(0, value.find_first_of("&#"));
+        hide(value);
+      }
+    }
   }
 }
 

@@ -35,9 +35,16 @@ std::optional<HolderRecord> parse_holder_record(std::string_view text) {
   return r;
 }
 
+std::string terminal_safe(std::string_view text) {
+  std::string shown(text);
+  for (char& c : shown)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return shown;
+}
+
 std::string describe_who(const HolderRecord& record) {
-  std::string text = "host=" + record.host + " pid=" + std::to_string(record.pid);
-  if (!record.label.empty()) text += " label=" + record.label;
+  std::string text = "host=" + terminal_safe(record.host) + " pid=" + std::to_string(record.pid);
+  if (!record.label.empty()) text += " label=" + terminal_safe(record.label);
   return text;
 }
 

@@ -49,4 +49,9 @@ std::string json_string(std::string_view text);
 /// The record as a JSON object (no token prefix).
 std::string json_who(const HolderRecord& record);
 
+/// `text` with its control bytes (< 0x20, 0x7f) shown as '?': what a key,
+/// a holder record or a token holds reaches a terminal, and an escape
+/// sequence there would rewrite it (review, session 21).
+std::string terminal_safe(std::string_view text);
+
 }  // namespace lockon::cli

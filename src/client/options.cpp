@@ -70,23 +70,22 @@ bool parse_bool(std::string_view key, std::string_view value) {
 }
 
 // True when `userinfo` (the text before the URL's last '@') has a '?'
-// followed by what reads as a query parameter ("name=", name in [a-z_]):
-// then the '@' may be in a query value. (A password like "a?b=c@" is
-// refused too; percent-encoded it is fine.)
+// after which some "name=" (name in [A-Za-z_]) follows a '?' or an '&':
+// then the '@' may be in a query value. Every such place counts, not only
+// the first '?': a password may hold '?' itself, and a query may begin
+// with an empty pair ("?&db=1"; both slipped through: review, session 21).
+// (A password like "a?b=c" is refused too; percent-encoded it is fine.)
 bool userinfo_holds_a_query(std::string_view userinfo) {
-  const auto question = userinfo.find('?');
-  if (question == std::string_view::npos) return false;
-  std::string_view query = userinfo.substr(question + 1);
-  while (true) {
-    const auto eq = query.find('=');
-    if (eq == std::string_view::npos) return false;
-    const std::string_view name = query.substr(0, eq);
-    if (!name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_") == std::string_view::npos)
-      return true;
-    const auto amp = query.find('&', eq);
-    if (amp == std::string_view::npos) return false;
-    query = query.substr(amp + 1);
+  const auto first = userinfo.find('?');
+  if (first == std::string_view::npos) return false;
+  constexpr std::string_view kNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_";
+  for (std::size_t at = first; at < userinfo.size(); ++at) {
+    if (userinfo[at] != '?' && userinfo[at] != '&') continue;
+    const std::string_view after = userinfo.substr(at + 1);
+    const auto name_end = after.find_first_not_of(kNameChars);
+    if (name_end != 0 && name_end != std::string_view::npos && after[name_end] == '=') return true;
   }
+  return false;
 }
 
 // `db_in_path`: the URL's path named the database already.
@@ -182,8 +181,8 @@ void parse_host_port(std::string_view hostport, ConnectionOptions& options) {
     if (port.find_first_not_of("0123456789") != std::string_view::npos)
       url_error("port is not a number (credentials go before an '@': redis://user:password@host:port)");
     const auto value = parse_integer(port);
-    if (!value || *value < 1 || *value > 65535)
-      url_error("port '" + std::string(port) + "' is not in 1..65535");
+    if (!value || *value < 1 || *value > 65535)  // more than 5 digits: no port, maybe a password
+      url_error(port.size() <= 5 ? "port '" + std::string(port) + "' is not in 1..65535" : "port is not in 1..65535");
     options.port = static_cast<int>(*value);
   }
 }
@@ -316,6 +315,11 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
   }
   if (options.deployment == Deployment::sentinel) {
     if (fragment.empty()) url_error("a sentinel URL needs the master's name after '#' (redis-sentinel://host:26379#mymaster)");
+    // A query written after the fragment would become part of the name
+    // (and with it a sentinel password, into every endpoint() and message).
+    if (fragment.find_first_of("?&=") != std::string_view::npos)
+      url_error("the master name after '#' contains '?', '&' or '=' (the query goes before '#'; "
+                "percent-encode them in a name)");
     options.master_name = percent_decode(fragment, "master name");
   }
   apply_query(query, options, !path.empty());

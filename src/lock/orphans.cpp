@@ -145,7 +145,7 @@ std::size_t Orphans::pending() {
   for (State* s : {&locks(), &others()}) {
     std::lock_guard lock(s->mutex);
     for (const Job& job : s->jobs) total += job.swept ? 0 : 1;
-    total += s->in_flight;
+    total += s->in_flight_unswept;
   }
   return total;
 }
@@ -271,6 +271,8 @@ void Orphans::run(State& s) {
     for (auto& [client, batch] : due) {
       // Counted before the lane starts: it moves the jobs out at once.
       const std::size_t count = batch.size();
+      const auto unswept = static_cast<std::size_t>(
+          std::count_if(batch.begin(), batch.end(), [](const Job& job) { return !job.swept; }));
       std::vector<std::tuple<std::string, std::string, std::string>> tokens;
       for (const Job& job : batch)
         if (!job.orphan.token.empty())
@@ -287,6 +289,7 @@ void Orphans::run(State& s) {
       }
       if (started) {
         s.in_flight += count;
+        s.in_flight_unswept += unswept;
         s.in_flight_tokens.insert(tokens.begin(), tokens.end());
         s.peak_lanes = std::max(s.peak_lanes, s.busy.size());
         continue;
@@ -312,6 +315,8 @@ void Orphans::work(State& s, const ClientImpl* client, std::vector<Job> jobs) no
   const auto after = Clock::now();
   {
     std::lock_guard lock(s.mutex);
+    s.in_flight_unswept -= static_cast<std::size_t>(
+        std::count_if(jobs.begin(), jobs.end(), [](const Job& job) { return !job.swept; }));
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       Job& job = jobs[i];
       if (!job.orphan.token.empty()) {

@@ -71,10 +71,11 @@ class Orphans {
   /// TCP retransmissions (0.2 + 0.4 + ... s) can run seconds later (an
   /// entry queued 3 s late kept K for its lease when the sweeps ended at
   /// 1 s: LockProxyPool.AQueueingAttemptHeldBackThreeSeconds...). Each
-  /// sweep of a clean key is one script that changes nothing.
-  static constexpr std::array<std::chrono::milliseconds, 4> kSweepsAfterSuccess{
-      std::chrono::milliseconds(50), std::chrono::milliseconds(1000), std::chrono::milliseconds(5000),
-      std::chrono::milliseconds(30000)};
+  /// sweep of a clean key is one script that changes nothing. Not longer:
+  /// kept jobs hold their Client and are scanned by the dispatcher (a
+  /// 30 s sweep cost half a core at 1,000 orphans/s: review, session 21).
+  static constexpr std::array<std::chrono::milliseconds, 3> kSweepsAfterSuccess{
+      std::chrono::milliseconds(50), std::chrono::milliseconds(1000), std::chrono::milliseconds(5000)};
   /// At most this many clean-ups per round (one pipeline per server).
   static constexpr std::size_t kBatch = 256;
   /// At most this many lanes (threads) at work per queue: the clients
@@ -135,6 +136,7 @@ class Orphans {
     std::condition_variable changed;
     std::vector<Job> jobs;      // waiting for their due time or their client's lane
     std::size_t in_flight = 0;  // jobs a lane is cleaning now
+    std::size_t in_flight_unswept = 0;  // of those, not cleaned before (what pending() counts)
     // Of those, the ones forget() may ask about: server, key and token.
     std::multiset<std::tuple<std::string, std::string, std::string>> in_flight_tokens;
     // Clients with a lane at work: their other jobs wait, so a client's

@@ -299,6 +299,19 @@ TEST(CliUsage, AUrlInTheWrongPlaceIsNeverEchoedWithItsPassword) {
     EXPECT_FALSE(contains(result.err, secret)) << result.err;
     EXPECT_FALSE(contains(result.out, secret)) << result.out;
   }
+  // A sentinel password in the query (review round 2: only userinfo was hidden).
+  const std::string sentinel_url = "redis-sentinel://127.0.0.1:1?sentinel_user=u&sentinel_password=" + secret + "#m";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"status", sentinel_url}, {"run", sentinel_url, "--", "true"}, {"status", "k", sentinel_url}}) {
+    const ProcessResult result = lockon(args, {{"LOCKON_REDIS_URL", "redis://127.0.0.1:1"}});
+    EXPECT_NE(result.exit_code, 0) << result.describe();
+    EXPECT_FALSE(contains(result.err, secret)) << result.err;
+  }
+  // Text that merely looks like a URL in the child's arguments is not
+  // "redacted" out of ordinary words (review round 2: 'http://o@x' blanked
+  // every "o").
+  const ProcessResult child_url = lockon({"run", "-v", "--url", "redis://127.0.0.1:1", "lk", "--", "true", "http://o@x"});
+  EXPECT_FALSE(contains(child_url.err, "***")) << child_url.err;
   // The same password in $LOCKON_REDIS_URL, with a space the URL parser splits at.
   const ProcessResult spaced = lockon({"status", "k"}, {{"LOCKON_REDIS_URL", "redis://default:S3cr3t PW@127.0.0.1:1"}});
   EXPECT_NE(spaced.exit_code, 0) << spaced.describe();

@@ -162,6 +162,25 @@ TEST_F(CliStatusHolders, NoRecordWhenTurnedOff) {
   EXPECT_TRUE(contains(status(name), "holder: unknown")) << status(name);
 }
 
+// A holder's label and a key's name come from whoever wrote them: control
+// bytes in them (an escape sequence, a bell) were written raw by `status`
+// and `list` (review round 2, session 21).
+TEST_F(CliStatusHolders, ControlBytesInRecordsAndNamesAreNotWrittenToTheTerminal) {
+  const std::string base = key("esc");
+  Lock labelled(Client(server().url()), base + ":a", {.holder_label = "\x1b]0;PWNED\x07\x1b[2J"});
+  Lock named(Client(server().url()), base + ":b\x1b[31m");
+  labelled.lock();
+  named.lock();
+  const ProcessResult st = lockon({"status", "--url", server().url(), base + ":a"});
+  EXPECT_TRUE(contains(st.out, "label=")) << st.describe();
+  EXPECT_FALSE(contains(st.out, "\x1b")) << st.out;
+  EXPECT_FALSE(contains(st.out, "\x07")) << st.out;
+  const ProcessResult list = lockon({"list", "--url", server().url(), base + ":*"});
+  EXPECT_TRUE(contains(list.out, "2 locks held")) << list.describe();
+  EXPECT_FALSE(contains(list.out, "\x1b")) << list.out;
+  EXPECT_FALSE(contains(list.out, "\x07")) << list.out;
+}
+
 TEST_F(CliStatusHolders, ListShowsHeldLocksMatchingThePattern) {
   const std::string base = key("list");
   Lock a(Client(server().url()), base + ":a", {.holder_label = "la"});

@@ -195,6 +195,11 @@ std::vector<InvalidCase> invalid_cases() {
       // went to "evilhost" with AUTH (review, session 21).
       {"AtInQueryValue", "redis://:hunter2@127.0.0.1:16391?socket_timeout=2s&db=1@evilhost", "ambiguous", "hunter2"},
       {"AtInUnknownQueryValue", "redis://:hunter2@127.0.0.1:16391?x=a@evilhost", "ambiguous", "hunter2"},
+      // Review round 2: a '?' inside the password, or "?&", hid the query.
+      {"AtAfterAQueryBehindAPasswordQuestionMark", "redis://:p?w@h:1?db=1@127.0.0.1:6379", "ambiguous", "p?w"},
+      {"AtAfterAnEmptyFirstQueryPair", "redis://:hunter2@h:1?&db=1@127.0.0.1:6379", "ambiguous", "hunter2"},
+      {"SentinelQueryAfterTheFragment", "redis-sentinel://h:26379#m?sentinel_password=hunter2", "master name", "hunter2"},
+      {"LongNumericPortIsNotEchoed", "redis://user:98765432", "port", "98765432"},
       {"AtInTlsPath", "rediss://:hunter2@h:6380?cacert=/x/ca@2024.pem", "ambiguous", "hunter2"},
       {"SentinelCredentialsOnStandalone", "redis://h?sentinel_password=x", "sentinel"},
       // The last one won without a word (review, session 21).
