@@ -53,6 +53,7 @@
 
 #include <chrono>
 #include <concepts>
+#include <coroutine>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -159,8 +160,20 @@ class RecycleOnExit {
 // Runs `body(context)`, then `release()` (after a normal return only: an
 // exception leaves the release to its scope guard), then reports a lost
 // lease; returns what the call returns in `Mode`.
+/// A lazy task: a coroutine type (a promise_type, directly or through
+/// std::coroutine_traits, as asio::awaitable has) or anything awaitable.
+/// Returned by a wrapped callable, its body would run after the lock is
+/// released (review, session 21).
+template <class R>
+concept LazyTask = requires { typename R::promise_type; } ||
+                   requires { typename std::coroutine_traits<R>::promise_type; } ||
+                   requires(R& r) { r.await_ready(); } || requires(R&& r) { std::forward<R>(r).operator co_await(); };
+
 template <class R, OnBusy Mode, class Body, class Release>
 CallResult<R, Mode> run_body(LockContext& context, Body&& body, Release&& release) {
+  static_assert(!LazyTask<std::remove_cvref_t<R>>,
+                "lock_on: the callable returns a coroutine or an awaitable; its body would run after the lock "
+                "is released. Use lockon::AsyncLocker::async_lock_on (lockon/async.hpp) for coroutines.");
   if constexpr (std::is_void_v<R>) {
     std::forward<Body>(body)(context);
     release();
