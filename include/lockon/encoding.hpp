@@ -183,11 +183,19 @@ class Encoder {
 
   /// Throws ConfigError for NaN (it equals nothing, so it cannot name a lock).
   /// -0.0 encodes as 0.0; infinities are allowed.
+  /// Decided on the bits, not with isnan() or == 0.0: this header is
+  /// compiled with the caller's flags, and under -ffast-math those let NaN
+  /// through and kept -0.0 apart, so builds with different flags locked
+  /// different keys for one argument (review, session 21).
   void add_double(double value) {
-    if (std::isnan(value)) throw ConfigError("lockon: NaN cannot be encoded as a lock argument");
-    if (value == 0.0) value = 0.0;  // folds -0.0 into +0.0
+    std::uint64_t bits = std::bit_cast<std::uint64_t>(value);
+    constexpr std::uint64_t kExponent = 0x7ff0000000000000ULL;
+    constexpr std::uint64_t kMantissa = 0x000fffffffffffffULL;
+    if ((bits & kExponent) == kExponent && (bits & kMantissa) != 0)
+      throw ConfigError("lockon: NaN cannot be encoded as a lock argument");
+    if ((bits << 1) == 0) bits = 0;  // folds -0.0 into +0.0
     out_.push_back(detail::kTagDouble);
-    put_u64(std::bit_cast<std::uint64_t>(value));
+    put_u64(bits);
   }
 
   /// std::nullptr_t / std::monostate.
