@@ -238,6 +238,28 @@ TEST(Tls, EncryptedPrivateKeyFailsAtOnceWithoutAskingForAPassPhrase) {
   EXPECT_LT(std::stol(pinged.out.substr(elapsed_at + 11)), 1000) << pinged.out;
 }
 
+// The same key where OpenSSL's prompt is at its worst: a program run from a
+// terminal. Before the fix OpenSSL wrote "Enter PEM pass phrase:" on the
+// terminal and waited for a line, forever (worker: "blocked" after 5 s).
+TEST(Tls, EncryptedPrivateKeyNeverPromptsOnATerminal) {
+  TlsRedisServer server;
+  const auto& f = tls_files();
+  const std::filesystem::path dir = make_temp_dir("lockon-protected-key");
+  const std::string encrypted_key = (dir / "client-protected.key").string();
+  const ProcessResult made = run_process(
+      {"openssl", "pkey", "-in", f.client_key, "-aes256", "-passout", "pass:x", "-out", encrypted_key}, 30s);
+  ASSERT_TRUE(made.succeeded()) << made.describe();
+
+  const ProcessResult pinged = run_process(
+      worker_argv("ping_on_a_terminal", {server.url() + "&cert=" + f.client_cert + "&key=" + encrypted_key}), 20s);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(pinged.succeeded()) << pinged.describe();
+  EXPECT_EQ(pinged.out.rfind("finished\n", 0), 0u) << pinged.out;
+  EXPECT_NE(pinged.out.find("TlsError: "), std::string::npos) << pinged.out;
+  EXPECT_NE(pinged.out.find("is encrypted"), std::string::npos) << pinged.out;
+  EXPECT_EQ(pinged.out.find("pass phrase:"), std::string::npos) << "OpenSSL prompted: " << pinged.out;
+}
+
 TEST(Tls, PasswordNeverAppearsInErrors) {
   TlsRedisServer server({.base = {.requirepass = "Zq7Wx9-secret"}});
   const std::string url = "rediss://:wrong-Pw4@127.0.0.1:" + std::to_string(server.tls_port()) +
