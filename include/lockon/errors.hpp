@@ -30,6 +30,13 @@
 // Messages name the server (host:port) and the operation; they never contain
 // a password or a lock token.
 //
+// Sentinel and Cluster: finding the master (every sentinel in turn) or the
+// slot map (every known node and seed) fails with the class every node
+// failed with when retrying cannot cure it — AuthError, PermissionError,
+// TlsError, UnsupportedServerError, ConfigError — as it would on a single
+// server; with any node unreachable, timed out or failing differently, with
+// ConnectError. The message names each node tried and what it answered.
+//
 // Did the command reach the server? The client layer retries, once and
 // transparently, every failure it detects before a request could have
 // reached the server (a pooled socket found dead or out of step before

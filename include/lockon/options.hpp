@@ -27,7 +27,9 @@ struct TlsOptions {
   std::string cacertdir{};
   /// Client certificate (PEM) for mutual TLS; needs `key`.
   std::string cert{};
-  /// Private key (PEM) of `cert`.
+  /// Private key (PEM) of `cert`, unencrypted. lockon takes no pass phrase
+  /// and never prompts for one: an encrypted key is a TlsError ("it is
+  /// encrypted") on the first connect.
   std::string key{};
   /// Server name sent in the handshake (SNI) and checked against the
   /// certificate. Empty: the host the connection goes to.

@@ -130,16 +130,19 @@ asio::awaitable<void> AsyncCluster::refresh(Clock::time_point until) {
   for (const NodeAddress& seed : options_.seeds)
     if (std::find(candidates.begin(), candidates.end(), seed) == candidates.end()) candidates.push_back(seed);
   std::string failures;
+  NodeFailures failed;
   for (const NodeAddress& candidate : candidates) {
     std::vector<SlotOwner> owners;
     try {
       owners = co_await read_map(candidate, until);
     } catch (const Error& e) {
       failures += std::string(" ") + e.what() + ";";
+      failed.add(e);
       continue;
     }
     if (owners.empty()) {
       failures += " " + address_text(candidate) + ": no slots assigned;";
+      failed.add_unclassified();
       continue;
     }
     std::map<std::string, std::shared_ptr<Node>> kept;
@@ -162,7 +165,8 @@ asio::awaitable<void> AsyncCluster::refresh(Clock::time_point until) {
     stale_ = false;
     co_return;
   }
-  throw ConnectError("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
+  // A wrong password on every node is an AuthError here too (not "unavailable").
+  failed.throw_summary("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
 }
 
 asio::awaitable<std::vector<SlotOwner>> AsyncCluster::read_map(const NodeAddress& from, Clock::time_point until) {

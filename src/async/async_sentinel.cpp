@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "client/connection.hpp"
+#include "client/error_map.hpp"
 #include "client/sentinel_topology.hpp"
 #include "lockon/errors.hpp"
 
@@ -48,10 +49,12 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any
   const auto give_up_at = Clock::now() + budget;
   const std::size_t first = preferred;
   std::string tried;
+  NodeFailures failed;
   bool unknown_everywhere = true;
   for (std::size_t i = 0; i < sentinels.size(); ++i) {
     if (i > 0 && Clock::now() >= give_up_at) {
       tried += "; resolution budget of " + std::to_string(budget.count()) + " ms spent";
+      failed.add_unclassified();  // the sentinels left untried might have answered
       break;
     }
     const std::size_t index = (first + i) % sentinels.size();
@@ -67,12 +70,14 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any
       if (!reply) {
         unknown_everywhere = false;
         tried += "; " + where + ": no answer within " + std::to_string(step.count()) + " ms";
+        failed.add_unclassified();
         continue;
       }
       const MasterAddressAnswer named = read_master_address(*reply);
       if (!named.unknown) unknown_everywhere = false;
       if (!named.address) {
         tried += "; " + where + ": " + (named.unknown ? std::string("unknown master") : named.problem);
+        failed.add_unclassified();
         continue;
       }
       const ConnectionOptions master = master_options(options, named.address->host, named.address->port);
@@ -82,21 +87,24 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any
       if (!role_is_master(answer.get())) {
         probe->close();
         tried += "; " + where + " named " + master.endpoint() + ", which is not a master (ROLE)";
+        failed.add_unclassified();
         continue;
       }
       preferred = index;
       co_return probe;
-    } catch (const Error& e) {
+    } catch (const Error& e) {  // the sentinel's or the master's
       sentinel->close();
       if (probe) probe->close();
       unknown_everywhere = false;
       tried += "; " + where + ": " + e.what();
+      failed.add(e);
     }
   }
   if (unknown_everywhere)
     throw ConnectError("Sentinel: no sentinel of " + options.endpoint() + " knows master '" + options.master_name +
                        "' (SENTINEL GET-MASTER-ADDR-BY-NAME answered nil)");
-  throw ConnectError("Sentinel: cannot find master '" + options.master_name + "'" + tried);
+  // A wrong password (sentinels' or master's) everywhere is an AuthError here too.
+  failed.throw_summary("Sentinel: cannot find master '" + options.master_name + "'" + tried);
 }
 
 }  // namespace lockon::detail

@@ -6,6 +6,7 @@
 
 #include "client/cluster_map.hpp"
 #include "client/connection.hpp"
+#include "client/error_map.hpp"
 #include "common/token.hpp"
 #include "lockon/errors.hpp"
 
@@ -137,11 +138,13 @@ void ClusterTopology::refresh_locked() {
   for (const NodeAddress& seed : options_.seeds)
     if (std::find(candidates.begin(), candidates.end(), seed) == candidates.end()) candidates.push_back(seed);
   std::string failures;
+  NodeFailures failed;
   for (const NodeAddress& candidate : candidates) {
     try {
       const std::vector<Owner> owners = read_map(candidate);
       if (owners.empty()) {
         failures += " " + address_text(candidate) + ": no slots assigned;";
+        failed.add_unclassified();
         continue;
       }
       std::unique_lock lock(map_mutex_);
@@ -161,9 +164,11 @@ void ClusterTopology::refresh_locked() {
       return;
     } catch (const Error& e) {
       failures += std::string(" ") + e.what() + ";";
+      failed.add(e);
     }
   }
-  throw ConnectError("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
+  // A wrong password on every node is an AuthError here too (not "unavailable").
+  failed.throw_summary("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
 }
 
 std::vector<ClusterTopology::Owner> ClusterTopology::read_map(const NodeAddress& from) const {

@@ -93,4 +93,44 @@ void throw_reply_error(const redisReply& reply, std::string_view endpoint, std::
   throw_reply_error(std::string_view(reply.str, reply.len), endpoint, operation);
 }
 
+void NodeFailures::add(const Error& failure) {
+  // Most derived first: TlsError is a ConnectError, UnsupportedServerError a ConfigError.
+  if (dynamic_cast<const TlsError*>(&failure) != nullptr) return note(Kind::tls, {});
+  if (const auto* auth = dynamic_cast<const AuthError*>(&failure)) return note(Kind::auth, auth->code());
+  if (const auto* denied = dynamic_cast<const PermissionError*>(&failure)) return note(Kind::permission, denied->code());
+  if (dynamic_cast<const UnsupportedServerError*>(&failure) != nullptr) return note(Kind::unsupported_server, {});
+  if (dynamic_cast<const ConfigError*>(&failure) != nullptr) return note(Kind::config, {});
+  note(Kind::unclassified, {});
+}
+
+void NodeFailures::add_unclassified() noexcept { kind_ = Kind::unclassified; }
+
+void NodeFailures::note(Kind kind, const std::string& code) {
+  if (kind_ == Kind::none) {
+    kind_ = kind;
+    code_ = code;
+  } else if (kind_ != kind) {
+    kind_ = Kind::unclassified;
+  }
+}
+
+void NodeFailures::throw_summary(const std::string& message) const {
+  switch (kind_) {
+    case Kind::auth:
+      throw AuthError(message, code_);
+    case Kind::permission:
+      throw PermissionError(message, code_);
+    case Kind::tls:
+      throw TlsError(message);
+    case Kind::unsupported_server:
+      throw UnsupportedServerError(message);
+    case Kind::config:
+      throw ConfigError(message);
+    case Kind::none:
+    case Kind::unclassified:
+      break;
+  }
+  throw ConnectError(message);
+}
+
 }  // namespace lockon::detail

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <exception>
+#include <string>
 #include <string_view>
 
 #include "client/hiredis_handles.hpp"
@@ -54,6 +55,39 @@ ReplyKind classify_reply_error(std::string_view text) noexcept;
 inline void check_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
   if (is_error_reply(reply)) throw_reply_error(reply, endpoint, operation);
 }
+
+/// Sums up a lookup that failed on every node it tried (the Cluster map
+/// read over the known masters and the seeds, the Sentinel resolution over
+/// the sentinels) into one exception, so that a deployment in between does
+/// not change what a failure is: a wrong password is an AuthError on a
+/// single server, and must not become a ConnectError ("unavailable, try
+/// again") because a cluster or sentinels stand in front of it.
+///
+/// throw_summary() throws the class every node failed with when it is one
+/// that retrying cannot cure: AuthError or PermissionError (with the first
+/// failure's code()), TlsError, UnsupportedServerError or another
+/// ConfigError. Otherwise — a node refused the connection or timed out, the
+/// nodes failed differently, a node answered without an error but with no
+/// use (an unknown master, no slots), or nothing was tried — ConnectError.
+/// Either way nothing of the caller's command was sent.
+class NodeFailures {
+ public:
+  /// Records the error one node failed with.
+  void add(const Error& failure);
+  /// Records a node that failed without an error of its own (it answered,
+  /// but not with what was asked; or the time ran out before it was tried).
+  void add_unclassified() noexcept;
+  /// Throws the summary, with `message`: it names the nodes tried and what
+  /// each answered (and, like every message, never a password).
+  [[noreturn]] void throw_summary(const std::string& message) const;
+
+ private:
+  enum class Kind { none, unclassified, auth, permission, tls, unsupported_server, config };
+  void note(Kind kind, const std::string& code);
+
+  Kind kind_ = Kind::none;
+  std::string code_;  // of the first AuthError / PermissionError
+};
 
 /// Whether `failure` leaves the request's outcome unknown: an I/O failure
 /// after it may have been written (IoError), but not ConnectError (nothing

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "client/connection.hpp"
+#include "client/error_map.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
@@ -149,10 +150,12 @@ ConnectionOptions SentinelTopology::resolve() {
     first = preferred_;
   }
   std::string tried;
+  NodeFailures failed;
   bool unknown_everywhere = true;
   for (std::size_t i = 0; i < sentinels.size(); ++i) {
     if (i > 0 && Clock::now() >= give_up_at) {
       tried += "; resolution budget of " + std::to_string(budget.count()) + " ms spent";
+      failed.add_unclassified();  // the sentinels left untried might have answered
       break;
     }
     const std::size_t index = (first + i) % sentinels.size();
@@ -166,6 +169,7 @@ ConnectionOptions SentinelTopology::resolve() {
       if (!named.unknown) unknown_everywhere = false;
       if (!named.address) {
         tried += "; " + where + ": " + (named.unknown ? std::string("unknown master") : named.problem);
+        failed.add_unclassified();
         continue;
       }
       ConnectionOptions master = master_options(options_, named.address->host, named.address->port);
@@ -174,23 +178,23 @@ ConnectionOptions SentinelTopology::resolve() {
       const ReplyPtr answer = probe.command(role, "ROLE");
       if (!role_is_master(answer.get())) {
         tried += "; " + where + " named " + master.endpoint() + ", which is not a master (ROLE)";
+        failed.add_unclassified();
         continue;
       }
       std::lock_guard lock(mutex_);
       preferred_ = index;
       return master;
-    } catch (const AuthError& e) {
+    } catch (const Error& e) {  // the sentinel's or the master's
       unknown_everywhere = false;
       tried += "; " + where + ": " + e.what();
-    } catch (const Error& e) {
-      unknown_everywhere = false;
-      tried += "; " + where + ": " + e.what();
+      failed.add(e);
     }
   }
   if (unknown_everywhere)
     throw ConnectError("Sentinel: no sentinel of " + options_.endpoint() + " knows master '" + options_.master_name +
                        "' (SENTINEL GET-MASTER-ADDR-BY-NAME answered nil)");
-  throw ConnectError("Sentinel: cannot find master '" + options_.master_name + "'" + tried);
+  // A wrong password (sentinels' or master's) everywhere is an AuthError here too.
+  failed.throw_summary("Sentinel: cannot find master '" + options_.master_name + "'" + tried);
 }
 
 void SentinelTopology::mark_stale(const Node& node) noexcept {

@@ -144,9 +144,21 @@ int on_certificate_request(SSL* ssl, X509**, EVP_PKEY**) {
   return 0;  // none: the server decides whether that is acceptable
 }
 
+// OpenSSL's default pass-phrase callback, asked by an encrypted private key,
+// prompts "Enter PEM pass phrase:" on the terminal (without one, on stderr,
+// reading stdin) and waits for an answer without a time limit — while
+// shared_context() holds the process-wide mutex every TLS connect of the
+// process needs. lockon takes no pass phrase: this one refuses at once, and
+// notes in `asked` (a bool, when set) that the key wanted one.
+int refuse_pass_phrase(char*, int, int, void* asked) {
+  if (asked != nullptr) *static_cast<bool*>(asked) = true;
+  return 0;  // no pass phrase: the key does not load
+}
+
 ContextPtr build_context(const TlsOptions& tls, std::string_view endpoint) {
   ContextPtr ctx(SSL_CTX_new(TLS_client_method()), ContextDeleter{});
   if (!ctx) tls_failed(endpoint, "cannot create a TLS context: " + openssl_error());
+  SSL_CTX_set_default_passwd_cb(ctx.get(), refuse_pass_phrase);  // whatever is loaded: never a prompt
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   if (!tls.insecure) {
@@ -167,12 +179,24 @@ ContextPtr build_context(const TlsOptions& tls, std::string_view endpoint) {
   if (tls.cert.empty() != tls.key.empty())
     throw ConfigError("TLS on " + std::string(endpoint) + ": cert and key must be given together (mutual TLS)");
   if (!tls.cert.empty()) {
+    bool asked_for_pass_phrase = false;
+    SSL_CTX_set_default_passwd_cb_userdata(ctx.get(), &asked_for_pass_phrase);
+    // The context outlives this frame: it must not keep the flag's address.
+    struct ForgetFlag {
+      SSL_CTX* ctx;
+      ~ForgetFlag() { SSL_CTX_set_default_passwd_cb_userdata(ctx, nullptr); }
+    } forget_flag{ctx.get()};
     if (SSL_CTX_use_certificate_chain_file(ctx.get(), tls.cert.c_str()) != 1)
       tls_failed(endpoint, "cannot load the client certificate '" + tls.cert + "': " + openssl_error());
     // The key's contents never reach a message: only its file name.
     if (SSL_CTX_use_PrivateKey_file(ctx.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1) {
       const bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
       ERR_clear_error();
+      if (asked_for_pass_phrase)
+        tls_failed(endpoint, "cannot load the private key '" + tls.key +
+                                 "': it is encrypted (protected by a pass phrase), and encrypted keys are not "
+                                 "supported; give a decrypted copy readable only by this user "
+                                 "(openssl pkey -in KEY -out PLAIN_KEY)");
       if (mismatch)
         tls_failed(endpoint, "the private key '" + tls.key + "' does not match the certificate '" + tls.cert + "'");
       tls_failed(endpoint, "cannot load the private key '" + tls.key + "'");

@@ -234,5 +234,19 @@ TEST_F(CliStatusHolders, ListSkipsTheCompanionKeysOfAHandOver) {
   for (const char* suffix : {":hs", ":hf", ":who", ":q"}) EXPECT_FALSE(contains(r.out, suffix + std::string("  "))) << r.out;
 }
 
+// A wrong password exits 77 ("Redis refused the credentials") on a cluster
+// URL as on a single server. Before the fix (security review M2) the cluster
+// map read turned the AuthError into a ConnectError: exit 69, unavailable.
+TEST(CliStatusAuth, WrongPasswordExits77OnAServerAndOnAClusterUrl) {
+  constexpr int kAuth = 77;
+  RedisServer secured({.requirepass = "Right-Pw1"});
+  const std::string at = "127.0.0.1:" + std::to_string(secured.port());
+  for (const std::string scheme : {"redis", "redis-cluster"}) {
+    const ProcessResult r = lockon({"status", "--url", scheme + "://:Bad-Pw2@" + at, "some-lock"});
+    EXPECT_EQ(r.exit_code, kAuth) << scheme << ": " << r.describe();
+    EXPECT_FALSE(contains(r.err, "Bad-Pw2")) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace lockon::test

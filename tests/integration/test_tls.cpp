@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "lockon/lock.hpp"
 #include "lockon/locker.hpp"
 #include "lockon/redlock.hpp"
+#include "support/fixtures.hpp"
+#include "support/process.hpp"
 #include "support/tls_certs.hpp"
 
 namespace lockon::test {
@@ -201,6 +204,60 @@ TEST(Tls, BadTlsSettingsAreNamedWithoutTheirContents) {
       [&] { Client(server.url() + "&cert=" + f.client_cert + "&key=" + f.server_key).ping(); }, "does not match",
       2s);
   EXPECT_THROW(Client(server.url() + "&cert=" + f.client_cert).ping(), ConfigError);
+}
+
+// An encrypted private key: lockon takes no pass phrase, so it must fail at
+// once, and OpenSSL must not ask for one. Its default pass-phrase callback
+// prompts "Enter PEM pass phrase:" on the terminal and waits for an answer
+// without a time limit, while lockon holds the process-wide TLS context
+// mutex; with no terminal it prompts on stderr and reads stdin. In a child
+// with stdin from /dev/null and stderr captured, before the fix (security
+// review M1): the load failed quickly, but stderr held the prompt and the
+// message said nothing about encryption. (With a controlling terminal the
+// child blocked until killed.)
+TEST(Tls, EncryptedPrivateKeyFailsAtOnceWithoutAskingForAPassPhrase) {
+  TlsRedisServer server({.auth_clients = "yes"});
+  const auto& f = tls_files();
+  const std::filesystem::path dir = make_temp_dir("lockon-protected-key");
+  const std::string encrypted_key = (dir / "client-protected.key").string();
+  const ProcessResult made = run_process(
+      {"openssl", "pkey", "-in", f.client_key, "-aes256", "-passout", "pass:x", "-out", encrypted_key}, 30s);
+  ASSERT_TRUE(made.succeeded()) << made.describe();
+  ASSERT_NE(read_file(encrypted_key).find("ENCRYPTED"), std::string::npos) << read_file(encrypted_key);
+
+  const ProcessResult pinged = run_process(
+      worker_argv("ping_and_report", {server.url() + "&cert=" + f.client_cert + "&key=" + encrypted_key}), 10s);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(pinged.succeeded()) << pinged.describe();
+  EXPECT_EQ(pinged.out.rfind("TlsError: ", 0), 0u) << pinged.out;
+  EXPECT_NE(pinged.out.find("is encrypted"), std::string::npos) << pinged.out;
+  EXPECT_NE(pinged.out.find(encrypted_key), std::string::npos) << "names the key file: " << pinged.out;
+  EXPECT_EQ(pinged.err.find("pass phrase"), std::string::npos) << "OpenSSL prompted: " << pinged.err;
+  const auto elapsed_at = pinged.out.find("elapsed_ms=");
+  ASSERT_NE(elapsed_at, std::string::npos) << pinged.out;
+  EXPECT_LT(std::stol(pinged.out.substr(elapsed_at + 11)), 1000) << pinged.out;
+}
+
+// The same key where OpenSSL's prompt is at its worst: a program run from a
+// terminal. Before the fix OpenSSL wrote "Enter PEM pass phrase:" on the
+// terminal and waited for a line, forever (worker: "blocked" after 5 s).
+TEST(Tls, EncryptedPrivateKeyNeverPromptsOnATerminal) {
+  TlsRedisServer server;
+  const auto& f = tls_files();
+  const std::filesystem::path dir = make_temp_dir("lockon-protected-key");
+  const std::string encrypted_key = (dir / "client-protected.key").string();
+  const ProcessResult made = run_process(
+      {"openssl", "pkey", "-in", f.client_key, "-aes256", "-passout", "pass:x", "-out", encrypted_key}, 30s);
+  ASSERT_TRUE(made.succeeded()) << made.describe();
+
+  const ProcessResult pinged = run_process(
+      worker_argv("ping_on_a_terminal", {server.url() + "&cert=" + f.client_cert + "&key=" + encrypted_key}), 20s);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(pinged.succeeded()) << pinged.describe();
+  EXPECT_EQ(pinged.out.rfind("finished\n", 0), 0u) << pinged.out;
+  EXPECT_NE(pinged.out.find("TlsError: "), std::string::npos) << pinged.out;
+  EXPECT_NE(pinged.out.find("is encrypted"), std::string::npos) << pinged.out;
+  EXPECT_EQ(pinged.out.find("pass phrase:"), std::string::npos) << "OpenSSL prompted: " << pinged.out;
 }
 
 TEST(Tls, PasswordNeverAppearsInErrors) {
