@@ -147,6 +147,7 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
 // connection (wake_trusted).
 Lock::Impl::Attempt Lock::Impl::attempt_in_line(bool enqueue, Clock::time_point deadline) {
   wait_->heard_generation = wait_->watch->connection_generation();
+  if (detail::after_heard_sampled_for_tests != nullptr) detail::after_heard_sampled_for_tests();
   return wait_attempt(wait_->entry, enqueue, deadline);
 }
 

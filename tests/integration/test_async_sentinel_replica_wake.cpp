@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "integration/async_support.hpp"
+#include "integration/sentinel_failover_support.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/async.hpp"
 #include "lockon/client.hpp"
@@ -37,25 +38,6 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
 const std::string kKey = "areplica_wake:lock";
-
-long long llen(RedisServer& server, const std::string& key) {
-  try {
-    const RawReply r = server.command({"LLEN", key});
-    return r.type == RawReply::Type::integer ? r.integer : -1;
-  } catch (...) {
-    return -1;
-  }
-}
-
-template <typename F>
-bool eventually(std::chrono::milliseconds timeout, F&& done) {
-  const auto until = Clock::now() + timeout;
-  while (Clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
-}
 
 struct Turn {
   std::atomic<bool> done{false};
@@ -109,23 +91,11 @@ TEST(AsyncSentinelReplicaWake, WaiterKeepsItsTurnThroughTheFailover) {
     }
     w.done = true;
   });
-  ASSERT_TRUE(eventually(5s, [&] { return llen(m1, queue) == 1; })) << "W did not queue on M1";
-  ASSERT_TRUE(eventually(5s, [&] { return llen(set.replica(), queue) == 1; })) << "W's entry did not replicate";
+  ASSERT_TRUE(queued_on_master_and_replica(set, m1, queue, 1));
 
-  ASSERT_TRUE(set.sentinel_command({"SENTINEL", "FAILOVER", SentinelSet::kMasterName}).is("OK"));
-  const int new_port = set.wait_for_new_master(old_port, 30s);
-  ASSERT_NE(new_port, 0) << "no failover:\n" << set.logs();
+  int new_port = 0;
+  ASSERT_TRUE(fail_over_and_demote(set, old_port, new_port));
   RedisServer& m2 = set.server_on(new_port);
-  ASSERT_TRUE(eventually(40s, [&] {
-    try {
-      const RawReply info = m1.command({"INFO", "replication"});
-      return info.str.find("role:slave") != std::string::npos &&
-             info.str.find("master_link_status:up") != std::string::npos;
-    } catch (...) {
-      return false;
-    }
-  })) << "the sentinels did not demote the old master:\n"
-      << set.logs();
   ASSERT_FALSE(w.done.load()) << "W stopped waiting: " << w.error;
 
   // X (blocking) queues on M2 behind W's entry.
@@ -148,14 +118,7 @@ TEST(AsyncSentinelReplicaWake, WaiterKeepsItsTurnThroughTheFailover) {
     x.done = true;
   });
   const bool x_queued = eventually(10s, [&] { return llen(m2, queue) == 2; });
-  const bool h_switched = eventually(10s, [&] {
-    try {
-      return h_client.command({"INFO", "server"}).as_string().find("tcp_port:" + std::to_string(new_port)) !=
-             std::string::npos;
-    } catch (...) {
-      return false;
-    }
-  });
+  const bool h_switched = follows_to(h_client, new_port);
   h.unlock();
   const std::exception_ptr h_error = h.last_unlock_error();
   w_thread.join();

@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "integration/sentinel_failover_support.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
@@ -44,26 +45,6 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
 const std::string kKey = "replica_wake:lock";
-
-long long llen(RedisServer& server, const std::string& key) {
-  try {
-    const RawReply r = server.command({"LLEN", key});
-    return r.type == RawReply::Type::integer ? r.integer : -1;
-  } catch (...) {
-    return -1;
-  }
-}
-
-// Polls `done` every 20 ms for at most `timeout`.
-template <typename F>
-bool eventually(std::chrono::milliseconds timeout, F&& done) {
-  const auto until = Clock::now() + timeout;
-  while (Clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
-}
 
 // One waiter's account: whether it got K, whether K held its token when it
 // looked right after (owned(): a round trip to the current master), and
@@ -153,26 +134,13 @@ void replica_wake_scenario(Kind kind, bool move_waits) {
   Turn w;
   Client w_client(set.url(kQuery));
   std::thread w_thread([&] { take_turn(kind, w_client, w, inside, 500ms, 50s); });
-  ASSERT_TRUE(eventually(5s, [&] { return llen(m1, queue) == 1; })) << "W did not queue on M1";
-  RedisServer& m2_before = set.replica();
-  ASSERT_TRUE(eventually(5s, [&] { return llen(m2_before, queue) == 1; })) << "W's entry did not replicate";
+  ASSERT_TRUE(queued_on_master_and_replica(set, m1, queue, 1));
 
   // The failover: M2 promoted; the sentinels then demote M1 (REPLICAOF M2,
   // CLIENT KILL TYPE pubsub) once it still reports itself master.
-  ASSERT_TRUE(set.sentinel_command({"SENTINEL", "FAILOVER", SentinelSet::kMasterName}).is("OK"));
-  const int new_port = set.wait_for_new_master(old_port, 30s);
-  ASSERT_NE(new_port, 0) << "no failover:\n" << set.logs();
+  int new_port = 0;
+  ASSERT_TRUE(fail_over_and_demote(set, old_port, new_port));
   RedisServer& m2 = set.server_on(new_port);
-  const auto demoted = eventually(40s, [&] {
-    try {
-      const RawReply info = m1.command({"INFO", "replication"});
-      return info.str.find("role:slave") != std::string::npos &&
-             info.str.find("master_link_status:up") != std::string::npos;
-    } catch (...) {
-      return false;
-    }
-  });
-  ASSERT_TRUE(demoted) << "the sentinels did not demote the old master:\n" << set.logs();
   // Where W listens now: on the demoted M1 (its subscriber reconnected to
   // the address it was made for), unless W moved its wait to M2.
   const std::string pattern = detail::companion_key(kKey, "wake:*");
@@ -193,14 +161,7 @@ void replica_wake_scenario(Kind kind, bool move_waits) {
   const bool x_queued = eventually(10s, [&] { return llen(m2, queue) == 2; });
 
   // H's client has followed the switch (its release must run on M2).
-  const bool h_switched = eventually(10s, [&] {
-    try {
-      return h_client.command({"INFO", "server"}).as_string().find("tcp_port:" + std::to_string(new_port)) !=
-             std::string::npos;
-    } catch (...) {
-      return false;
-    }
-  });
+  const bool h_switched = follows_to(h_client, new_port);
   std::exception_ptr h_error;
   if (kind == Kind::lock) {
     h_lock.unlock();
