@@ -100,7 +100,8 @@ bool Subscriber::Watch::wait_subscribed(Clock::time_point until) const {
 
 std::uint64_t Subscriber::Watch::connection_generation() const {
   std::lock_guard lock(owner_->mutex_);
-  return owner_->subscribed(channel_) ? owner_->generation_ : 0;
+  if (!owner_->subscribed(channel_)) return 0;
+  return owner_->subscription_generation(owner_->channels_.at(channel_));
 }
 
 std::chrono::nanoseconds Subscriber::Watch::handoff_interval() const {

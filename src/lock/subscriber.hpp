@@ -75,8 +75,9 @@ class Subscriber {
     Watch& operator=(Watch&&) = delete;
     ~Watch();
     Slot& slot() const noexcept { return *slot_; }
-    /// Names the subscriber's current connection while our channel is
-    /// confirmed subscribed on it; 0 otherwise (never a message's). A
+    /// Names the subscriber's current connection and our channel's
+    /// subscription on it while that is confirmed; 0 otherwise (never a
+    /// message's). A
     /// waiter samples it before each attempt: a hand-over message later
     /// carrying the same value (Slot::handed_generation) came over a
     /// connection that stayed up since that attempt (lock_wait.cpp,
@@ -205,7 +206,16 @@ class Subscriber {
     bool moved = false;               // denied because its slot moved (sharded)
     std::chrono::nanoseconds handoff_interval{0};  // Watch::handoff_interval()
     unsigned handoff_samples = 0;                   // hand-overs it averages (saturates)
+    // Bumped by every confirmed (re)subscription: on a Cluster a server can
+    // drop the channel (slot moved, master demoted) and take it back on the
+    // same connection, as a replica (ClusterWakeTrust.WakeUpDeliveredByADemotedMasterIsNotAGrant).
+    std::uint64_t epoch = 0;
   };
+  // What connection_generation() and handed_generation carry: the
+  // connection and the subscription on it (caller holds mutex_).
+  std::uint64_t subscription_generation(const Channel& channel) const {
+    return (generation_ << 32) + (channel.epoch & 0xffffffffULL);
+  }
   // SUBSCRIBE/UNSUBSCRIBE commands sent (one channel each) whose reply has
   // not arrived, oldest first: replies come in this order, so an error reply
   // names its channel by position.

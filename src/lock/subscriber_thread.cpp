@@ -230,20 +230,25 @@ void Subscriber::on_message(const redisReply& reply, bool direct) {
     }
     const auto it = waiters_.find(id);
     if (it == waiters_.end()) return;
+    const auto channel = channels_.find(std::string(element_text(reply, 1)));
     Slot& slot = *it->second.slot;
     {
       std::lock_guard slot_lock(slot.mutex);
       slot.handed = true;
       slot.fence = fence;
-      // Read under io_mutex_ from the live connection: generation_ names it.
-      slot.handed_generation = generation_;
+      // Read under io_mutex_ from the live connection: generation_ names
+      // it, the channel's epoch the subscription it came through.
+      slot.handed_generation = channel == channels_.end() ? 0 : subscription_generation(channel->second);
     }
     slot.cv.notify_one();
     // Its owner polls the socket, not the condition variable.
     if (!direct && &slot == direct_reader_) poke_reader();
   } else if (kind == "subscribe") {
     const auto it = channels_.find(std::string(element_text(reply, 1)));
-    if (it != channels_.end() && it->second.state == SubState::subscribing) it->second.state = SubState::subscribed;
+    if (it != channels_.end() && it->second.state == SubState::subscribing) {
+      it->second.state = SubState::subscribed;
+      ++it->second.epoch;
+    }
     confirmed_.notify_all();
     // A lone waiter that began sleeping before its channel was confirmed
     // (after a reconnect, or a slow confirmation) reads directly from now

@@ -269,14 +269,14 @@ void stall_once(detail::Subscriber::Slot& slot) {
 // second waiter of W's Client on another key of M0, is held still too, so
 // the subscriber's thread keeps reading M0 for both.
 //
-// DISABLED: fails on the current code, a real gap this branch does not fix
-// (no production change): "W's slot before it resumes: handed=1 (generation
-// 1)", "W got=1 owned=0, X got=1, overlap=1" — two holders. The node check
-// would not catch it either (W's map still names M0). 3 of 3 runs once the
-// test waits for R0 to list M0 as its replica (before that, R0 did not
-// always send its SPUBLISH to M0 yet and nothing was attacked; the test
-// says so if it happens). Run with --gtest_also_run_disabled_tests.
-TEST_F(ClusterWakeTrust, DISABLED_WakeUpDeliveredByADemotedMasterIsNotAGrant) {
+// Failed before the subscription epoch (session 21): "W's slot before it
+// resumes: handed=1 (generation 1)", "W got=1 owned=0, X got=1, overlap=1"
+// — two holders, 5 of 5 runs. The node check would not catch it either (W's
+// map still names M0). The re-subscription on the same connection now
+// changes what a message carries, so W's next attempt decides. (The test
+// waits for R0 to list M0 as its replica: before that, R0 did not always
+// send its SPUBLISH to M0 yet and nothing was attacked; it says so then.)
+TEST_F(ClusterWakeTrust, WakeUpDeliveredByADemotedMasterIsNotAGrant) {
   auto masters = cluster().masters();
   RedisServer& m0 = *masters[2];
   RedisServer& r0 = cluster().replica_of(m0);
