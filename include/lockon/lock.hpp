@@ -63,6 +63,10 @@ struct LockOptions {
   /// Then `ttl` is ignored and extend/reacquire/renewal are unavailable.
   bool no_expiry = false;
   /// A process-wide watchdog thread renews the lease every ttl/3 while held.
+  /// Without renewal the lease ends ttl after the acquisition's request was
+  /// sent (or where extend()/reacquire() moved it), and the watchdog then
+  /// declares it lost (lost_token() stopped, on_lost with LossReason::taken)
+  /// within a few milliseconds; no round trip is made for that.
   bool auto_renew = true;
   /// With auto_renew: stop renewing this long after acquisition (0 = never
   /// stop). The lease then runs out and the lock is reported lost.
@@ -119,8 +123,8 @@ struct LockOptions {
   /// become '_'; cut at 64 bytes). `lockon run --label`.
   std::string holder_label{};
   /// Called once when a held lease is lost: from lockon's watchdog thread
-  /// (renewal found the key taken, or renewals failed until the lease could
-  /// have lapsed), or from the thread calling unlock()/release() when the
+  /// (renewal found the key taken, renewals failed until the lease could
+  /// have lapsed, or, without auto_renew, the lease's end passed), or from the thread calling unlock()/release() when the
   /// release fails. No lockon mutex is held while it runs, so it may unlock
   /// other locks; keep it short, and do not call into the same lock object.
   std::function<void(const LossEvent&)> on_lost{};

@@ -63,8 +63,9 @@ class LockContext {
   /// long-running work should stop early.
   bool lost() const noexcept { return lock_.lost(); }
 
-  /// Stop is requested when the lease is lost: poll it or attach a
-  /// std::stop_callback. Never blocks.
+  /// Stop is requested when the lease is lost (with auto_renew off also
+  /// when the ttl simply runs out: the watchdog watches that end too): poll
+  /// it or attach a std::stop_callback. Never blocks.
   std::stop_token stop_token() const noexcept { return lock_.lost_token(); }
 
   /// How much of the lease is left, for deciding whether to start a long step.

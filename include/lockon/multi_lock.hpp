@@ -41,6 +41,13 @@
 // error occurs), the keys already taken are released in reverse order before
 // the call returns false (or throws); nobody ever observes a half-taken
 // MultiLock as held. The deadline is shared by all keys, not per key.
+// An earlier key's lease runs on while a later key is awaited; when all are
+// taken, every key must prove at least half a lease left (a single Lock's
+// rule for its own grant): a key with less is confirmed by one round trip
+// (reacquire()), and a key whose lease ended meanwhile (auto_renew off with
+// a ttl shorter than the wait, failed renewals) voids the grant: every key
+// is released and the acquisition starts again while the deadline allows.
+// A MultiLock is never reported held with lost() already true.
 // A MultiLock does not keep FIFO queue places between attempts
 // (LockOptions::keep_queue_place is ignored): a place kept on a later key
 // while an earlier one is released could hand the later key over and invert

@@ -19,14 +19,17 @@ struct SharedLeaseOptions {
   /// permit). A holder that crashes gives its share back when the lease
   /// ends. Must be > 0 and ≤ 2^40 ms.
   std::chrono::milliseconds ttl{30'000};
-  /// The process-wide watchdog renews each held lease every ttl/3.
+  /// The process-wide watchdog renews each held lease every ttl/3. Without
+  /// renewal the lease ends at its ttl and the watchdog then declares it
+  /// lost (lost_token() stopped, on_lost), without any I/O.
   bool auto_renew = true;
   /// Safety net while waiting: the longest sleep between two attempts when
   /// no notification arrives. A waiter also looks again as soon as the
   /// earliest holder's lease ends. Must be > 0.
   std::chrono::milliseconds wait_poll_interval{250};
   /// Called once when a held lease is lost (renewal found it expired or
-  /// could not reach the server in time, or the release failed): from the
+  /// could not reach the server in time, the lease ended without renewal, or
+  /// the release failed): from the
   /// watchdog thread or the thread releasing. Keep it short; do not call into
   /// the same object.
   std::function<void(const LossEvent&)> on_lost{};

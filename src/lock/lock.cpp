@@ -102,6 +102,13 @@ void Lock::Impl::release() {
 
 void Lock::Impl::extend(std::chrono::milliseconds additional, bool replace_ttl) {
   require_extendable("extend");
+  // However the extension ends, the lease's end may have moved (earlier
+  // too: a replaced ttl, an unknown outcome); without renewal the watchdog
+  // must watch the new one.
+  struct Rewatch {
+    Impl& impl;
+    ~Rewatch() { impl.rewatch_lease_end(); }
+  } const rewatch{*this};
   if (additional.count() <= 0) throw ConfigError("extend lock '" + state_.name + "': additional time must be positive");
   if (additional.count() > (1LL << 47))
     throw ConfigError("extend lock '" + state_.name + "': additional time exceeds Redis' limit (2^47 ms)");
@@ -135,6 +142,10 @@ void Lock::Impl::extend(std::chrono::milliseconds additional, bool replace_ttl) 
 
 void Lock::Impl::reacquire() {
   require_extendable("reacquire");
+  struct Rewatch {  // as in extend()
+    Impl& impl;
+    ~Rewatch() { impl.rewatch_lease_end(); }
+  } const rewatch{*this};
   const std::array<std::string_view, 3> args{state_.token, ttl_text_, "0"};
   const auto proven_end = state_.lease->lease_end();
   const auto sent_at = Clock::now();
@@ -451,8 +462,23 @@ bool Lock::Impl::on_acquired(const Attempt& attempt) {
     if (state_.options.max_hold.count() > 0) entry->hold_deadline = detail::add_saturating(now, state_.options.max_hold);
     renewal_ = entry;
     detail::Watchdog::instance().add(std::move(entry));
+  } else if (!state_.options.no_expiry) {
+    // Not renewed, the lease simply ends: the watchdog signals that end
+    // (stop token, on_lost) as it signals a renewal's failure.
+    renewal_ = detail::Watchdog::instance().watch_lease_end(state_.name, state_.lease);
   }
   return true;
+}
+
+void Lock::Impl::rewatch_lease_end() noexcept {
+  if (state_.options.auto_renew || state_.options.no_expiry || !state_.held || !state_.lease) return;
+  try {
+    auto watch = detail::Watchdog::instance().watch_lease_end(state_.name, state_.lease);
+    stop_renewal();
+    renewal_ = std::move(watch);
+  } catch (...) {
+    // Out of memory: the watch of the old end stays (late if it moved earlier).
+  }
 }
 
 void Lock::Impl::require_extendable(const char* what) {

@@ -67,6 +67,9 @@ class Lock::Impl {
   bool locked();
   std::optional<std::chrono::milliseconds> remaining_ttl();
   void stop_renewal() noexcept;
+  /// Without auto_renew: the watchdog watches the end the lease has now
+  /// (after an extension moved it, earlier too). No-op otherwise.
+  void rewatch_lease_end() noexcept;
   void abandon_wait() noexcept;
 
   // Internal entry points of MultiLock's single-script path

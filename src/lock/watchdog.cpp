@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <string_view>
 
 #include "client/client_impl.hpp"
 #include "lockon/errors.hpp"
@@ -23,6 +24,11 @@ using Clock = RenewalEntry::Clock;
 // After a failed renewal, try again soon rather than waiting a full interval:
 // the lease is running out.
 constexpr std::chrono::milliseconds kRetryAfterIoError{50};
+
+// The lane of the leases that are not renewed. No server's name (a
+// host:port or a socket path starts with no NUL): it never shares a lane
+// with renewals, so a stalled server never delays a lease's end.
+constexpr std::string_view kUnrenewedLane{"\0leases without renewal", 23};
 
 std::chrono::milliseconds renew_interval(const RenewalEntry& entry) {
   return std::max(entry.ttl / 3, std::chrono::milliseconds(1));
@@ -67,6 +73,21 @@ void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, 
         entry.next_due = now + kRetryAfterIoError;
       }
       return;
+  }
+}
+
+// An entry that is not renewed, due: its lease has ended (declare the
+// loss), was closed by a release (forget it), or was moved later by an
+// extension (look again then). Caller holds the entry's mutex.
+void watch_end(RenewalEntry& entry, Clock::time_point now, std::vector<PendingLoss>& losses) {
+  const auto end = entry.signal->lease_end();
+  if (end == Clock::time_point::max()) {
+    entry.active = false;
+  } else if (now >= end) {
+    entry.active = false;
+    losses.push_back({entry.signal, LossReason::taken, "the lease ended without renewal (auto_renew is off)"});
+  } else {
+    entry.next_due = end;
   }
 }
 
@@ -245,6 +266,10 @@ class Watchdog::Lane {
       for (auto& entry : due) {
         std::unique_lock entry_lock(entry->mutex);
         if (!entry->active) continue;
+        if (!entry->renews) {
+          watch_end(*entry, now, losses);
+          continue;
+        }
         if (now >= entry->hold_deadline) {
           // max_hold reached: no more renewals; report the loss once the
           // lease has run out.
@@ -343,6 +368,18 @@ void Watchdog::add(std::shared_ptr<RenewalEntry> entry) {
     lane = slot;
   }
   lane->add(std::move(entry));
+}
+
+std::shared_ptr<RenewalEntry> Watchdog::watch_lease_end(std::string name, std::shared_ptr<LeaseSignal> signal) {
+  auto entry = std::make_shared<RenewalEntry>();
+  entry->name = std::move(name);
+  entry->renews = false;
+  entry->lane = std::string(kUnrenewedLane);
+  entry->next_due = signal->lease_end();
+  entry->lease_expires = entry->next_due;
+  entry->signal = std::move(signal);
+  add(entry);
+  return entry;
 }
 
 void Watchdog::stop(RenewalEntry& entry) noexcept {

@@ -9,6 +9,12 @@
 // renewal is in flight and none will start (the bug to avoid: a renewal
 // racing unlock and keeping a released lock alive).
 //
+// A lease that is not renewed (auto_renew off) registers too, with
+// `renews` false: its lane only watches the lease's end and declares the
+// loss when it passes, so the stop token and on_lost fire as for a renewed
+// lease that ran out (until session 21 only lost() turned true, for whoever
+// polled it). Those entries have a lane of their own, which never does I/O.
+//
 // Two rules learnt the hard way:
 // - Loss callbacks (on_lost, stop callbacks) run after the round released
 //   every entry mutex: a callback that unlocks another lock renewed in the
@@ -60,6 +66,10 @@ struct RenewalEntry {
   /// With `renew`: the lane to run on (a server's name, so a stalled server
   /// holds up only its own entries); empty: the lane of self-renewing entries.
   std::string lane;
+  /// False: a lease that is not renewed. Nothing is sent; once the end the
+  /// lease can prove (signal->lease_end(), which extend() moves) has passed,
+  /// the loss is declared. Made by Watchdog::watch_lease_end().
+  bool renews = true;
 
   // Schedule (guarded by mutex).
   std::mutex mutex;
@@ -79,6 +89,12 @@ class Watchdog {
   /// Starts renewing `entry` (its schedule fields must be set) on the lane
   /// of its server.
   void add(std::shared_ptr<RenewalEntry> entry);
+
+  /// Watches the end of a lease that is not renewed (see
+  /// RenewalEntry::renews) and declares it lost once the end has passed.
+  /// The lease's owner must stop() the entry at release, as a renewal's, and
+  /// watch again after moving the end earlier (a shorter extend()).
+  std::shared_ptr<RenewalEntry> watch_lease_end(std::string name, std::shared_ptr<LeaseSignal> signal);
 
   /// Stops renewing; blocks while a renewal of this entry is in flight.
   /// In a forked child, entries of the parent are left alone.

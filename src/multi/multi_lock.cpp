@@ -55,6 +55,38 @@ LockFactory single_instance(Client client) {
   };
 }
 
+// Every key's State, where each backend keeps the lease end it can prove
+// (a Lock: send time + ttl; a Redlock: its validity deadline). State is
+// DistributedLock's protected part: named through a derived class.
+struct KeyState : DistributedLock {
+  static const State& of(const DistributedLock& lock) { return (lock.*(&KeyState::state))(); }
+};
+
+// The ordered path holds the earlier keys while it waits for later ones,
+// and their leases run on meanwhile (without auto_renew, or while renewals
+// fail). A key whose lease ended may have had another holder since: such a
+// grant must never reach the caller as held (until session 21, fn started
+// with lost() already true). The rule is a single Lock's for its own grant
+// (confirm_lease, src/lock/lock.cpp): at least half a lease provably left,
+// else one round trip that confirms the key is still ours and restarts its
+// lease (reacquire()). False when a key's lease is lost or has ended.
+bool every_lease_proven(const std::vector<std::unique_ptr<DistributedLock>>& locks) {
+  for (const auto& lock : locks) {
+    if (lock->lost()) return false;
+    const LockOptions& options = lock->options();
+    if (options.no_expiry) continue;
+    const auto& lease = KeyState::of(*lock).lease;
+    if (lease && detail::add_saturating(DistributedLock::Clock::now(), options.ttl / 2) < lease->lease_end()) continue;
+    try {
+      lock->reacquire();
+    } catch (const LockNotOwned&) {
+      return false;  // expired or another owner's (reacquire() declared it lost)
+    }
+    if (lock->lost()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 MultiLock::MultiLock(Client client, std::vector<std::string> names, LockOptions options)
@@ -104,32 +136,51 @@ void MultiLock::release_taken(std::size_t count) noexcept {
 bool MultiLock::acquire_until(Clock::time_point deadline) {
   State& s = state();
   if (s.held_here()) throw LockError("lock '" + s.name + "' is already held by this object (not reentrant)", s.name);
-  if (one_script_) {
-    // Every key free and nobody queued: all of them in one round trip.
-    using Outcome = detail::OneScriptAcquisition::Outcome;
-    const Outcome outcome = detail::OneScriptAcquisition::take(locks_, deadline);
-    if (outcome == Outcome::taken) return on_taken();
-    if (outcome == Outcome::deadline_passed) return false;
-    // A key is held: a single attempt fails as the ordered one would.
-    if (outcome == Outcome::held && deadline == Clock::time_point::min()) return false;
-    // Otherwise wait key by key in order, with each Lock's queueing.
-  }
-  std::size_t taken = 0;
-  try {
-    for (; taken < locks_.size(); ++taken) {
-      DistributedLock& lock = *locks_[taken];
-      const bool got = deadline == Clock::time_point::min() ? lock.try_lock() : lock.try_lock_until(deadline);
-      if (!got) break;
+  // Every key, or none (released again) and false.
+  const auto take_every_key = [&]() -> bool {
+    if (one_script_) {
+      // Every key free and nobody queued: all of them in one round trip.
+      using Outcome = detail::OneScriptAcquisition::Outcome;
+      const Outcome outcome = detail::OneScriptAcquisition::take(locks_, deadline);
+      if (outcome == Outcome::taken) return true;
+      if (outcome == Outcome::deadline_passed) return false;
+      // A key is held: a single attempt fails as the ordered one would.
+      if (outcome == Outcome::held && deadline == Clock::time_point::min()) return false;
+      // Otherwise wait key by key in order, with each Lock's queueing.
     }
-  } catch (...) {
-    release_taken(taken);
-    throw;
+    std::size_t taken = 0;
+    try {
+      for (; taken < locks_.size(); ++taken) {
+        DistributedLock& lock = *locks_[taken];
+        const bool got = deadline == Clock::time_point::min() ? lock.try_lock() : lock.try_lock_until(deadline);
+        if (!got) break;
+      }
+    } catch (...) {
+      release_taken(taken);
+      throw;
+    }
+    if (taken < locks_.size()) {
+      release_taken(taken);
+      return false;
+    }
+    return true;
+  };
+  for (;;) {
+    if (!take_every_key()) return false;
+    bool proven = false;
+    try {
+      proven = every_lease_proven(locks_);
+    } catch (...) {
+      release_taken(locks_.size());
+      throw;
+    }
+    if (proven) return on_taken();
+    // A key's lease ended while a later key was awaited: not an
+    // acquisition. Given back, and taken again while the deadline allows;
+    // a caller's retry policy (lock_on) sees it all as one attempt.
+    release_taken(locks_.size());
+    if (deadline == Clock::time_point::min() || Clock::now() >= deadline) return false;
   }
-  if (taken < locks_.size()) {
-    release_taken(taken);
-    return false;
-  }
-  return on_taken();
 }
 
 bool MultiLock::on_taken() {
@@ -145,7 +196,8 @@ bool MultiLock::on_taken() {
   });
   s.fence = locks_[positions_.front()]->fence();
   relay_->set(s.lease);
-  // A key lost while later keys were awaited (rare: each key is renewed).
+  // A key lost after every_lease_proven() looked and before the relay was
+  // set: its on_lost found no lease to forward to.
   for (const auto& lock : locks_) {
     if (lock->lost()) s.lease->declare_lost(LossReason::taken, "key '" + lock->name() + "' was lost during acquisition");
   }

@@ -192,6 +192,17 @@ class Redlock::Impl {
     renewal_.reset();
   }
 
+  /// Without auto_renew: the watchdog watches the validity's new end.
+  void rewatch_lease_end() noexcept {
+    try {
+      auto watch = detail::Watchdog::instance().watch_lease_end(state_.name, state_.lease);
+      stop_renewal();
+      renewal_ = std::move(watch);
+    } catch (...) {
+      // Out of memory: the watch of the old end stays (late if it moved earlier).
+    }
+  }
+
  private:
   enum class Failure { none, busy, unreachable, too_slow };
   struct Attempt {
@@ -346,6 +357,10 @@ class Redlock::Impl {
       if (state_.options.max_hold.count() > 0) entry->hold_deadline = now + state_.options.max_hold;
       renewal_ = entry;
       detail::Watchdog::instance().add(std::move(entry));
+    } else {
+      // Not renewed, the validity simply ends: the watchdog signals that end
+      // (stop token, on_lost) as it signals a renewal's failure.
+      renewal_ = detail::Watchdog::instance().watch_lease_end(state_.name, state_.lease);
     }
     return true;
   }
@@ -381,6 +396,7 @@ class Redlock::Impl {
     switch (outcome.result) {
       case R::extended:
         state_.lease->set_lease_end(lease_->validity_deadline());
+        if (!state_.options.auto_renew) rewatch_lease_end();  // the end moved, earlier too with a replaced ttl
         return;
       case R::taken:
       case R::late:

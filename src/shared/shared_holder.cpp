@@ -291,7 +291,12 @@ bool SharedHolder::on_acquired(Clock::time_point lease_from) {
   generation_ = fork_generation();
   lease_ = std::make_shared<LeaseSignal>(name_, options_.on_lost);
   lease_->set_lease_end(add_saturating(lease_from, options_.ttl));
-  if (!options_.auto_renew) return true;
+  if (!options_.auto_renew) {
+    // Not renewed, the lease simply ends: the watchdog signals that end
+    // (stop token, on_lost) as it signals a renewal's failure.
+    renewal_ = Watchdog::instance().watch_lease_end(name_, lease_);
+    return true;
+  }
   auto entry = std::make_shared<RenewalEntry>();
   entry->name = name_;
   entry->ttl = options_.ttl;

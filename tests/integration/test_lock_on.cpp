@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -187,6 +188,29 @@ TEST_F(LockOnTest, LeaseLostMidCallIsReportedAfterTheFunctionReturns) {
     EXPECT_NE(std::string(e.what()).find("lease"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(saw_loss_while_running);
+}
+
+// The reproduction of a review finding (session 21): without renewal fn
+// polled its stop token for 400 ms past a 200 ms lease and saw lost() true
+// but stop_requested() false, and its stop_callback never ran. The lease's
+// end now requests stop within ~100 ms of it.
+TEST_F(LockOnTest, WithoutRenewalTheLeaseEndRequestsStopWhileTheFunctionRuns) {
+  std::atomic<bool> stop_callback_ran{false};
+  bool stop_seen = false;
+  long long seen_after_ms = -1;
+  const auto locked = locker({.ttl = 200ms, .auto_renew = false}).lock_on<0>("short", [&](LockContext& context, int) {
+    const auto start = Clock::now();
+    const std::stop_callback on_stop(context.stop_token(), [&] { stop_callback_ran = true; });
+    while (ms_since(start) < 400 && !context.stop_token().stop_requested()) std::this_thread::sleep_for(2ms);
+    stop_seen = context.stop_token().stop_requested();
+    seen_after_ms = ms_since(start);
+    EXPECT_TRUE(context.lost());
+    return 0;
+  });
+  EXPECT_THROW((void)locked(1), LockLost);
+  EXPECT_TRUE(stop_seen);
+  EXPECT_TRUE(stop_callback_ran.load());
+  EXPECT_LE(seen_after_ms, 300);
 }
 
 TEST_F(LockOnTest, LeaseTakenByAnotherOwnerIsReportedAndTheirLockIsLeftAlone) {

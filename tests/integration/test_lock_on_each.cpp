@@ -149,6 +149,46 @@ TEST_F(LockOnEachTest, ThreadsTransferBothWaysMoneyConserved) {
   EXPECT_EQ(value(b), "1000");
 }
 
+// The ordered path holds a while it waits for b. Without renewal and with a
+// ttl (300 ms) shorter than that wait (b is held for 1 s), a's lease is long
+// gone when b comes: a may have had another holder meanwhile, so fn must not
+// start on it. Before the fix it did: fn started with context.lost() already
+// true and the LockLost came only after fn had run (review, session 21).
+// Now the stale grant is given back and the attempt taken again within its
+// window, with fresh leases on both keys.
+TEST_F(LockOnEachTest, AKeyWhoseLeaseEndedWhileALaterOneWasAwaitedNeverStartsTheFunction) {
+  const RedisLocker l =
+      locker({.max_retry = 1, .retry_delay = 3s, .timeout = 5s, .ttl = 300ms, .auto_renew = false});
+  const std::string key_a = l.entity_key_for<0>(std::string("a"));
+  const std::string key_b = l.entity_key_for<0>(std::string("b"));
+  ASSERT_LT(key_a, key_b) << "a must be the key taken first";
+  std::atomic<int> starts{0};
+  std::atomic<int> starts_on_a_lost_lease{0};
+  const auto transfer = l.lock_on_each<0, 1>(
+      "bank::transfer", [&](LockContext& context, const std::string&, const std::string&) {
+        starts.fetch_add(1);
+        if (context.lost()) starts_on_a_lost_lease.fetch_add(1);
+      });
+  Lock holder_of_b(client(), key_b);
+  ASSERT_TRUE(holder_of_b.try_lock());
+  std::thread release_b_later([&] {
+    std::this_thread::sleep_for(1s);
+    holder_of_b.unlock();
+  });
+  const auto start = Clock::now();
+  try {
+    transfer("a", "b");
+  } catch (const LockLost& e) {
+    ADD_FAILURE() << "fn ran on a lost lease: " << e.what();
+  }
+  release_b_later.join();
+  EXPECT_EQ(starts_on_a_lost_lease.load(), 0);
+  EXPECT_EQ(starts.load(), 1) << "retried within the window once b was free";
+  EXPECT_GE(ms_since(start), 900);
+  EXPECT_FALSE(exists(key_a));
+  EXPECT_FALSE(exists(key_b));
+}
+
 long long count_after(const std::string& out, const std::string& word) {
   std::istringstream in(out);
   std::string token;

@@ -188,6 +188,38 @@ TEST_F(LockRenewal, MaxHoldEndsRenewalAndReportsTheLoss) {
   EXPECT_EQ(losses.count(), 1u);
 }
 
+// Without renewal the lease simply ends at its ttl, and that end must be
+// signalled like any other loss: lost_token() stopped and on_lost called,
+// not just lost() turning true for whoever polls it. Before the fix a
+// non-renewing lease was never shown to the watchdog: after 400 ms lost()
+// was true but stop_requested() false and on_lost never called (review,
+// session 21).
+TEST_F(LockRenewal, WithoutRenewalTheLeaseEndRequestsStopAndCallsOnLost) {
+  LossLog log;
+  const std::string name = key("lock");
+  Lock lock(client(), name, {.ttl = 200ms, .auto_renew = false, .on_lost = log.callback()});
+  const auto before_acquiring = Clock::now();
+  ASSERT_TRUE(lock.try_lock());
+  const std::stop_token stop = lock.lost_token();
+  std::atomic<long long> stop_callback_after_ms{-1};
+  const std::stop_callback on_stop(stop, [&] { stop_callback_after_ms = ms_since(before_acquiring); });
+  while (ms_since(before_acquiring) < 400 && !stop.stop_requested()) std::this_thread::sleep_for(2ms);
+  EXPECT_TRUE(lock.lost());
+  EXPECT_TRUE(stop.stop_requested());
+  // The lease is counted from the request's send time: never before 200 ms,
+  // and the signal follows within 100 ms.
+  EXPECT_GE(stop_callback_after_ms.load(), 200);
+  EXPECT_LE(stop_callback_after_ms.load(), 300);
+  ASSERT_EQ(log.count(), 1u);
+  const long long on_lost_after_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(log.times[0] - before_acquiring).count();
+  EXPECT_GE(on_lost_after_ms, 200);
+  EXPECT_LE(on_lost_after_ms, 300);
+  EXPECT_EQ(log.events[0].name, name);
+  lock.unlock();  // finds the key expired: the loss is not reported twice
+  EXPECT_EQ(log.count(), 1u);
+}
+
 TEST_F(LockRenewal, UnreachableServerIsReportedOnceTheLeaseCouldHaveLapsed) {
   const std::string name = key("lock");
   LossLog losses;

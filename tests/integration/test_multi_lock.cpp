@@ -184,6 +184,30 @@ TEST_F(MultiLockTest, LosingOneKeyDeclaresTheWholeLockLost) {
   EXPECT_FALSE(exists(a)) << "the other key is released even though one was lost";
 }
 
+// Without renewal the keys' leases simply end; that end reaches the
+// MultiLock like any key's loss (through each key's on_lost): stop
+// requested and on_lost called once, within ~100 ms of the ttl. Written
+// with the fix of LockRenewal.WithoutRenewalTheLeaseEndRequestsStopAndCallsOnLost
+// (session 21); before it no key signalled its end, so neither did this.
+TEST_F(MultiLockTest, WithoutRenewalTheKeysLeaseEndStopsTheWholeLock) {
+  std::atomic<int> calls{0};
+  MultiLock both(client(), {key("a"), key("b")},
+                 {.ttl = 200ms, .auto_renew = false, .on_lost = [&](const LossEvent&) { calls.fetch_add(1); }});
+  const auto before_acquiring = Clock::now();
+  ASSERT_TRUE(both.try_lock());
+  const std::stop_token token = both.lost_token();
+  while (ms_since(before_acquiring) < 400 && !token.stop_requested()) std::this_thread::sleep_for(2ms);
+  const long long stopped_after_ms = ms_since(before_acquiring);
+  EXPECT_TRUE(token.stop_requested());
+  EXPECT_GE(stopped_after_ms, 200);
+  EXPECT_LE(stopped_after_ms, 300);
+  EXPECT_TRUE(eventually(1s, [&] { return calls.load() >= 1; }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(calls.load(), 1) << "the second key's end is the same loss";
+  both.unlock();
+  EXPECT_EQ(calls.load(), 1);
+}
+
 TEST_F(MultiLockTest, SigkilledHolderFreesEveryKeyWithinTtl) {
   const std::string a = key("a");
   const std::string b = key("b");

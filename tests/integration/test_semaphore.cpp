@@ -59,6 +59,28 @@ TEST_F(SemaphoreTest, AtMostNPermitsAreHeld) {
   EXPECT_EQ(raw({"EXISTS", detail::companion_key(name, "sh")}).integer, 0);
 }
 
+// A permit not renewed simply ends at its ttl; that end is signalled like
+// a failed renewal: lost_token() stopped and on_lost called within ~100 ms.
+// Fails before (session 21): a non-renewing permit was never shown to the
+// watchdog, so only lost() turned true, for whoever polled it.
+TEST_F(SemaphoreTest, WithoutRenewalThePermitsEndRequestsStopAndCallsOnLost) {
+  std::atomic<int> calls{0};
+  Semaphore semaphore(client(), key("sem"), 2,
+                      {.ttl = 200ms, .auto_renew = false, .on_lost = [&](const LossEvent&) { calls.fetch_add(1); }});
+  const auto before_acquiring = std::chrono::steady_clock::now();
+  ASSERT_TRUE(semaphore.try_acquire());
+  const std::stop_token token = semaphore.lost_token();
+  while (ms_since(before_acquiring) < 400 && !token.stop_requested()) std::this_thread::sleep_for(2ms);
+  const long long stopped_after_ms = ms_since(before_acquiring);
+  EXPECT_TRUE(semaphore.lost());
+  EXPECT_TRUE(token.stop_requested());
+  EXPECT_GE(stopped_after_ms, 200);
+  EXPECT_LE(stopped_after_ms, 300);
+  EXPECT_TRUE(eventually(1s, [&] { return calls.load() == 1; }));
+  semaphore.release();
+  EXPECT_EQ(calls.load(), 1);
+}
+
 TEST_F(SemaphoreTest, MisuseIsReported) {
   const std::string name = key("sem");
   EXPECT_THROW(Semaphore(client(), name, 0), ConfigError);
