@@ -65,6 +65,12 @@ void append_evalsha(Connection& connection, const Script& script, std::span<cons
                  [&](std::span<const std::string_view> argv) { connection.append(argv); });
 }
 
+void append_eval(Connection& connection, const Script& script, std::span<const std::string_view> keys,
+                 std::span<const std::string_view> args) {
+  with_eval_args(script, Verb::eval, keys, args,
+                 [&](std::span<const std::string_view> argv) { connection.append(argv); });
+}
+
 ReplyPtr resolve_noscript(Connection& connection, const Script& script, std::span<const std::string_view> keys,
                           std::span<const std::string_view> args, ReplyPtr reply, std::string_view operation) {
   if (!reply || !is_noscript(*reply)) return reply;

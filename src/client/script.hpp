@@ -38,8 +38,14 @@ void append_evalsha(Connection& connection, const Script& script, std::span<cons
                     std::span<const std::string_view> args);
 /// ...and, once its reply was read, redo it with EVAL if the reply was
 /// NOSCRIPT. Precondition: no other reply is pending on the connection.
+/// Its read waits for the socket timeout: a caller with a deadline queues
+/// the EVAL itself (append_eval) and reads it by that deadline.
 ReplyPtr resolve_noscript(Connection& connection, const Script& script, std::span<const std::string_view> keys,
                           std::span<const std::string_view> args, ReplyPtr reply, std::string_view operation);
+
+/// Queues an EVAL of `script` (its body) without I/O.
+void append_eval(Connection& connection, const Script& script, std::span<const std::string_view> keys,
+                 std::span<const std::string_view> args);
 
 bool is_noscript(const redisReply& reply) noexcept;
 

@@ -150,9 +150,15 @@ ReplyPtr eval_bounded(Connection& connection, const Script& script, std::span<co
                       std::chrono::steady_clock::time_point until) {
   append_evalsha(connection, script, keys, args);
   ReplyPtr first = read_bounded(connection, operation, until);
-  if (!first) return nullptr;
-  // NOSCRIPT (first use, restart) is redone with EVAL, waited for as usual.
-  return resolve_noscript(connection, script, keys, args, std::move(first), operation);
+  if (!first || !is_noscript(*first)) return first;
+  // NOSCRIPT (first use on this server: a restart, or the new master after
+  // a failover, whose script cache is empty) is redone with EVAL, read by
+  // the same deadline: resolve_noscript's read waits the socket timeout, so
+  // a deadline that passed while the new master was slow was overrun by up
+  // to that much (test_sentinel_move_deadline.cpp: a wait's first script
+  // on the new master after a failover).
+  append_eval(connection, script, keys, args);
+  return read_bounded(connection, operation, until);
 }
 
 ReplyPtr LockCalls::run_lock_script_until(const Script& script, std::span<const std::string_view> args,

@@ -20,8 +20,9 @@ namespace lockon::detail {
 /// timeout or `until`, whichever comes first; null when `until` passed
 /// first (the outcome of the request is then unknown).
 /// EVALSHA on `connection` (sent, then its reply read with read_bounded),
-/// redone with EVAL when the server answers NOSCRIPT (first use, restart).
-/// Null when `until` passed first.
+/// redone with EVAL when the server answers NOSCRIPT (first use, restart),
+/// read the same way. Null when `until` passed first (the outcome of the
+/// EVALSHA or EVAL sent last is then unknown).
 ReplyPtr eval_bounded(Connection& connection, const Script& script, std::span<const std::string_view> keys,
                       std::span<const std::string_view> args, std::string_view operation,
                       std::chrono::steady_clock::time_point until);

@@ -115,6 +115,9 @@ class Lock::Impl {
     // (keep_queue_place kept the place past such a deadline): whoever ends
     // the place has the clean-up sweep again later (cancel_now).
     bool late_request = false;
+    // The entry a move of ours (move_wait) whose reply never came may still
+    // rename into `entry`: cancelled with the place (cancel_wait_place).
+    std::string moved_from;
     std::uint64_t generation = detail::fork_generation();  // the process image that queued it
   };
   /// A queue place kept (keep_queue_place) by the parent, seen in a forked
@@ -165,6 +168,9 @@ class Lock::Impl {
   // `late_request`: the last attempt's reply was not read (it may still run).
   bool give_up(bool late_request);
   bool finish_wait(const Attempt& attempt);
+  // Ends the queue place: wait_ dropped, its entries cancelled (sweeping
+  // again later when `late_request` or the Wait says so).
+  void cancel_wait_place(bool late_request) noexcept;
 
   bool acks_required() const noexcept { return state_.options.replica_acks.replicas > 0; }
   /// How long the server may hold back a pipeline's last reply (its WAIT).

@@ -10,9 +10,21 @@ namespace lockon {
 void Lock::Impl::abandon_wait() noexcept {
   forget_parents_wait();
   if (!wait_) return;
+  cancel_wait_place(false);
+}
+
+// Drops the wait (its watch first) and cancels its entry, after the entry
+// an unanswered move may still rename into it (moved_from): cancelled
+// first, so that move finds nothing to rename however late it runs (the
+// entry's late-request sweeps remove a renamed entry only at their next
+// pass, and not at all after their last, 5 s after the cancel; a release
+// in between could hand K to it).
+void Lock::Impl::cancel_wait_place(bool late_request) noexcept {
   const std::string entry = wait_->entry;
-  const bool late_request = wait_->late_request;
+  const std::string moved_from = wait_->moved_from;
+  late_request = late_request || wait_->late_request;
   wait_.reset();
+  if (!moved_from.empty()) calls_.cancel_now(moved_from, kCancelGrace, true);
   calls_.cancel_now(entry, kCancelGrace, late_request);
 }
 
@@ -134,10 +146,7 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
       last = attempt_in_line(false, deadline);
     }
   } catch (...) {
-    const std::string entry = wait_->entry;
-    const bool late_request = wait_->late_request || detail::outcome_unknown(std::current_exception());
-    wait_.reset();
-    calls_.cancel_now(entry, kCancelGrace, late_request);
+    cancel_wait_place(detail::outcome_unknown(std::current_exception()));
     throw;
   }
 }
@@ -208,9 +217,13 @@ void Lock::Impl::move_wait(std::shared_ptr<detail::Node> node, Clock::time_point
   wait_->watch->wait_subscribed(until);
   const std::array<std::string_view, 2> args{old_entry, entry};
   // No reply by the deadline: the move may still run, after our cancel
-  // (which the clean-up then repeats, as for a late attempt).
-  if (!calls_.run_lock_script_until(detail::scripts::move_wait(), args, "move wait", deadline))
+  // (which the clean-up then repeats, as for a late attempt), and rename
+  // the old entry, if still queued, into ours once the clean-up is over:
+  // whoever ends the place cancels the old entry too (cancel_wait_place).
+  if (!calls_.run_lock_script_until(detail::scripts::move_wait(), args, "move wait", deadline)) {
     wait_->late_request = true;
+    wait_->moved_from = old_entry;
+  }
 }
 
 // Cluster: the key's slot moved to another master (our last attempt
@@ -279,10 +292,7 @@ bool Lock::Impl::give_up(bool late_request) {
     // from the Wait (found by review, session 20: lock_on keeps its places).
     return false;
   }
-  const std::string entry = wait_->entry;
-  const bool sweep_again = wait_->late_request;
-  wait_.reset();
-  calls_.cancel_now(entry, kCancelGrace, sweep_again);
+  cancel_wait_place(false);
   return false;
 }
 

@@ -14,6 +14,7 @@
 #include "common/fork.hpp"
 #include "common/token.hpp"
 #include "lock/lease.hpp"
+#include "lock/lock_calls.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lock/orphans.hpp"
 #include "lock/subscriber.hpp"
@@ -34,33 +35,17 @@ constexpr long long kMaxTtlMs = 1LL << 40;
 
 // Runs `script` on the node serving `name` with the keys every shared script
 // takes (SharedHolder::keys_); null when `until` passed first (the outcome
-// is then unknown).
+// is then unknown). Each read (the EVALSHA's, and the EVAL's after a
+// NOSCRIPT) waits the socket timeout or until `until`, whichever is first.
 ReplyPtr run_script(ClientImpl& client, const std::string& name, const std::array<std::string, 3>& key_names,
                     const Script& script, std::span<const std::string_view> args, std::string_view operation,
                     std::chrono::steady_clock::time_point until) {
-  using Clock = std::chrono::steady_clock;
   const std::array<std::string_view, 3> keys{key_names[0], key_names[1], key_names[2]};
   std::string endpoint;
   ReplyPtr reply = routed_call(client, name, until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
     if (!connection.ensure_connected_by(until)) return nullptr;  // the deadline passed while connecting
-    append_evalsha(connection, script, keys, args);
-    const auto socket_timeout = connection.options().socket_timeout;
-    auto bound = socket_timeout.count() > 0 ? Clock::now() + socket_timeout : Clock::time_point::max();
-    const bool deadline_first = until < bound;
-    if (deadline_first) bound = until;
-    ReplyPtr first;
-    if (bound == Clock::time_point::max()) {
-      first = connection.read_reply(operation);
-    } else {
-      try {
-        first = connection.read_reply_until(bound, operation);
-      } catch (const TimeoutError&) {
-        if (deadline_first) return nullptr;
-        throw;
-      }
-    }
-    return resolve_noscript(connection, script, keys, args, std::move(first), operation);
+    return eval_bounded(connection, script, keys, args, operation, until);
   });
   if (reply) check_reply(*reply, endpoint, operation);
   return reply;
@@ -208,37 +193,52 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
   // reaching it would grant our member, count it unheard and ZREM it —
   // dropping a share we may hold by then: both entries are cancelled and
   // the acquisition fails (the exception goes to the caller).
-  const auto follow_slot = [&](Clock::time_point until) {
+  //
+  // The move is bounded by the caller's deadline, as the attempts are: with
+  // only the socket timeout, a new master slow to answer held a timed wait
+  // up to that long past its deadline (test_sentinel_move_deadline.cpp).
+  // False when the deadline passed first: the move's outcome is unknown,
+  // and it may still run after anything we send next (it went out on a
+  // connection since closed). The old entry is cancelled here, then the
+  // caller cancels the new one: a move that runs after the first cancel
+  // finds nothing to rename. Both as late requests (swept again in the
+  // background, cancel_now): a cancel not confirmed in its grace may run
+  // after the move and the other cancel.
+  const auto follow_slot = [&](Clock::time_point until) -> bool {
     std::shared_ptr<Node> serving;
     try {
       // Outside a cluster the cached node: resolves nothing here.
       serving = sharded_ ? client_.impl()->node_for(name_) : client_.impl()->node_for(name_, Clock::now());
     } catch (...) {
       if (sharded_) throw;
-      return;  // no master known now: the next attempt reports it
+      return true;  // no master known now: the next attempt reports it
     }
-    if (!serving || serving == node) return;
+    if (!serving || serving == node) return true;
     {
       std::lock_guard lock(watch->slot().mutex);
-      if (watch->slot().handed) return;  // the loop takes it first
+      if (watch->slot().handed) return true;  // the loop takes it first
     }
-    if (!sharded_ && !move_waits_after_failover_for_tests.load(std::memory_order_relaxed)) return;
+    if (!sharded_ && !move_waits_after_failover_for_tests.load(std::memory_order_relaxed)) return true;
     auto& now_subscriber = serving->subscriber();
     watch.reset();
     node = std::move(serving);
     watch.emplace(now_subscriber.watch(waiter_id, wake_channel(name_, now_subscriber.id())));
     heard = 0;  // nothing heard is trusted before the next attempt
     watch->wait_subscribed(until);
-    if (sharded_) return;  // subscriber ids are the same on every node: the entry stays valid
+    if (sharded_) return true;  // subscriber ids are the same on every node: the entry stays valid
     const std::string old_entry = entry;
     entry = entry_for_subscriber(old_entry, now_subscriber.id());
+    ReplyPtr moved;
     try {
       const std::array<std::string_view, 2> args{old_entry, entry};
-      run_script(*client_.impl(), name_, keys_, scripts::move_wait(), args, "move wait", Clock::time_point::max());
+      moved = run_script(*client_.impl(), name_, keys_, scripts::move_wait(), args, "move wait", deadline);
     } catch (...) {
       cancel_now(old_entry, outcome_unknown(std::current_exception()));
       throw;  // the catch below cancels the new entry
     }
+    if (moved) return true;
+    cancel_now(old_entry, true);
+    return false;
   };
   // Whether the hand-over message proves a share (lock/wake_proof.hpp).
   const auto trusted = [&] {
@@ -261,7 +261,11 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
       // A crashed holder releases nothing: look again when its lease ends.
       if (last.wait_ms >= 0)
         wake_at = std::min(wake_at, add_saturating(last.sent_at, std::chrono::milliseconds(last.wait_ms + 1)));
-      follow_slot(wake_at);
+      if (!follow_slot(wake_at)) {
+        // No hand-over to take: nothing heard since the move is trusted.
+        cancel_now(entry, true);
+        return false;
+      }
       if (watch->wait_until(wake_at) == Subscriber::Slot::Wake::handed) {
         if (handed_in_time() && trusted()) return on_acquired(queued_at);
         // Woken too late to prove half a lease, or by a message that is no

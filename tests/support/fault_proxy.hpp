@@ -44,11 +44,12 @@
 //    its first half (at least one byte, never all of it) before closing;
 //  - error_reply answers "-<error>\r\n" in the command's place (after the
 //    replies to earlier commands), and later commands flow on normally.
-// Once a connection runs SUBSCRIBE/PSUBSCRIBE/SSUBSCRIBE or MONITOR, the server's
-// bytes on it are forwarded as they come, without pairing (push messages are
-// not replies); close_after_forward and close_mid_reply then close at once
-// after forwarding. RESP3 '>' pushes are always forwarded unpaired. CLIENT
-// REPLY OFF/SKIP (replies that never come) would break the pairing.
+// Once a connection runs SUBSCRIBE/PSUBSCRIBE/SSUBSCRIBE, MONITOR or (a replica)
+// PSYNC/SYNC, the server's bytes on it are forwarded as they come, without
+// pairing (push messages are not replies); close_after_forward and
+// close_mid_reply then close at once after forwarding. RESP3 '>' pushes are
+// always forwarded unpaired. CLIENT REPLY OFF/SKIP (replies that never come)
+// would break the pairing.
 //
 // Limits: a single command or reply larger than 64 MiB closes its connection;
 // each direction buffers at most ~1 MiB of complete messages before it stops

@@ -50,8 +50,11 @@ Read read_some(int fd, std::string& into) {
   }
 }
 
+// PSYNC/SYNC: a replica replicating through the proxy (an RDB payload has
+// no trailing CRLF, and the command stream that follows answers nothing).
 bool enters_raw_mode(std::string_view name) {
-  return name == "SUBSCRIBE" || name == "PSUBSCRIBE" || name == "SSUBSCRIBE" || name == "MONITOR";
+  return name == "SUBSCRIBE" || name == "PSUBSCRIBE" || name == "SSUBSCRIBE" || name == "MONITOR" ||
+         name == "PSYNC" || name == "SYNC";
 }
 
 bool forwards(Step step) {

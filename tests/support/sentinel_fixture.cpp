@@ -35,7 +35,7 @@ RawReply ask(int port, const std::vector<std::string>& args) {
 
 }  // namespace
 
-SentinelSet::SentinelSet() {
+SentinelSet::SentinelSet(SentinelSetOptions options) {
   // No 5 s delay before a replica's (diskless) sync, on both: either may be master.
   const std::vector<std::string> fast_sync{"--repl-diskless-sync-delay", "0"};
   servers_.push_back(std::make_unique<RedisServer>(ServerOptions{.extra_args = fast_sync}));
@@ -50,10 +50,36 @@ SentinelSet::SentinelSet() {
     if (Clock::now() > synced_by) throw std::runtime_error("replica did not sync: " + servers_[1]->log_tail());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (options.replica_announced_port) {
+    const int announced = options.replica_announced_port(*servers_[1]);
+    if (announced != 0) announce_replica_at(announced);
+  }
   sentinels_.resize(3);
   for (Sentinel& sentinel : sentinels_) start_sentinel(sentinel);
   if (!wait_for_replicas(1, std::chrono::seconds(15)))
     throw std::runtime_error("sentinels did not discover the replica / each other:\n" + logs());
+}
+
+// The replica announces itself at `port` from its next handshake with the
+// master (REPLCONF listening-port), which dropping its master link forces;
+// done when the master lists it there, link up (the sentinels, started
+// after, learn the replica from the master's INFO).
+void SentinelSet::announce_replica_at(int port) {
+  RedisServer& replica = *servers_[1];
+  replica.command({"CONFIG", "SET", "replica-announce-ip", "127.0.0.1"});
+  replica.command({"CONFIG", "SET", "replica-announce-port", std::to_string(port)});
+  replica.command({"CLIENT", "KILL", "TYPE", "master"});
+  const std::string listed = "port=" + std::to_string(port) + ",";
+  const auto by = Clock::now() + std::chrono::seconds(10);
+  while (true) {
+    const RawReply master = servers_[0]->command({"INFO", "replication"});
+    const RawReply info = replica.command({"INFO", "replication"});
+    if (master.str.find(listed) != std::string::npos && info.str.find("master_link_status:up") != std::string::npos)
+      return;
+    if (Clock::now() > by)
+      throw std::runtime_error("the replica is not listed at port " + std::to_string(port) + ":\n" + master.str);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 SentinelSet::~SentinelSet() {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,11 +19,22 @@
 
 namespace lockon::test {
 
+// Every member has a default initializer (designated initializers, GCC 12).
+struct SentinelSetOptions {
+  /// Called once the replica is in sync, before any sentinel starts: the
+  /// port the replica is to announce (replica-announce-port), e.g. that of
+  /// a FaultProxy in front of it; 0 keeps its own. The sentinels then reach
+  /// it there, and after a failover name the master at that port: clients
+  /// talk to the new master through the proxy.
+  std::function<int(RedisServer& replica)> replica_announced_port{};
+};
+
 class SentinelSet {
  public:
   static constexpr const char* kMasterName = "mymaster";
 
-  SentinelSet();
+  SentinelSet() : SentinelSet(SentinelSetOptions{}) {}
+  explicit SentinelSet(SentinelSetOptions options);
   ~SentinelSet();
   SentinelSet(const SentinelSet&) = delete;
   SentinelSet& operator=(const SentinelSet&) = delete;
@@ -57,6 +69,7 @@ class SentinelSet {
     std::filesystem::path dir;
   };
   void start_sentinel(Sentinel& sentinel);
+  void announce_replica_at(int port);
 
   std::vector<std::unique_ptr<RedisServer>> servers_;
   std::vector<Sentinel> sentinels_;
