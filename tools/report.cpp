@@ -38,7 +38,6 @@ void Redactor::add_url_credentials(std::string_view text) {
     from = end;
     if (!looks_like_url(text.substr(start))) continue;
     // The rest of the value may belong to this URL (a password with spaces).
-    std::string_view url = text.substr(start);
     const auto next_url = [&] {
       for (std::size_t at = end; at < text.size(); ++at)
         if ((at == 0 || text[at - 1] == ' ' || text[at - 1] == '\t' || text[at - 1] == '\n') &&
@@ -46,7 +45,7 @@ void Redactor::add_url_credentials(std::string_view text) {
           return at;
       return text.size();
     }();
-    url = text.substr(start, next_url - start);
+    std::string_view url = text.substr(start, next_url - start);
     url.remove_prefix(url.find("://") + 3);
     // Credentials: before the last '@' (passwords may hold '@', ':', spaces).
     if (const auto at = url.rfind('@'); at != std::string_view::npos) {

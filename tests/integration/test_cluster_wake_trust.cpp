@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "support/fixtures.hpp"
 #include "client/cluster_topology.hpp"
 #include "client/slots.hpp"
 #include "lock/lock_scripts.hpp"
@@ -38,16 +39,6 @@ class ClusterWakeTrust : public ClusterTest {
  protected:
   void TearDown() override { detail::after_heard_sampled_for_tests = nullptr; }
 };
-
-template <typename F>
-bool eventually(std::chrono::milliseconds timeout, F&& done) {
-  const auto until = Clock::now() + timeout;
-  while (Clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return done();
-}
 
 long long llen(RedisServer& server, const std::string& key) {
   try {

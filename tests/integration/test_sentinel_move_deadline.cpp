@@ -44,6 +44,7 @@
 #include <string>
 #include <thread>
 
+#include "support/fixtures.hpp"
 #include "client/script.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/client.hpp"
@@ -79,16 +80,6 @@ enum class MoveScript { new_to_the_master, cached };
 
 long long ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
-}
-
-template <typename F>
-bool eventually(std::chrono::milliseconds timeout, F&& done) {
-  const auto until = Clock::now() + timeout;
-  while (Clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
 }
 
 RawReply queue_of(RedisServer& server, const std::string& queue) {

@@ -57,16 +57,6 @@ bool slot_handed(Subscriber::Slot& slot) {
   return slot.handed;
 }
 
-template <typename F>
-bool eventually(std::chrono::milliseconds timeout, F&& done) {
-  const auto until = Clock::now() + timeout;
-  while (Clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return done();
-}
-
 // Ids of the server's pub/sub clients (CLIENT LIST TYPE pubsub).
 std::set<std::string> pubsub_client_ids(RedisServer& server) {
   const std::string list = server.command({"CLIENT", "LIST", "TYPE", "pubsub"}).str;
