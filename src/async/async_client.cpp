@@ -8,6 +8,7 @@
 
 #include "async/async_client_impl.hpp"
 #include "async/async_sentinel.hpp"
+#include "async/async_sentinel_listener.hpp"
 #include "client/session_commands.hpp"
 #include "client/client_impl.hpp"
 #include "client/sentinel_topology.hpp"
@@ -50,10 +51,9 @@ void AsyncClientImpl::close() noexcept {
     subscriber_.reset();
   }
   if (sentinel_) stale_ = true;
-  // Ends the +switch-master listener; a later resolution starts a new one.
-  ++listen_epoch_;
-  listening_ = false;
+  // Ends the failover-news listener; a later resolution starts a new one.
   if (listener_) listener_->close();
+  listener_.reset();
 }
 
 std::shared_ptr<AsyncSubscriber> AsyncClientImpl::subscriber() {
@@ -82,9 +82,12 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> AsyncClientImpl::route(Clock::
   // Throttled: a dead master costs callers a ConnectError, not a storm of
   // resolutions.
   if (connection_ && !urgent_ && Clock::now() - last_resolve_ < kResolveEvery) co_return connection_;
-  if (!listening_) {
-    listening_ = true;
-    asio::co_spawn(executor_, listen_switches(weak_from_this(), executor_, listen_epoch_), asio::detached);
+  if (!listener_) {
+    listener_ = std::make_shared<AsyncSentinelListener>(
+        executor_, options_, [weak = weak_from_this()](std::size_t sentinel, const SentinelNews& news) {
+          if (auto self = weak.lock()) self->on_sentinel_news(sentinel, news);
+        });
+    listener_->start();
   }
   co_await resolve(until);
   if (!connection_) {
@@ -120,8 +123,10 @@ asio::awaitable<void> AsyncClientImpl::resolve(Clock::time_point until) {
 asio::awaitable<void> AsyncClientImpl::resolve_now(std::shared_ptr<AsyncClientImpl> self) {
   std::shared_ptr<AsyncConnection> found;
   std::exception_ptr error;
+  const std::uint64_t news_before = news_;
   try {
-    found = co_await async_resolve_master(self->executor_, self->options_, self->preferred_);
+    found = co_await async_resolve_master(self->executor_, self->options_, self->preferred_,
+                                          std::exchange(self->hint_, std::nullopt));
   } catch (...) {
     error = std::current_exception();
   }
@@ -129,7 +134,9 @@ asio::awaitable<void> AsyncClientImpl::resolve_now(std::shared_ptr<AsyncClientIm
   last_resolve_ = Clock::now();
   last_resolve_error_ = error;
   if (found) {
-    stale_ = false;
+    // News that came while the sentinels were asked may be newer than
+    // their answer: it leaves the master stale for the next request.
+    if (news_ == news_before) stale_ = false;
     const bool same = connection_ && connection_->options().host == found->options().host &&
                       connection_->options().port == found->options().port;
     if (same && connection_->connected()) {
@@ -148,57 +155,16 @@ asio::awaitable<void> AsyncClientImpl::resolve_now(std::shared_ptr<AsyncClientIm
   }
 }
 
-void AsyncClientImpl::on_switch_message(const redisReply& message) noexcept {
-  // ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]
-  if (message.type != REDIS_REPLY_ARRAY || message.elements != 3) return;
-  const redisReply& kind = *message.element[0];
-  const redisReply& body = *message.element[2];
-  if (kind.type != REDIS_REPLY_STRING || std::string_view(kind.str, kind.len) != "message") return;
-  if (body.type != REDIS_REPLY_STRING) return;
-  const std::string_view text(body.str, body.len);
-  if (!text.starts_with(options_.master_name + " ")) return;
+void AsyncClientImpl::on_sentinel_news(std::size_t sentinel, const SentinelNews& news) noexcept {
+  // Every sentinel repeats the news: once on the master it names, nothing to do.
+  if (news.new_master && connection_ && !stale_ && connection_->options().host == news.new_master->host &&
+      connection_->options().port == news.new_master->port)
+    return;
+  if (news.new_master) hint_ = news.new_master;
+  ++news_;
+  preferred_ = sentinel;  // it knows the new master
   stale_ = true;
   urgent_ = true;
-}
-
-asio::awaitable<void> AsyncClientImpl::listen_switches(std::weak_ptr<AsyncClientImpl> weak,
-                                                       asio::any_io_executor executor, std::uint64_t epoch) {
-  asio::steady_timer timer(executor);
-  // Runs while the client lives and is open; each round is one sentinel.
-  for (std::size_t round = 0;; ++round) {
-    std::shared_ptr<AsyncConnection> connection;
-    auto down = std::make_shared<bool>(false);
-    {
-      auto self = weak.lock();
-      if (!self || self->listen_epoch_ != epoch) co_return;
-      const auto sentinels = sentinels_of(self->options_);
-      const auto index = (self->preferred_ + round) % sentinels.size();
-      connection = std::make_shared<AsyncConnection>(executor, sentinel_options(self->options_, sentinels[index]));
-      connection->set_push_handler([weak](ReplyPtr reply) {
-        if (auto client = weak.lock()) client->on_switch_message(*reply);
-      });
-      connection->set_state_handler([down](bool up, std::exception_ptr) {
-        if (!up) *down = true;
-      });
-      self->listener_ = connection;
-      const std::array<std::string_view, 2> subscribe{"SUBSCRIBE", "+switch-master"};
-      std::string resp;
-      append_resp(resp, subscribe);
-      connection->send_unowed(resp);
-    }
-    while (!*down) {
-      timer.expires_after(kListenRetry);
-      co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-      auto self = weak.lock();
-      if (!self || self->listen_epoch_ != epoch) {
-        connection->close();
-        co_return;
-      }
-    }
-    connection->close();
-    timer.expires_after(kListenRetry);
-    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-  }
 }
 
 void AsyncClientImpl::mark_stale(const AsyncConnection& used) noexcept {

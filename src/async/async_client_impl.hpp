@@ -6,10 +6,11 @@
 // the current master's. Resolution runs on first use and again after the
 // master answered READONLY (demoted) or failed with an I/O error — at most
 // one resolution at a time (others wait for it), at most one every
-// kResolveEvery — or at once after a sentinel published +switch-master for
-// our master (a background subscription, like the blocking front's
-// listener thread: a demoted master can take seconds to say READONLY, and
-// writes accepted meanwhile would be lost). A switch retires the old connection once its owed replies
+// kResolveEvery — or at once after any sentinel of the URL published news
+// of a failover of our master (client/sentinel_events.hpp; one background
+// subscription per sentinel, like the blocking front's listener threads: a
+// demoted master can take seconds to say READONLY, and writes accepted
+// meanwhile would be lost). A switch retires the old connection once its owed replies
 // came (bounded) and closes the old subscriber (its waiters poll).
 //
 // Cluster (async_cluster.hpp): no single connection; every request goes to
@@ -32,11 +33,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <optional>
+#include <vector>
 
 #include "async/async_cluster.hpp"
 #include "async/async_connection.hpp"
 #include "async/async_subscriber.hpp"
 #include "client/script.hpp"
+#include "async/async_sentinel_listener.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/async.hpp"
 
@@ -57,7 +61,6 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   ~AsyncClientImpl();
 
   static constexpr auto kResolveEvery = std::chrono::milliseconds(100);
-  static constexpr auto kListenRetry = std::chrono::milliseconds(250);
 
   const asio::any_io_executor& executor() const noexcept { return executor_; }
   const ConnectionOptions& options() const noexcept { return options_; }
@@ -122,12 +125,8 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   // Sentinel feedback: READONLY or an I/O failure from `used`.
   void mark_stale(const AsyncConnection& used) noexcept;
   void retire(std::shared_ptr<AsyncConnection> old) noexcept;
-  // Subscribes to a sentinel's +switch-master (one sentinel at a time, the
-  // next one kListenRetry after a failure) for the client's lifetime: a
-  // switch marks the master stale at once, skipping the throttle.
-  static asio::awaitable<void> listen_switches(std::weak_ptr<AsyncClientImpl> weak, asio::any_io_executor executor,
-                                               std::uint64_t epoch);
-  void on_switch_message(const redisReply& message) noexcept;
+  // Failover news from the listener: the master is stale, at once.
+  void on_sentinel_news(std::size_t sentinel, const SentinelNews& news) noexcept;
 
   asio::any_io_executor executor_;
   ConnectionOptions options_;
@@ -140,10 +139,10 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   bool sentinel_ = false;
   bool stale_ = true;
   bool resolving_ = false;
-  bool urgent_ = false;  // +switch-master seen: resolve without the throttle
-  bool listening_ = false;
-  std::uint64_t listen_epoch_ = 0;  // bumped by close(): the listener ends
-  std::shared_ptr<AsyncConnection> listener_;
+  bool urgent_ = false;  // failover news: resolve without the throttle
+  std::shared_ptr<AsyncSentinelListener> listener_;  // started by the first resolution
+  std::optional<NodeAddress> hint_;  // the new master the latest news named: probed first
+  std::uint64_t news_ = 0;           // failover news heard (a resolution started before is stale)
   std::exception_ptr last_resolve_error_;
   Clock::time_point last_resolve_{};
   std::size_t preferred_ = 0;

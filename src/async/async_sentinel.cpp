@@ -36,13 +36,24 @@ std::chrono::milliseconds or_default(std::chrono::milliseconds value) {
 
 }  // namespace
 
+asio::awaitable<bool> async_says_master(AsyncConnection& connection, Clock::time_point until) {
+  try {
+    const std::array<std::string_view, 1> role{"ROLE"};
+    const ReplyPtr answer = co_await ask(connection, role, "ROLE", until);
+    co_return role_is_master(answer.get());
+  } catch (const Error&) {
+    co_return false;
+  }
+}
+
 bool is_readonly_reply(const redisReply& reply) noexcept {
   return reply.type == REDIS_REPLY_ERROR && text_of(reply).starts_with("READONLY");
 }
 
 asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any_io_executor executor,
                                                                        const ConnectionOptions& options,
-                                                                       std::size_t& preferred) {
+                                                                       std::size_t& preferred,
+                                                                       std::optional<NodeAddress> hint) {
   const auto sentinels = sentinels_of(options);
   const auto step = or_default(options.connect_timeout) + or_default(options.socket_timeout);
   const auto budget = 2 * step + std::chrono::milliseconds(100);
@@ -51,6 +62,24 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any
   std::string tried;
   NodeFailures failed;
   bool unknown_everywhere = true;
+  if (hint) {
+    // Failover news named it: no sentinel's answer can be newer. Its
+    // failure decides nothing (the sentinels are asked next, the news's
+    // sender first), so it is only listed.
+    const ConnectionOptions master = master_options(options, hint->host, hint->port);
+    auto probe = std::make_shared<AsyncConnection>(executor, master);
+    std::string problem;
+    try {
+      const std::array<std::string_view, 1> role{"ROLE"};
+      const ReplyPtr answer = co_await ask(*probe, role, "ROLE", Clock::now() + step);
+      if (role_is_master(answer.get())) co_return probe;
+      problem = "which is not a master (ROLE)";
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    probe->close();
+    tried += "; failover news named " + master.endpoint() + ", " + problem;
+  }
   for (std::size_t i = 0; i < sentinels.size(); ++i) {
     if (i > 0 && Clock::now() >= give_up_at) {
       tried += "; resolution budget of " + std::to_string(budget.count()) + " ms spent";

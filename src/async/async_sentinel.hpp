@@ -14,20 +14,28 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 
 #include "async/async_connection.hpp"
 #include "lockon/options.hpp"
 
 namespace lockon::detail {
 
-/// The confirmed master's connection (handshaken, ROLE master). `preferred`
-/// is the index of the sentinel asked first; set to the one that answered.
+/// The confirmed master's connection (handshaken, ROLE master). `hint`, a
+/// master named by failover news, is probed first; then `preferred` is the
+/// index of the sentinel asked first, set to the one that answered.
 /// Throws ConnectError naming the master and what each sentinel said.
 asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any_io_executor executor,
                                                                        const ConnectionOptions& options,
-                                                                       std::size_t& preferred);
+                                                                       std::size_t& preferred,
+                                                                       std::optional<NodeAddress> hint);
+
+/// Whether the server behind `connection` answers ROLE with "master"
+/// before `until` (false: another role, no answer in time, or an error).
+asio::awaitable<bool> async_says_master(AsyncConnection& connection, std::chrono::steady_clock::time_point until);
 
 /// Whether an error reply says the server is a replica now (READONLY).
 bool is_readonly_reply(const redisReply& reply) noexcept;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "client/connection.hpp"
 #include "client/error_map.hpp"
@@ -46,6 +47,14 @@ ConnectionOptions master_options(const ConnectionOptions& base, std::string host
   return out;
 }
 
+ConnectionOptions candidate_probe_options(const ConnectionOptions& base, const NodeAddress& candidate) {
+  ConnectionOptions out = master_options(base, candidate.host, candidate.port);
+  constexpr auto kProbeBound = std::chrono::milliseconds(250);
+  for (auto* timeout : {&out.connect_timeout, &out.socket_timeout})
+    if (timeout->count() <= 0 || *timeout > kProbeBound) *timeout = kProbeBound;
+  return out;
+}
+
 std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options) {
   if (!options.seeds.empty()) return options.seeds;
   return {NodeAddress{options.host, options.port}};
@@ -73,7 +82,9 @@ bool role_is_master(const redisReply* reply) {
 
 SentinelTopology::SentinelTopology(ConnectionOptions options, PoolOptions limits)
     : options_(std::move(options)), limits_(limits) {
-  listener_ = std::thread([this] { listen(); });
+  const std::size_t sentinels = sentinels_of(options_).size();
+  listeners_.reserve(sentinels);
+  for (std::size_t i = 0; i < sentinels; ++i) listeners_.emplace_back([this, i] { listen(i); });
 }
 
 SentinelTopology::~SentinelTopology() {
@@ -84,7 +95,8 @@ SentinelTopology::~SentinelTopology() {
     stop_ = true;
   }
   stop_cv_.notify_all();
-  if (listener_.joinable()) listener_.join();
+  for (std::thread& listener : listeners_)
+    if (listener.joinable()) listener.join();
 }
 
 std::shared_ptr<Node> SentinelTopology::node_for(std::string_view) { return current(); }
@@ -121,6 +133,11 @@ std::shared_ptr<Node> SentinelTopology::current(Clock::time_point until) {
 }
 
 void SentinelTopology::resolve_and_apply() {
+  std::uint64_t news_before;
+  {
+    std::lock_guard lock(mutex_);
+    news_before = news_;
+  }
   ConnectionOptions found;
   try {
     found = resolve();
@@ -131,7 +148,9 @@ void SentinelTopology::resolve_and_apply() {
   }
   std::lock_guard lock(mutex_);
   last_resolve_ = Clock::now();
-  stale_.store(false, std::memory_order_release);
+  // News that came while the sentinels were asked may be newer than their
+  // answer: it leaves the topology stale for the next caller.
+  if (news_ == news_before) stale_.store(false, std::memory_order_release);
   if (master_ && master_->options().host == found.host && master_->options().port == found.port) return;
   // A switch: the old Node is dropped here; callers holding it finish with it.
   if (master_) switches_.fetch_add(1);
@@ -152,6 +171,20 @@ ConnectionOptions SentinelTopology::resolve() {
   std::string tried;
   NodeFailures failed;
   bool unknown_everywhere = true;
+  if (const std::optional<NodeAddress> hint = take_hint()) {
+    // Failover news named it: no sentinel's answer can be newer. Its
+    // failure decides nothing (the sentinels are asked next, the news's
+    // sender first), so it is only listed.
+    ConnectionOptions master = master_options(options_, hint->host, hint->port);
+    try {
+      Connection probe(master);
+      const std::array<std::string_view, 1> role{"ROLE"};
+      if (role_is_master(probe.command(role, "ROLE").get())) return master;
+      tried += "; failover news named " + master.endpoint() + ", which is not a master (ROLE)";
+    } catch (const Error& e) {
+      tried += "; failover news named " + master.endpoint() + ": " + e.what();
+    }
+  }
   for (std::size_t i = 0; i < sentinels.size(); ++i) {
     if (i > 0 && Clock::now() >= give_up_at) {
       tried += "; resolution budget of " + std::to_string(budget.count()) + " ms spent";
@@ -208,55 +241,107 @@ void SentinelTopology::report_error_reply(const Node& node, std::string_view tex
 
 void SentinelTopology::report_io_failure(const Node& node) noexcept { mark_stale(node); }
 
-void SentinelTopology::listen() {
-  const auto sentinels = sentinels_of(options_);
-  for (std::size_t round = 0;; ++round) {
+std::optional<NodeAddress> SentinelTopology::take_hint() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(hint_, std::nullopt);
+}
+
+void SentinelTopology::on_news(std::size_t sentinel, const SentinelNews& news) noexcept {
+  std::lock_guard lock(mutex_);
+  // Every sentinel repeats the news: once on the master it names, nothing to do.
+  if (news.new_master && master_ && !stale_.load() && master_->options().host == news.new_master->host &&
+      master_->options().port == news.new_master->port)
+    return;
+  if (news.new_master) hint_ = news.new_master;
+  ++news_;
+  preferred_ = sentinel;  // it knows the new master
+  urgent_.store(true);
+  stale_.store(true, std::memory_order_release);
+}
+
+void SentinelTopology::listen(std::size_t sentinel) {
+  while (true) {
     {
       std::lock_guard lock(stop_mutex_);
       if (stop_) return;
     }
-    listen_once(sentinels[round % sentinels.size()]);
+    listen_once(sentinel);
     std::unique_lock lock(stop_mutex_);
     if (stop_cv_.wait_for(lock, kListenRetry, [this] { return stop_; })) return;
   }
 }
 
 // One subscription to one sentinel, until it breaks or the topology stops.
-bool SentinelTopology::listen_once(const NodeAddress& address) {
+// While a replica is being promoted (news.candidate) the loop also probes
+// its ROLE every kCandidateProbeEvery, for at most kCandidateWatchFor.
+bool SentinelTopology::listen_once(std::size_t sentinel) {
   try {
-    Connection connection(sentinel_options(options_, address));
+    Connection connection(sentinel_options(options_, sentinels_of(options_).at(sentinel)));
     connection.ensure_connected();
     connection.complete_handshake();
-    const std::array<std::string_view, 2> subscribe{"SUBSCRIBE", "+switch-master"};
-    connection.append(subscribe);
-    connection.flush("SUBSCRIBE +switch-master");
+    connection.append(kSentinelSubscribe);
+    connection.flush("SUBSCRIBE (sentinel failover events)");
+    std::optional<NodeAddress> candidate;
+    std::unique_ptr<Connection> probe;
+    Clock::time_point watch_until{}, next_probe{};
     while (true) {
       {
         std::lock_guard lock(stop_mutex_);
         if (stop_) return true;
       }
       if (!connection.has_buffered_input()) {
+        auto wait = std::chrono::milliseconds(100);  // wakes to notice stop_
+        if (candidate)
+          wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(next_probe - Clock::now()),
+                            std::chrono::milliseconds(0), wait);
         pollfd p{connection.fd(), POLLIN, 0};
-        const int ready = ::poll(&p, 1, 100);  // wakes to notice stop_
+        const int ready = ::poll(&p, 1, static_cast<int>(wait.count()));
         if (ready < 0 && errno != EINTR) return false;
-        if (ready <= 0) continue;
+        if (ready > 0 && !connection.pump_input()) return false;
+      } else if (!connection.pump_input()) {
+        return false;
       }
-      if (!connection.pump_input()) return false;
       while (true) {
         ReplyPtr reply;
         if (!connection.take_buffered_reply(reply)) return false;
         if (!reply) break;
-        if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3) continue;
-        if (text_of(*reply->element[0]) != "message") continue;
-        // "<name> <old ip> <old port> <new ip> <new port>"
-        const std::string_view payload = text_of(*reply->element[2]);
-        const auto space = payload.find(' ');
-        if (payload.substr(0, space) != options_.master_name) continue;
-        urgent_.store(true);
-        stale_.store(true, std::memory_order_release);
+        const auto news = read_sentinel_news(*reply, options_.master_name);
+        if (!news) continue;
+        if (news->candidate) {
+          candidate = news->candidate;
+          probe.reset();
+          watch_until = Clock::now() + kCandidateWatchFor;
+          next_probe = Clock::now();
+          continue;
+        }
+        if (news->new_master) candidate.reset();
+        on_news(sentinel, *news);
+      }
+      if (candidate && Clock::now() >= next_probe) {
+        if (Clock::now() >= watch_until) {
+          candidate.reset();
+        } else if (probe_says_master(*candidate, probe)) {
+          on_news(sentinel, SentinelNews{candidate, std::nullopt});
+          candidate.reset();
+        } else {
+          next_probe = Clock::now() + kCandidateProbeEvery;
+        }
       }
     }
   } catch (...) {
+    return false;
+  }
+}
+
+// ROLE of the replica being promoted, over `link` (made on first use, reset
+// after an error).
+bool SentinelTopology::probe_says_master(const NodeAddress& candidate, std::unique_ptr<Connection>& link) noexcept {
+  try {
+    if (!link) link = std::make_unique<Connection>(candidate_probe_options(options_, candidate));
+    const std::array<std::string_view, 1> role{"ROLE"};
+    return role_is_master(link->command(role, "ROLE").get());
+  } catch (...) {
+    link.reset();
     return false;
   }
 }

@@ -15,10 +15,18 @@
 //     resolves again (at most one resolution at a time, at most one every
 //     kResolveEvery: a dead master costs callers a ConnectError, not a storm
 //     of resolutions);
-//   - a sentinel publishes `+switch-master` for our name: a background
-//     thread subscribed to a sentinel marks the topology stale at once, with
-//     no throttle (reconnects to the sentinels at most every kListenRetry;
-//     the thread ends with the topology).
+//   - any sentinel of the URL publishes news of a failover of our master
+//     (sentinel_events.hpp: +promoted-slave, +failover-state-reconf-slaves,
+//     +switch-master): one background thread per sentinel, each subscribed
+//     to its sentinel, marks the topology stale at once, with no throttle,
+//     and notes the new master the news names (probed first, ROLE master)
+//     and the sentinel that sent it (asked first). Listening on one
+//     sentinel only left clients on the old master for the 4–6 s the
+//     failover's leader waits before it publishes +switch-master. When the
+//     leader says which replica it is promoting, that sentinel's thread
+//     probes the replica's ROLE until it says master, and that is news
+//     too. Each thread reconnects to its sentinel at most every
+//     kListenRetry and ends with the topology.
 // The retired Node lives on while callers hold it (their exchange finishes
 // or fails on the old server); a waiter watching its subscriber keeps
 // polling the lock with its attempts, which route to the new master.
@@ -35,15 +43,22 @@
 #include <thread>
 #include <vector>
 
+#include "client/sentinel_events.hpp"
 #include "client/topology.hpp"
 
 namespace lockon::detail {
+
+class Connection;
 
 /// Options for one sentinel: its address, the sentinel credentials, db 0
 /// (shared with the async front, async/async_sentinel.cpp).
 ConnectionOptions sentinel_options(const ConnectionOptions& base, const NodeAddress& address);
 /// Options for the master at `host:port`: the URL's credentials and db.
 ConnectionOptions master_options(const ConnectionOptions& base, std::string host, int port);
+/// Options for probing the replica a failover is promoting (its ROLE):
+/// the master's, with each step bounded by 250 ms at most — a slow
+/// candidate delays only one sentinel's news, which the others repeat.
+ConnectionOptions candidate_probe_options(const ConnectionOptions& base, const NodeAddress& candidate);
 /// The sentinels of a Sentinel URL, in its order.
 std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options);
 
@@ -89,24 +104,30 @@ class SentinelTopology final : public Topology {
   // ConnectError naming the master and what each sentinel said.
   ConnectionOptions resolve();
   void mark_stale(const Node& node) noexcept;
-  void listen();  // the +switch-master thread
-  bool listen_once(const NodeAddress& sentinel);
+  void listen(std::size_t sentinel);  // a failover-news thread
+  bool listen_once(std::size_t sentinel);
+  void on_news(std::size_t sentinel, const SentinelNews& news) noexcept;
+  bool probe_says_master(const NodeAddress& candidate, std::unique_ptr<Connection>& link) noexcept;
+  // The master named by the latest news, if any: probed first.
+  std::optional<NodeAddress> take_hint();
 
   ConnectionOptions options_;
   PoolOptions limits_;
   std::shared_future<void> resolution_;  // the one resolution at a time (guarded by mutex_)
-  std::mutex mutex_;          // guards master_, last_resolve_, preferred_
+  std::mutex mutex_;          // guards master_, last_resolve_, preferred_, hint_, news_
   std::shared_ptr<Node> master_;
   Clock::time_point last_resolve_{};
-  std::size_t preferred_ = 0;  // the sentinel that answered last
+  std::size_t preferred_ = 0;  // the sentinel that answered last, or sent the latest news
+  std::optional<NodeAddress> hint_;  // the new master the latest news named
+  std::uint64_t news_ = 0;           // failover news heard (a resolution started before is stale)
   std::atomic<bool> stale_{true};
-  std::atomic<bool> urgent_{false};  // +switch-master: skip the throttle
+  std::atomic<bool> urgent_{false};  // failover news: skip the throttle
   std::atomic<std::uint64_t> switches_{0};
 
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   bool stop_ = false;
-  std::thread listener_;
+  std::vector<std::thread> listeners_;  // one per sentinel
 };
 
 }  // namespace lockon::detail

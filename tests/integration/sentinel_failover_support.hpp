@@ -1,7 +1,10 @@
 // integration/sentinel_failover_support.hpp — the Sentinel failover set-up
 // shared by the replica-wake tests (test_sentinel_replica_wake.cpp,
 // test_async_sentinel_replica_wake.cpp): a waiter queued on the first
-// master, SENTINEL FAILOVER, the old master demoted, a client that follows.
+// master, SENTINEL FAILOVER, the old master demoted, a client that follows;
+// and by the failover-window tests (test_sentinel_failover_window.cpp,
+// test_async_sentinel_failover_window.cpp): when a replica was promoted, and
+// which sentinels a client listens on.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,8 +12,12 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
+#include <atomic>
+#include <mutex>
 
 #include "lockon/client.hpp"
+#include "support/raw_connection.hpp"
 #include "support/sentinel_fixture.hpp"
 
 namespace lockon::test {
@@ -85,6 +92,91 @@ inline bool follows_to(const Client& client, int port) {
     } catch (...) {
       return false;
     }
+  });
+}
+
+/// Watches the replicas of `set` (ROLE every 5 ms, on a thread) from
+/// construction: the first that says "master" was promoted then. Bounded:
+/// it stops after `limit`, or when destroyed.
+class PromotionWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit PromotionWatch(SentinelSet& set, std::chrono::milliseconds limit = std::chrono::seconds(40)) {
+    std::vector<int> ports;
+    for (std::size_t i = 0; i < set.replica_count(); ++i) ports.push_back(set.replica(i).port());
+    thread_ = std::thread([this, ports, limit] {
+      std::vector<std::unique_ptr<RawConnection>> links(ports.size());
+      const auto until = Clock::now() + limit;
+      while (!stop_ && Clock::now() < until) {
+        for (std::size_t i = 0; i < ports.size(); ++i) {
+          try {
+            if (!links[i])
+              links[i] = std::make_unique<RawConnection>(
+                  "127.0.0.1", ports[i],
+                  RawConnectOptions{.connect_timeout = std::chrono::milliseconds(300),
+                                    .command_timeout = std::chrono::milliseconds(1000)});
+            const RawReply role = links[i]->command({"ROLE"});
+            if (!role.elements.empty() && role.elements[0].str == "master") {
+              std::lock_guard lock(mutex_);
+              at_ = Clock::now();
+              port_ = ports[i];
+              return;
+            }
+          } catch (...) {
+            links[i].reset();
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  }
+  ~PromotionWatch() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  PromotionWatch(const PromotionWatch&) = delete;
+  PromotionWatch& operator=(const PromotionWatch&) = delete;
+  /// Waits for the promotion; the promoted replica's port (0: none).
+  int wait() {
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard lock(mutex_);
+    return port_;
+  }
+  Clock::time_point promoted_at() {
+    std::lock_guard lock(mutex_);
+    return at_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  Clock::time_point at_{};
+  int port_ = 0;
+  std::thread thread_;
+};
+
+/// How many clients of sentinel `i` are subscribed to something (CLIENT
+/// LIST's sub=); -1 if it cannot be read.
+inline int subscribed_clients(SentinelSet& set, std::size_t i) {
+  try {
+    const RawReply list = set.sentinel_command_at(i, {"CLIENT", "LIST"});
+    int count = 0;
+    for (std::size_t at = list.str.find(" sub="); at != std::string::npos; at = list.str.find(" sub=", at + 1))
+      if (list.str.compare(at, 7, " sub=0 ") != 0) ++count;
+    return count;
+  } catch (...) {
+    return -1;
+  }
+}
+
+/// Waits (≤ 10 s) until every sentinel of `set` has at least `clients`
+/// subscribed clients: the clients under test listen on all of them.
+inline bool listened_on_every_sentinel(SentinelSet& set, int clients) {
+  using namespace std::chrono_literals;
+  return eventually(10s, [&] {
+    for (std::size_t i = 0; i < set.sentinel_count(); ++i)
+      if (subscribed_clients(set, i) < clients) return false;
+    return true;
   });
 }
 

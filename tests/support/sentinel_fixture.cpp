@@ -35,20 +35,26 @@ RawReply ask(int port, const std::vector<std::string>& args) {
 
 }  // namespace
 
-SentinelSet::SentinelSet(SentinelSetOptions options) {
-  // No 5 s delay before a replica's (diskless) sync, on both: either may be master.
+SentinelSet::SentinelSet(SentinelSetOptions options) : failover_timeout_(options.failover_timeout) {
+  if (options.replicas < 1) throw std::invalid_argument("SentinelSet: at least one replica");
+  // No 5 s delay before a replica's (diskless) sync from the master (the
+  // replicas' own delay is SentinelSetOptions::replica_sync_delay).
   const std::vector<std::string> fast_sync{"--repl-diskless-sync-delay", "0"};
   servers_.push_back(std::make_unique<RedisServer>(ServerOptions{.extra_args = fast_sync}));
   const std::string master_port = std::to_string(servers_[0]->port());
-  servers_.push_back(std::make_unique<RedisServer>(
-      ServerOptions{.extra_args = {"--replicaof", "127.0.0.1", master_port, "--repl-diskless-sync-delay", "0"}}));
-  // The replica must be in sync before sentinels can promote it.
+  const std::string replica_delay = std::to_string(options.replica_sync_delay.count());
+  for (std::size_t i = 0; i < options.replicas; ++i)
+    servers_.push_back(std::make_unique<RedisServer>(ServerOptions{
+        .extra_args = {"--replicaof", "127.0.0.1", master_port, "--repl-diskless-sync-delay", replica_delay}}));
+  // The replicas must be in sync before sentinels can promote them.
   const auto synced_by = Clock::now() + std::chrono::seconds(10);
-  while (true) {
-    const RawReply info = servers_[1]->command({"INFO", "replication"});
-    if (info.str.find("master_link_status:up") != std::string::npos) break;
-    if (Clock::now() > synced_by) throw std::runtime_error("replica did not sync: " + servers_[1]->log_tail());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (std::size_t i = 1; i < servers_.size(); ++i) {
+    while (true) {
+      const RawReply info = servers_[i]->command({"INFO", "replication"});
+      if (info.str.find("master_link_status:up") != std::string::npos) break;
+      if (Clock::now() > synced_by) throw std::runtime_error("replica did not sync: " + servers_[i]->log_tail());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   if (options.replica_announced_port) {
     const int announced = options.replica_announced_port(*servers_[1]);
@@ -56,7 +62,7 @@ SentinelSet::SentinelSet(SentinelSetOptions options) {
   }
   sentinels_.resize(3);
   for (Sentinel& sentinel : sentinels_) start_sentinel(sentinel);
-  if (!wait_for_replicas(1, std::chrono::seconds(15)))
+  if (!wait_for_replicas(options.replicas, std::chrono::seconds(15)))
     throw std::runtime_error("sentinels did not discover the replica / each other:\n" + logs());
 }
 
@@ -103,7 +109,7 @@ void SentinelSet::start_sentinel(Sentinel& sentinel) {
         << "sentinel resolve-hostnames no\n"
         << "sentinel monitor " << kMasterName << " 127.0.0.1 " << servers_[0]->port() << " 2\n"
         << "sentinel down-after-milliseconds " << kMasterName << " 1000\n"
-        << "sentinel failover-timeout " << kMasterName << " 5000\n"
+        << "sentinel failover-timeout " << kMasterName << " " << failover_timeout_.count() << "\n"
         << "sentinel parallel-syncs " << kMasterName << " 1\n";
   }
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -142,6 +148,17 @@ std::string SentinelSet::url(const std::string& query) const {
   for (std::size_t i = 0; i < sentinels_.size(); ++i)
     out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(sentinels_[i].port);
   return out + query + "#" + kMasterName;
+}
+
+std::string SentinelSet::url_in_order(const std::vector<std::size_t>& order, const std::string& query) const {
+  std::string out = "redis-sentinel://";
+  for (std::size_t i = 0; i < order.size(); ++i)
+    out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(sentinels_.at(order[i]).port);
+  return out + query + "#" + kMasterName;
+}
+
+RawReply SentinelSet::sentinel_command_at(std::size_t i, const std::vector<std::string>& args) {
+  return ask(sentinels_.at(i).port, args);
 }
 
 RawReply SentinelSet::sentinel_command(const std::vector<std::string>& args) {

@@ -1,5 +1,5 @@
 // support/sentinel_fixture.hpp — a real Sentinel deployment for tests: one
-// master, one replica (replicaof), three sentinels (`redis-server <conf>
+// master, one replica (or more: SentinelSetOptions) (replicaof), three sentinels (`redis-server <conf>
 // --sentinel`, quorum 2, down-after 1000 ms, failover-timeout 5000 ms), all
 // on free loopback ports, each in its own temporary directory, stopped by
 // PID. The constructor waits (bounded) until every sentinel knows the master
@@ -27,6 +27,18 @@ struct SentinelSetOptions {
   /// it there, and after a failover name the master at that port: clients
   /// talk to the new master through the proxy.
   std::function<int(RedisServer& replica)> replica_announced_port{};
+  /// Replicas of the master (1 or more). With two, the sentinel leading a
+  /// failover publishes +switch-master only once it has reconfigured the
+  /// other replica (seconds after the promotion).
+  std::size_t replicas = 1;
+  /// sentinel failover-timeout.
+  std::chrono::milliseconds failover_timeout{5000};
+  /// The replicas' repl-diskless-sync-delay (the master's is 0): how long a
+  /// promoted replica waits before it serves the other replicas' sync. 0
+  /// makes failovers quick; Redis's default, 5 s, makes the failover's
+  /// leader publish +switch-master ~6 s after the promotion, as in the
+  /// field.
+  std::chrono::seconds replica_sync_delay{0};
 };
 
 class SentinelSet {
@@ -41,6 +53,9 @@ class SentinelSet {
 
   RedisServer& master() { return *servers_[0]; }
   RedisServer& replica() { return *servers_[1]; }
+  /// Replica i (0: replica()).
+  RedisServer& replica(std::size_t i) { return *servers_.at(1 + i); }
+  std::size_t replica_count() const { return servers_.size() - 1; }
   /// The data server listening on `port` (master or replica).
   RedisServer& server_on(int port);
   std::size_t sentinel_count() const { return sentinels_.size(); }
@@ -51,6 +66,10 @@ class SentinelSet {
   /// "redis-sentinel://127.0.0.1:a,127.0.0.1:b,127.0.0.1:c#mymaster" plus
   /// `query` ("?socket_timeout=300") if given.
   std::string url(const std::string& query = "") const;
+  /// The same, listing the sentinels in `order` (indexes).
+  std::string url_in_order(const std::vector<std::size_t>& order, const std::string& query = "") const;
+  /// One command to sentinel i.
+  RawReply sentinel_command_at(std::size_t i, const std::vector<std::string>& args);
   /// The master's port according to the first live sentinel (0 if none).
   int master_port_by_sentinel();
   /// One command to the first live sentinel.
@@ -71,6 +90,7 @@ class SentinelSet {
   void start_sentinel(Sentinel& sentinel);
   void announce_replica_at(int port);
 
+  std::chrono::milliseconds failover_timeout_{5000};
   std::vector<std::unique_ptr<RedisServer>> servers_;
   std::vector<Sentinel> sentinels_;
 };
