@@ -100,6 +100,15 @@ class OutageTally {
   std::vector<std::string> untyped_examples_;
 };
 
+/// The master a map read asks first (known masters in "host:port" order):
+/// frozen, it is the worst case for a client that waits for that read.
+inline RedisServer* first_asked(const std::vector<RedisServer*>& masters) {
+  RedisServer* first = nullptr;
+  for (RedisServer* master : masters)
+    if (first == nullptr || std::to_string(master->port()) < std::to_string(first->port())) first = master;
+  return first;
+}
+
 /// Polls `replica`'s ROLE (every 50 ms) until it says master: the cluster
 /// promoted it. Milliseconds it took, or -1 after `timeout`.
 inline long long wait_promoted(const RedisServer& replica, std::chrono::milliseconds timeout) {

@@ -40,11 +40,13 @@ class ClusterOutageDeadlines : public ClusterTest {
   void prepare(const std::string& tag) {
     const auto masters = cluster().masters();
     ASSERT_EQ(masters.size(), 3u);
-    victim_ = masters[0];
+    victim_ = first_asked(masters);
     replica_ = &cluster().replica_of(*victim_);
+    std::vector<RedisServer*> others;
+    for (RedisServer* master : masters)
+      if (master != victim_) others.push_back(master);
     for (int i = 0; i < 3; ++i) victim_names_.push_back(name_on(*victim_, tag + "-v" + std::to_string(i)));
-    for (int i = 0; i < 3; ++i)
-      other_names_.push_back(name_on(*masters[1 + i % 2], tag + "-o" + std::to_string(i)));
+    for (int i = 0; i < 3; ++i) other_names_.push_back(name_on(*others[i % 2], tag + "-o" + std::to_string(i)));
     client_.emplace(cluster().url());
     for (const auto* names : {&victim_names_, &other_names_})
       for (const std::string& name : *names) {
