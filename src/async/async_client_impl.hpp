@@ -96,7 +96,8 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   /// (the same on every master). Makes nothing.
   std::string subscriber_id_if_made() const;
   /// The subscriber that hears of hand-overs of `key`: subscriber(), or on
-  /// a Cluster the sharded one of the master serving key's slot now.
+  /// a Cluster the sharded one of the master serving key's slot now (null
+  /// when `until` passed while the map was read: the slot had no owner).
   asio::awaitable<std::shared_ptr<AsyncSubscriber>> subscriber_for(std::string key, Clock::time_point until);
 
   /// Runs the cancel-wait script for queue entry `entry` of lock `keys`

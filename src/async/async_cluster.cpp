@@ -20,8 +20,6 @@
 namespace lockon::detail {
 namespace {
 
-std::string address_text(const NodeAddress& address) { return address.host + ":" + std::to_string(address.port); }
-
 asio::awaitable<void> close_when_idle(std::shared_ptr<AsyncConnection> old, std::chrono::milliseconds bound) {
   asio::steady_timer timer(old->executor());
   const auto until = std::chrono::steady_clock::now() + bound;
@@ -32,7 +30,7 @@ asio::awaitable<void> close_when_idle(std::shared_ptr<AsyncConnection> old, std:
   old->close();
 }
 
-asio::awaitable<void> sleep_for(const asio::any_io_executor& executor, std::chrono::milliseconds delay) {
+asio::awaitable<void> sleep_for(const asio::any_io_executor& executor, std::chrono::steady_clock::duration delay) {
   asio::steady_timer timer(executor, delay);
   co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
 }
@@ -87,64 +85,74 @@ asio::awaitable<std::shared_ptr<AsyncCluster::Node>> AsyncCluster::node_for_slot
   auto self = shared_from_this();
   closed_ = false;  // a request after close() reconnects, as the standalone client does
   const auto index = static_cast<std::size_t>(slot);
-  if (stale_ && Clock::now() - last_refresh_ >= kRefreshInterval && !refreshing_) {
-    try {
-      co_await refresh(until);
-    } catch (...) {
-      if (!slots_[index]) throw;  // else route with the map we have: a wrong guess costs a MOVED
-    }
-  }
+  if (stale_ && refresh_due()) start_refresh();
+  // Routed with the map we have: a wrong guess costs a MOVED.
   if (slots_[index]) co_return slots_[index];
-  // An unserved slot in a map read moments ago (a master failed, its replica
-  // not promoted yet): say so without asking again right away.
-  if (nodes_.empty() || Clock::now() - last_refresh_ >= kRefreshInterval) co_await refresh(until);
+  // No owner: wait for a map read. An unserved slot in a map read moments
+  // ago (a master failed, its replica not promoted yet): said so without
+  // asking again right away.
+  if (nodes_.empty() || refresh_due()) start_refresh();
+  if (refreshing_) {
+    asio::steady_timer timer(executor_);
+    while (refreshing_) {
+      if (Clock::now() >= until) co_return nullptr;  // the read goes on for the others; nothing was sent
+      timer.expires_at(std::min(until, Clock::now() + std::chrono::milliseconds(2)));
+      co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    }
+    if (!slots_[index] && refresh_failure_) std::rethrow_exception(refresh_failure_);  // what every node failed with
+  }
   if (slots_[index]) co_return slots_[index];
   throw ServerBusyError("route key on " + options_.endpoint() + ": no master serves hash slot " +
                             std::to_string(slot) + " (cluster down?)",
                         "CLUSTERDOWN");
 }
 
-asio::awaitable<void> AsyncCluster::refresh(Clock::time_point until) {
-  auto self = shared_from_this();
-  if (refreshing_) {
-    // Another coroutine reads the map (a round trip): look again every few ms.
-    asio::steady_timer timer(executor_);
-    for (int i = 0; i < 5000 && refreshing_ && Clock::now() < until; ++i) {
-      timer.expires_after(std::chrono::milliseconds(5));
-      co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    }
-    co_return;
+bool AsyncCluster::refresh_due() const noexcept { return Clock::now() - last_refresh_ >= kRefreshInterval; }
+
+void AsyncCluster::start_refresh() noexcept {
+  if (refreshing_) return;
+  try {
+    refreshing_ = true;
+    last_refresh_ = Clock::now();
+    asio::co_spawn(executor_, refresh(shared_from_this()), asio::detached);
+  } catch (...) {
+    refreshing_ = false;  // not started: the next caller tries again
   }
-  refreshing_ = true;
-  // Cleared however this ends: a cancelled caller's next co_await throws
-  // operation_aborted (not a lockon Error), and a flag left set stopped
-  // every later refresh of this client (found by review, session 17).
+}
+
+asio::awaitable<void> AsyncCluster::refresh(std::shared_ptr<AsyncCluster> self) {
+  // Cleared however this ends (an io_context torn down mid-read destroys
+  // the frame): a flag left set stopped every later read of this client
+  // (found by review, session 17).
   struct ClearWhenDone {
-    bool& flag;
-    ~ClearWhenDone() { flag = false; }
-  } clear_when_done{refreshing_};
-  last_refresh_ = Clock::now();
+    AsyncCluster& cluster;
+    ~ClearWhenDone() {
+      cluster.refreshing_ = false;
+      cluster.last_refresh_ = Clock::now();
+    }
+  } clear_when_done{*self};
   ++refreshes_;
-  std::vector<NodeAddress> candidates;
-  for (const auto& [name, node] : nodes_) candidates.push_back({node->options.host, node->options.port});
-  for (const NodeAddress& seed : options_.seeds)
-    if (std::find(candidates.begin(), candidates.end(), seed) == candidates.end()) candidates.push_back(seed);
+  std::vector<NodeAddress> known;
+  for (const auto& [name, node] : nodes_) known.push_back({node->options.host, node->options.port});
   std::string failures;
   NodeFailures failed;
-  for (const NodeAddress& candidate : candidates) {
+  for (const NodeAddress& candidate : map_candidates(known, options_.seeds, suspects_)) {
     std::vector<SlotOwner> owners;
     try {
-      owners = co_await read_map(candidate, until);
+      owners = co_await read_map(candidate);
     } catch (const Error& e) {
       failures += std::string(" ") + e.what() + ";";
       failed.add(e);
+      suspects_.insert(address_text(candidate));
       continue;
     }
+    suspects_.erase(address_text(candidate));
     if (owners.empty()) {
       failures += " " + address_text(candidate) + ": no slots assigned;";
       failed.add_unclassified();
       continue;
     }
+    if (closed_) co_return;  // closed while reading: nothing to route for
     std::map<std::string, std::shared_ptr<Node>> kept;
     std::vector<std::shared_ptr<Node>> slots(kClusterSlots);
     for (const SlotOwner& owner : owners) {
@@ -163,17 +171,22 @@ asio::awaitable<void> AsyncCluster::refresh(Clock::time_point until) {
     nodes_.swap(kept);
     slots_.swap(slots);
     stale_ = false;
+    refresh_failure_ = nullptr;
     co_return;
   }
   // A wrong password on every node is an AuthError here too (not "unavailable").
-  failed.throw_summary("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
+  try {
+    failed.throw_summary("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
+  } catch (...) {
+    refresh_failure_ = std::current_exception();  // for the callers waiting for this read
+  }
 }
 
-asio::awaitable<std::vector<SlotOwner>> AsyncCluster::read_map(const NodeAddress& from, Clock::time_point until) {
+asio::awaitable<std::vector<SlotOwner>> AsyncCluster::read_map(const NodeAddress& from) {
   // Its own short-lived connection: a master's command connection may be
-  // stuck behind a deep pipeline.
+  // stuck behind a deep pipeline. Bounded by its budget, not by a caller.
   auto connection = std::make_shared<AsyncConnection>(executor_, node_options(options_, from));
-  const auto bound = std::min(until, Clock::now() + options_.connect_timeout + socket_bound(options_));
+  const auto bound = Clock::now() + map_read_budget(options_);
   std::vector<SlotOwner> owners;
   std::exception_ptr failure;
   try {
@@ -205,6 +218,14 @@ asio::awaitable<std::vector<SlotOwner>> AsyncCluster::read_map(const NodeAddress
   co_return owners;
 }
 
+void AsyncCluster::suspect(const Node& node) noexcept {
+  stale_ = true;
+  try {
+    suspects_.insert(address_text({node.options.host, node.options.port}));
+  } catch (...) {
+  }
+}
+
 void AsyncCluster::on_moved(const Node& node, std::string_view text) noexcept {
   // "MOVED <slot> <host>:<port>": fix that slot now, re-read the rest soon.
   stale_ = true;
@@ -229,10 +250,8 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
                                                              std::span<const std::span<const std::string_view>> commands) {
   auto self = shared_from_this();
   const int slot = key.empty() ? 0 : key_slot(key);
-  const auto bound = until != Clock::time_point::max()
-                         ? until
-                         : Clock::now() + std::max<Clock::duration>(options_.socket_timeout, std::chrono::seconds(1));
-  auto backoff = std::chrono::milliseconds(1);
+  const auto bound = routing_bound(options_, until, Clock::now());
+  RetryBackoff backoff(bound);
   bool asking = false;
   NodeAddress ask_target;
   Routed routed;
@@ -242,21 +261,25 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
   // slot's migration outlasts 16 short back-offs.
   int redirects = 0;
   for (int attempt = 1;; ++attempt) {
-    const bool may_retry = attempt < kMaxRoutedWaits && Clock::now() + backoff < bound;
     std::shared_ptr<Node> node;
-    bool pause = false;  // (no co_await inside a handler)
+    std::exception_ptr refused;  // a refusal to retry after a pause (no co_await inside a handler)
     try {
       // (GCC 12 miscompiles co_await in a conditional expression: an if.)
       if (asking) node = node_at(ask_target);
       else node = co_await node_for_slot(slot, bound);
     } catch (const ServerBusyError&) {
       // No master serves the slot right now (a failover under way).
-      if (!may_retry) throw;
-      pause = true;
+      refused = std::current_exception();
     }
-    if (pause) {
-      co_await sleep_for(executor_, backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    if (!refused && !node) {
+      // The deadline passed while the map was read: nothing was sent.
+      routed.outcome.ended = AsyncConnection::Ended::deadline;
+      co_return routed;
+    }
+    if (refused) {
+      const auto pause = attempt < kMaxRoutedWaits ? backoff.next() : Clock::duration::zero();
+      if (pause == Clock::duration::zero()) std::rethrow_exception(refused);
+      co_await sleep_for(executor_, pause);
       continue;
     }
     std::string request;
@@ -288,19 +311,20 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
                                                            operation);
     } catch (const ConnectError&) {
       // Nothing was sent: re-read the map and retry.
-      stale_ = true;
+      suspect(*node);
       asking = false;
-      if (!may_retry) throw;
-      pause = true;
+      refused = std::current_exception();
     } catch (const IoError&) {
-      stale_ = true;
+      suspect(*node);
       throw;
     }
-    if (pause) {
-      co_await sleep_for(executor_, backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    if (refused) {
+      const auto pause = attempt < kMaxRoutedWaits ? backoff.next() : Clock::duration::zero();
+      if (pause == Clock::duration::zero()) std::rethrow_exception(refused);
+      co_await sleep_for(executor_, pause);
       continue;
     }
+    if (routed.outcome.ended == AsyncConnection::Ended::deadline) suspect(*node);  // silent: frozen, maybe failed over
     if (routed.outcome.ended != AsyncConnection::Ended::replied) co_return routed;
     if (asking) {
       // Drop the ASKINGs' replies (+OK; an error there shows in the next one).
@@ -331,9 +355,9 @@ asio::awaitable<AsyncCluster::Routed> AsyncCluster::exchange(std::string_view ke
       if (ask_target.host.empty()) ask_target.host = node->options.host;
     } else if (what.kind == RedirectKind::retry || redirects > 2) {
       // A MOVED right after a MOVED: the map is in flux (failover); wait.
-      if (Clock::now() + backoff >= bound) co_return routed;
-      co_await sleep_for(executor_, backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+      const auto pause = backoff.next();
+      if (pause == Clock::duration::zero()) co_return routed;
+      co_await sleep_for(executor_, pause);
     }
   }
 }
@@ -343,6 +367,7 @@ asio::awaitable<std::shared_ptr<AsyncSubscriber>> AsyncCluster::subscriber_for(s
   auto self = shared_from_this();
   const std::string copy(key);  // a coroutine parameter view must not dangle across suspension
   auto node = co_await node_for_slot(key_slot(copy), until);
+  if (!node) co_return nullptr;  // the deadline passed while the map was read
   if (!node->subscriber)
     node->subscriber = std::make_shared<AsyncSubscriber>(executor_, node->options, reconnect_delay_, true, subscriber_id_);
   co_return node->subscriber;

@@ -5,14 +5,19 @@
 // client/routed.hpp), with the same rules:
 //
 // - the map is read with CLUSTER SHARDS (CLUSTER SLOTS before Redis 7; the
-//   parsing is shared: client/cluster_map.hpp) from a known master or a
-//   seed, on first use, and again when stale (after MOVED, CLUSTERDOWN or a
-//   connection failure): one refresh at a time, at most every
-//   kRefreshInterval; the others route with the map they have;
+//   parsing and the order of the nodes asked are shared:
+//   client/cluster_map.hpp) from a known master or a seed, on first use,
+//   and again when stale (after MOVED, CLUSTERDOWN, a connection failure or
+//   a node silent until a caller's deadline): one read at a time, at most
+//   every kRefreshInterval, on its own coroutine, each node's read bounded
+//   by map_read_budget; callers route with the map they have, and one whose
+//   slot has no owner waits for the read until its deadline (null node:
+//   nothing sent), as ClusterTopology does;
 // - MOVED fixes its slot at once and the request is resent to the owner;
 //   ASK resends once to the named node, preceded by ASKING (in the same
 //   write); TRYAGAIN/CLUSTERDOWN are resent after a back-off doubling from
-//   1 ms to 100 ms; a ConnectError (nothing sent) is retried likewise. Those
+//   1 ms to 100 ms, never past the bound (RetryBackoff, routed.hpp); a
+//   ConnectError (nothing sent) is retried likewise. Those
 //   replies mean the request did not run, so resending is safe. Bounded by
 //   the caller's deadline (without one: max(socket timeout, 1 s)); MOVED and
 //   ASK also by kMaxRoutedAttempts (the waits for a migration only by time,
@@ -28,8 +33,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,7 +84,8 @@ class AsyncCluster : public std::enable_shared_from_this<AsyncCluster> {
 
   /// The id every master's sharded subscriber has (made or not).
   const std::string& subscriber_id() const noexcept { return subscriber_id_; }
-  /// The sharded subscriber of the master serving `key` now.
+  /// The sharded subscriber of the master serving `key` now; null when
+  /// `until` passed while the map was read (the slot had no owner).
   asio::awaitable<std::shared_ptr<AsyncSubscriber>> subscriber_for(std::string_view key, Clock::time_point until);
 
   /// Closes every connection and subscriber (waiters poll).
@@ -89,9 +97,16 @@ class AsyncCluster : public std::enable_shared_from_this<AsyncCluster> {
  private:
   asio::awaitable<std::shared_ptr<Node>> node_for_slot(int slot, Clock::time_point until);
   std::shared_ptr<Node> node_at(const NodeAddress& address);
-  asio::awaitable<void> refresh(Clock::time_point until);
-  asio::awaitable<std::vector<SlotOwner>> read_map(const NodeAddress& from, Clock::time_point until);
+  // The map read: one at a time, on its own coroutine (detached, holding
+  // `self`), each node's read bounded by map_read_budget, not by a caller.
+  bool refresh_due() const noexcept;
+  void start_refresh() noexcept;
+  asio::awaitable<void> refresh(std::shared_ptr<AsyncCluster> self);
+  asio::awaitable<std::vector<SlotOwner>> read_map(const NodeAddress& from);
   void on_moved(const Node& node, std::string_view text) noexcept;
+  // `node` failed a request or was silent until its deadline: the map may
+  // be stale, and the next read asks `node` last (map_candidates).
+  void suspect(const Node& node) noexcept;
 
   asio::any_io_executor executor_;
   ConnectionOptions options_;
@@ -101,6 +116,8 @@ class AsyncCluster : public std::enable_shared_from_this<AsyncCluster> {
   std::map<std::string, std::shared_ptr<Node>> nodes_;  // by "host:port"
   bool stale_ = true;
   bool refreshing_ = false;
+  std::exception_ptr refresh_failure_;  // of the last read, if it failed
+  std::set<std::string> suspects_;      // map_candidates
   bool closed_ = false;
   Clock::time_point last_refresh_{};
   std::uint64_t refreshes_ = 0;

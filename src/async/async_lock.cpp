@@ -269,8 +269,14 @@ asio::awaitable<void> AsyncLockImpl::drop_record() noexcept {
   try {
     const std::array<std::string_view, 1> key{keys_[4]};
     const std::array<std::string_view, 1> args{record_};
+    // Within the short grace of a leave (kLeaveGrace), as the blocking
+    // Lock's drop_record: it follows a failed attempt, often at the
+    // caller's deadline, and bounded by the socket timeout it retried a
+    // Cluster's CLUSTERDOWN for most of a second after an
+    // async_try_lock_for(200 ms) had failed (issue 33). A late run deletes
+    // only this attempt's record.
     co_await client_->script(scripts::delete_record(), key, args, "delete a holder record",
-                             bounded_by_socket_timeout(client_->options()));
+                             Clock::now() + kLeaveGrace);
   } catch (...) {
     // A record left behind expires with the lease it was written for.
   }

@@ -53,6 +53,8 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
   // (every master's has the same id, so our queue entry stays valid when
   // the slot moves: follow_slot below).
   std::shared_ptr<AsyncSubscriber> subscriber = co_await client_->subscriber_for(name(), deadline);
+  // A Cluster's map read outlasted the deadline (issue 33): nothing was queued.
+  if (!subscriber) co_return false;
   const std::string waiter_id = random_hex(8);
   std::string entry = subscriber->id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (options_.fencing ? "1" : "0") +
                       "|" + token_;
@@ -82,6 +84,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
     std::shared_ptr<AsyncSubscriber> now_serving;
     if (client_->sharded()) {
       now_serving = co_await client_->subscriber_for(name(), deadline);
+      if (!now_serving) co_return;  // a map read outlasted the deadline: keep listening here
     } else {
       if (!move_waits_after_failover_for_tests.load(std::memory_order_relaxed)) co_return;
       now_serving = client_->subscriber_if_made();

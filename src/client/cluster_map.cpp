@@ -1,5 +1,6 @@
 #include "client/cluster_map.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -84,6 +85,16 @@ std::vector<SlotOwner> parse_cluster_slots(const redisReply& reply, const NodeAd
                       NodeAddress{host_or(text_of(*master.element[0]), from), static_cast<int>(port)}});
   }
   return owners;
+}
+
+std::vector<NodeAddress> map_candidates(const std::vector<NodeAddress>& known, const std::vector<NodeAddress>& seeds,
+                                        const std::set<std::string>& suspects) {
+  std::vector<NodeAddress> all = known;
+  for (const NodeAddress& seed : seeds)
+    if (std::find(all.begin(), all.end(), seed) == all.end()) all.push_back(seed);
+  std::stable_partition(all.begin(), all.end(),
+                        [&](const NodeAddress& node) { return suspects.count(address_text(node)) == 0; });
+  return all;
 }
 
 }  // namespace lockon::detail

@@ -13,8 +13,6 @@
 namespace lockon::detail {
 namespace {
 
-std::string address_text(const NodeAddress& address) { return address.host + ":" + std::to_string(address.port); }
-
 // An announced host: "" or "?" mean "the address you reached me at".
 std::string host_or(std::string_view announced, const NodeAddress& asked) {
   if (announced.empty() || announced == "?") return asked.host;
@@ -28,29 +26,70 @@ ClusterTopology::ClusterTopology(const ConnectionOptions& options, PoolOptions l
   if (options_.seeds.empty()) options_.seeds.push_back({options_.host, options_.port});
 }
 
+ClusterTopology::~ClusterTopology() {
+  // A running re-read uses this object: it ends within its budget.
+  std::shared_future<void> running;
+  {
+    std::lock_guard lock(refresh_mutex_);
+    running = refresh_;
+  }
+  if (running.valid()) running.wait();
+}
+
 std::shared_ptr<Node> ClusterTopology::node_for(std::string_view key) { return node_for_slot(key_slot(key)); }
 
-std::shared_ptr<Node> ClusterTopology::node_for_slot(int slot) {
-  if (stale_.load(std::memory_order_relaxed)) maybe_refresh();
+std::shared_ptr<Node> ClusterTopology::node_for(std::string_view key, Clock::time_point until) {
+  return node_for_slot(key_slot(key), until);
+}
+
+bool ClusterTopology::refresh_due() const noexcept {
+  const auto since = Clock::now().time_since_epoch().count() - last_refresh_.load(std::memory_order_relaxed);
+  return since >= Clock::duration(kRefreshInterval).count();
+}
+
+std::shared_future<void> ClusterTopology::start_refresh(bool due) noexcept {
+  try {
+    std::lock_guard lock(refresh_mutex_);
+    const bool running = refresh_.valid() && refresh_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    if (running || !due) return running ? refresh_ : std::shared_future<void>();
+    last_refresh_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    refresh_ = std::async(std::launch::async, [this] { refresh_now(); }).share();
+    return refresh_;
+  } catch (...) {
+    return {};  // no thread now: the map stays as it is, the next caller tries again
+  }
+}
+
+std::shared_ptr<Node> ClusterTopology::node_for_slot(int slot, Clock::time_point until) {
+  const auto index = static_cast<std::size_t>(slot);
+  if (stale_.load(std::memory_order_relaxed)) static_cast<void>(start_refresh(refresh_due()));
   bool loaded = false;
   {
     std::shared_lock lock(map_mutex_);
-    if (slots_[static_cast<std::size_t>(slot)]) return slots_[static_cast<std::size_t>(slot)];
+    if (slots_[index]) return slots_[index];
     loaded = !nodes_.empty();
   }
-  // An unserved slot in a map read moments ago (a master failed and its
-  // replica is not promoted yet): say so without asking again right away.
-  const auto since = Clock::now().time_since_epoch().count() - last_refresh_.load(std::memory_order_relaxed);
-  if (!loaded || since >= Clock::duration(kRefreshInterval).count()) refresh();
+  // No owner: wait for a map read. An unserved slot in a map read moments
+  // ago (a master failed and its replica is not promoted yet) is said so
+  // without asking again right away.
+  std::shared_future<void> read = start_refresh(!loaded || refresh_due());
+  if (read.valid()) {
+    if (until == Clock::time_point::max()) read.wait();
+    else if (read.wait_until(until) != std::future_status::ready) return nullptr;  // it goes on for the others
+    std::shared_lock lock(map_mutex_);
+    if (slots_[index]) return slots_[index];
+    lock.unlock();
+    read.get();  // no map at all: what every node failed with
+  }
   std::shared_lock lock(map_mutex_);
-  if (slots_[static_cast<std::size_t>(slot)]) return slots_[static_cast<std::size_t>(slot)];
+  if (slots_[index]) return slots_[index];
   throw ServerBusyError("route key on " + options_.endpoint() + ": no master serves hash slot " +
                             std::to_string(slot) + " (cluster down?)",
                         "CLUSTERDOWN");
 }
 
 std::shared_ptr<Node> ClusterTopology::any_node() {
-  if (stale_.load(std::memory_order_relaxed)) maybe_refresh();
+  if (stale_.load(std::memory_order_relaxed)) static_cast<void>(start_refresh(refresh_due()));
   {
     std::shared_lock lock(map_mutex_);
     if (!nodes_.empty()) return nodes_.begin()->second;
@@ -104,81 +143,93 @@ void ClusterTopology::report_error_reply(const Node& node, std::string_view text
 }
 
 void ClusterTopology::report_io_failure(const Node& node) noexcept {
-  static_cast<void>(node);
+  suspect(node);
   stale_.store(true, std::memory_order_relaxed);
 }
 
-void ClusterTopology::maybe_refresh() noexcept {
-  const auto now = Clock::now().time_since_epoch().count();
-  if (now - last_refresh_.load(std::memory_order_relaxed) < Clock::duration(kRefreshInterval).count()) return;
-  std::unique_lock lock(refresh_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // someone else is at it; route with what we have
+void ClusterTopology::suspect(const Node& node) noexcept {
   try {
-    refresh_locked();
+    std::lock_guard lock(refresh_mutex_);
+    suspects_.insert(node.endpoint());
   } catch (...) {
   }
 }
 
 void ClusterTopology::refresh() {
-  const std::uint64_t before = refreshes_.load();
-  std::lock_guard guard(refresh_mutex_);
-  // Another thread re-read the map while we waited for it: use that.
-  if (refreshes_.load() != before && !stale_.load()) return;
-  refresh_locked();
+  std::shared_future<void> read = start_refresh(true);
+  if (read.valid()) read.get();
 }
 
-void ClusterTopology::refresh_locked() {
-  last_refresh_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+void ClusterTopology::refresh_now() {
   ++refreshes_;
-  std::vector<NodeAddress> candidates;
+  std::vector<NodeAddress> known;
   {
     std::shared_lock lock(map_mutex_);
-    for (const auto& [name, node] : nodes_) candidates.push_back({node->options().host, node->options().port});
+    for (const auto& [name, node] : nodes_) known.push_back({node->options().host, node->options().port});
   }
-  for (const NodeAddress& seed : options_.seeds)
-    if (std::find(candidates.begin(), candidates.end(), seed) == candidates.end()) candidates.push_back(seed);
+  std::vector<NodeAddress> candidates;
+  {
+    std::lock_guard lock(refresh_mutex_);
+    candidates = map_candidates(known, options_.seeds, suspects_);
+  }
   std::string failures;
   NodeFailures failed;
   for (const NodeAddress& candidate : candidates) {
+    std::vector<Owner> owners;
     try {
-      const std::vector<Owner> owners = read_map(candidate);
-      if (owners.empty()) {
-        failures += " " + address_text(candidate) + ": no slots assigned;";
-        failed.add_unclassified();
-        continue;
-      }
-      std::unique_lock lock(map_mutex_);
-      std::map<std::string, std::shared_ptr<Node>> kept;
-      std::array<std::shared_ptr<Node>, kClusterSlots> slots{};
-      for (const Owner& owner : owners) {
-        std::shared_ptr<Node> node = node_locked(owner.master);
-        kept[address_text(owner.master)] = node;
-        for (int slot = owner.start; slot <= owner.end && slot < kClusterSlots; ++slot)
-          if (slot >= 0) slots[static_cast<std::size_t>(slot)] = node;
-      }
-      // Masters no longer listed are retired; callers still holding one keep
-      // it alive until their exchange ends.
-      nodes_.swap(kept);
-      slots_.swap(slots);
-      stale_.store(false);
-      return;
+      owners = read_map(candidate);
     } catch (const Error& e) {
       failures += std::string(" ") + e.what() + ";";
       failed.add(e);
+      std::lock_guard lock(refresh_mutex_);
+      suspects_.insert(address_text(candidate));
+      continue;
     }
+    {
+      std::lock_guard lock(refresh_mutex_);
+      suspects_.erase(address_text(candidate));
+    }
+    if (owners.empty()) {
+      failures += " " + address_text(candidate) + ": no slots assigned;";
+      failed.add_unclassified();
+      continue;
+    }
+    std::unique_lock lock(map_mutex_);
+    std::map<std::string, std::shared_ptr<Node>> kept;
+    std::array<std::shared_ptr<Node>, kClusterSlots> slots{};
+    for (const Owner& owner : owners) {
+      std::shared_ptr<Node> node = node_locked(owner.master);
+      kept[address_text(owner.master)] = node;
+      for (int slot = owner.start; slot <= owner.end && slot < kClusterSlots; ++slot)
+        if (slot >= 0) slots[static_cast<std::size_t>(slot)] = node;
+    }
+    // Masters no longer listed are retired; callers still holding one keep
+    // it alive until their exchange ends.
+    nodes_.swap(kept);
+    slots_.swap(slots);
+    stale_.store(false);
+    last_refresh_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    return;
   }
+  last_refresh_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   // A wrong password on every node is an AuthError here too (not "unavailable").
   failed.throw_summary("cluster map on " + options_.endpoint() + ": no node answered CLUSTER SHARDS/SLOTS:" + failures);
 }
 
 std::vector<ClusterTopology::Owner> ClusterTopology::read_map(const NodeAddress& from) const {
+  // The whole read within its budget, whatever the socket timeout (0: none).
+  const auto deadline = Clock::now() + map_read_budget(options_);
   Connection connection(node_options(options_, from));
+  if (!connection.ensure_connected_by(deadline))
+    throw TimeoutError("cluster map on " + connection.endpoint() + ": no connection within the map read's budget");
   const std::array<std::string_view, 2> shards{"CLUSTER", "SHARDS"};
-  ReplyPtr reply = connection.command(shards, "CLUSTER SHARDS");
+  connection.append(shards);
+  ReplyPtr reply = connection.read_reply_until(deadline, "CLUSTER SHARDS");
   if (reply->type == REDIS_REPLY_ARRAY) return parse_cluster_shards(*reply, from, options_.tls.enabled);
   // Before Redis 7: CLUSTER SLOTS.
   const std::array<std::string_view, 2> legacy{"CLUSTER", "SLOTS"};
-  reply = connection.command(legacy, "CLUSTER SLOTS");
+  connection.append(legacy);
+  reply = connection.read_reply_until(deadline, "CLUSTER SLOTS");
   if (reply->type == REDIS_REPLY_ERROR) throw_reply_error(*reply, connection.endpoint(), "CLUSTER SLOTS");
   return parse_cluster_slots(*reply, from);
 }

@@ -10,7 +10,9 @@
 //   CLUSTERDOWN  (a failover under way) are retried after a back-off that
 //                doubles from 1 ms to 100 ms.
 // Everything is bounded by the caller's deadline (or, without one, by the
-// larger of the socket timeout and one second). MOVED and ASK also count
+// larger of the socket timeout and one second: routing_bound), back-offs
+// included (RetryBackoff never sleeps past it), and so is the wait for the
+// map's re-read (ClusterTopology: null node, nothing sent). MOVED and ASK also count
 // against kMaxRoutedAttempts (a redirection loop); waits for a migration or
 // a failover (TRYAGAIN, CLUSTERDOWN, no owner, connection refused) count
 // only against the time bound (and kMaxRoutedWaits), because a slot's
@@ -19,6 +21,8 @@
 // error reply (ServerBusyError). A connection failure (ConnectError: nothing
 // was sent) makes the topology re-read the map and is retried the same way;
 // any other I/O failure leaves the outcome unknown and is thrown as is.
+// A node silent until the caller's deadline marks the map stale too (it may
+// be frozen, its slots failed over to a replica the map does not know).
 //
 // One server (no cluster): a straight call, no loop.
 #pragma once
@@ -94,6 +98,39 @@ inline const redisReply* first_readonly(const std::vector<ReplyPtr>& replies) no
 inline constexpr int kMaxRoutedAttempts = 16;
 inline constexpr int kMaxRoutedWaits = 1000;
 
+/// What bounds a routed request on a cluster (both fronts): the caller's
+/// deadline, or without one (time_point::max()) the larger of the socket
+/// timeout and one second from `now`.
+inline std::chrono::steady_clock::time_point routing_bound(const ConnectionOptions& options,
+                                                           std::chrono::steady_clock::time_point until,
+                                                           std::chrono::steady_clock::time_point now) {
+  if (until != std::chrono::steady_clock::time_point::max()) return until;
+  return now + std::max<std::chrono::steady_clock::duration>(options.socket_timeout, std::chrono::seconds(1));
+}
+
+/// The pause before resending a request a cluster refused for now
+/// (TRYAGAIN, CLUSTERDOWN, no owner for the slot, connection refused, a
+/// MOVED right after a MOVED): doubling from 1 ms to 100 ms, and never one
+/// that would end at or after the bound — the caller gives up instead of
+/// sleeping past its deadline (both fronts: routed_call, AsyncCluster).
+class RetryBackoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit RetryBackoff(Clock::time_point bound) noexcept : bound_(bound) {}
+  /// The next pause, or zero when none fits before the bound (give up).
+  Clock::duration next() noexcept {
+    if (Clock::now() + delay_ >= bound_) return Clock::duration::zero();
+    const Clock::duration pause = delay_;
+    delay_ = std::min(delay_ * 2, kLongest);
+    return pause;
+  }
+
+ private:
+  static constexpr Clock::duration kLongest = std::chrono::milliseconds(100);
+  Clock::time_point bound_;
+  Clock::duration delay_ = std::chrono::milliseconds(1);
+};
+
 /// Runs `exchange(Connection&, Node&)` (returning ReplyPtr or
 /// std::vector<ReplyPtr>; null/empty = the caller's deadline passed) on the
 /// node serving `key`, following redirections as described above.
@@ -124,16 +161,12 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
     }
   }
   Topology& topology = client.topology();
-  const auto start = Clock::now();
-  const auto bound = until != Clock::time_point::max()
-                         ? until
-                         : start + std::max<Clock::duration>(client.options().socket_timeout, std::chrono::seconds(1));
-  auto backoff = std::chrono::milliseconds(1);
+  const auto bound = routing_bound(client.options(), until, Clock::now());
+  RetryBackoff backoff(bound);
   const auto pause = [&] {
-    const auto now = Clock::now();
-    if (now + backoff >= bound) return false;
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    const auto delay = backoff.next();
+    if (delay == Clock::duration::zero()) return false;
+    std::this_thread::sleep_for(delay);
     return true;
   };
   // ASK target (a plain pair rather than std::optional: GCC 12 warns on
@@ -152,6 +185,7 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
       throw;
     }
     decltype(exchange(std::declval<Connection&>(), std::declval<Node&>())) result;
+    if (!node) return result;  // the deadline passed while the map was read: nothing was sent
     try {
       auto lease = node->pool().borrow_by(until);
       if (!lease) return result;  // the caller's deadline passed first: nothing was sent
@@ -169,6 +203,8 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
         asking_mode.connection = &*connection;
       }
       result = exchange(*connection, *node);
+      // Silent until the caller's deadline: frozen, maybe failed over.
+      if (!has_replies(result)) topology.report_io_failure(*node);
     } catch (const ConnectError&) {
       topology.report_io_failure(*node);
       asking = false;

@@ -86,8 +86,9 @@ class Topology {
   /// can be found.
   virtual std::shared_ptr<Node> node_for(std::string_view key) = 0;
   /// As node_for(key), but a resolution that `until` (a caller's deadline)
-  /// cuts short returns null: nothing was sent. Only Sentinel's resolution
-  /// honours it so far (the Cluster map read does not: docs/verification.md).
+  /// cuts short returns null: nothing was sent (Sentinel's resolution, a
+  /// Cluster's map read while the key's slot has no owner; both go on for
+  /// the other callers).
   virtual std::shared_ptr<Node> node_for(std::string_view key, std::chrono::steady_clock::time_point until) {
     static_cast<void>(until);
     return node_for(key);

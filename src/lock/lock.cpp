@@ -186,12 +186,16 @@ Lock::Impl::Attempt Lock::Impl::fast_attempt(Clock::time_point deadline) {
 }
 
 // Deletes the who key if it still holds this attempt's record. Best effort:
-// a record left behind expires with the lease it was written for.
+// a record left behind expires with the lease it was written for. Within a
+// short grace, as a cancel's (kCancelGrace): it follows a failed attempt,
+// often at the caller's deadline, and unbounded it retried a Cluster's
+// CLUSTERDOWN for a second after a try_lock_for(200 ms) had failed (issue
+// 33). A late run deletes only this attempt's record.
 void Lock::Impl::drop_record() noexcept {
   if (record_.empty()) return;
   try {
     const std::array<std::string_view, 5> eval{"EVAL", detail::scripts::delete_record().body(), "1", calls_.who_key(), record_};
-    calls_.command(eval, "delete a holder record");
+    calls_.command_until(eval, "delete a holder record", Clock::now() + kCancelGrace);
   } catch (...) {
   }
 }

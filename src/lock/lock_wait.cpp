@@ -79,7 +79,10 @@ Lock::Impl::Attempt Lock::Impl::wait_attempt(const std::string& entry, bool enqu
 bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
   const bool resumed = wait_ != nullptr;
   if (!resumed) {
-    auto node = client_.impl()->node_for(state_.name);
+    // Bounded by the deadline like every step (a Cluster re-reading its
+    // map, issue 33): null when it passed first; nothing was queued.
+    auto node = client_.impl()->node_for(state_.name, deadline);
+    if (!node) return false;
     auto& subscriber = node->subscriber();
     const std::string waiter_id = detail::random_hex(8);
     wait_ = std::make_unique<Wait>();
@@ -234,8 +237,9 @@ void Lock::Impl::move_wait(std::shared_ptr<detail::Node> node, Clock::time_point
 // over record names us, which the next attempt sees.
 void Lock::Impl::follow_slot(Clock::time_point until) {
   if (!calls_.sharded()) return;
-  auto node = client_.impl()->node_for(state_.name);
-  if (node == wait_->node) return;
+  // Null when a map read outlasts `until`: keep listening where we are.
+  auto node = client_.impl()->node_for(state_.name, until);
+  if (!node || node == wait_->node) return;
   {
     auto& slot = wait_->watch->slot();
     std::lock_guard lock(slot.mutex);

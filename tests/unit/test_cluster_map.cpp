@@ -60,5 +60,32 @@ TEST(ClusterMap, NonArraysGiveNothing) {
   EXPECT_TRUE(parse_cluster_slots(*reply, NodeAddress{"h", 1}).empty());
 }
 
+// A map read asks the known masters, then the seeds not among them; nodes
+// that failed lately go last (a frozen master first in line held every read
+// for its whole budget: issue 33).
+TEST(ClusterMap, CandidatesPutSuspectsLastKeepingTheOrder) {
+  const std::vector<NodeAddress> known{{"127.0.0.1", 7000}, {"127.0.0.1", 7001}, {"127.0.0.1", 7002}};
+  const std::vector<NodeAddress> seeds{{"127.0.0.1", 7001}, {"127.0.0.1", 7005}};
+  const auto plain = map_candidates(known, seeds, {});
+  ASSERT_EQ(plain.size(), 4u);
+  EXPECT_EQ(plain[0].port, 7000);
+  EXPECT_EQ(plain[3].port, 7005);
+  const auto ordered = map_candidates(known, seeds, {"127.0.0.1:7000", "127.0.0.1:7001"});
+  ASSERT_EQ(ordered.size(), 4u);
+  EXPECT_EQ(ordered[0].port, 7002);
+  EXPECT_EQ(ordered[1].port, 7005);
+  EXPECT_EQ(ordered[2].port, 7000);
+  EXPECT_EQ(ordered[3].port, 7001);
+}
+
+TEST(ClusterMap, MapReadBudgetIsBoundedWithoutASocketTimeout) {
+  ConnectionOptions options;
+  options.connect_timeout = std::chrono::milliseconds(300);
+  options.socket_timeout = std::chrono::milliseconds(0);  // none
+  EXPECT_EQ(map_read_budget(options), std::chrono::milliseconds(5300));
+  options.socket_timeout = std::chrono::milliseconds(700);
+  EXPECT_EQ(map_read_budget(options), std::chrono::milliseconds(1000));
+}
+
 }  // namespace
 }  // namespace lockon::detail

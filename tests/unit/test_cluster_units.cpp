@@ -2,7 +2,10 @@
 // the mapping of cluster error replies (never a raw MOVED/ASK).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "client/error_map.hpp"
 #include "client/routed.hpp"
@@ -44,6 +47,29 @@ TEST(ClusterRedirect, LeftoverRedirectionsMapToServerBusyWithoutTheRawCode) {
       }
     }
   }
+}
+
+// The back-off of both fronts between retries of a refused request never
+// sleeps past the caller's bound: it gives up instead (issue 33: CLUSTERDOWN
+// retries ended up to 100 ms after the deadline).
+TEST(RetryBackoff, DoublesAndNeverEndsPastTheBound) {
+  using Clock = std::chrono::steady_clock;
+  const auto bound = Clock::now() + std::chrono::milliseconds(40);
+  RetryBackoff backoff(bound);
+  std::vector<Clock::duration> pauses;
+  for (int i = 0; i < 100; ++i) {
+    const auto before = Clock::now();
+    const auto pause = backoff.next();
+    if (pause == Clock::duration::zero()) break;
+    EXPECT_LT(before + pause, bound);
+    pauses.push_back(pause);
+    std::this_thread::sleep_for(pause);
+  }
+  ASSERT_GE(pauses.size(), 2u);
+  EXPECT_EQ(pauses[0], std::chrono::milliseconds(1));
+  EXPECT_EQ(pauses[1], std::chrono::milliseconds(2));
+  RetryBackoff late(Clock::now());
+  EXPECT_EQ(late.next(), Clock::duration::zero());
 }
 
 }  // namespace
