@@ -226,6 +226,16 @@ class RetriesExhausted : public LockError {
   using LockError::LockError;
 };
 
+/// A lock_on call found its key held by the calling thread itself (an
+/// enclosing lock_on call of the same locker) and is not reentrant: waiting
+/// could only end at its timeout. Thrown at once, nothing sent; set
+/// LockOnOptions::reentrant to run such a nested call under the enclosing
+/// lock.
+class HeldByThisThread : public LockError {
+ public:
+  using LockError::LockError;
+};
+
 /// Redlock could not reach, or could not win, a majority of its nodes.
 class QuorumError : public LockError {
  public:

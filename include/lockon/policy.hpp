@@ -77,7 +77,8 @@ struct LockerPolicy {
   /// single-instance lock a MULTI/EXEC instead of a plain SET.
   bool fencing = false;
   /// Replicas that must acknowledge each acquisition / hand-over (WAIT)
-  /// before fn runs (LockOptions::replica_acks). Single-instance lock only.
+  /// before fn runs (LockOptions::replica_acks). Single-instance lock only;
+  /// AsyncLocker refuses it (ConfigError at the call, nothing sent).
   ReplicaAcks replica_acks{};
   /// Called on the calling thread after each attempt (metrics, logs, tests).
   /// An exception from it propagates out of the call (a lock the attempt
@@ -103,8 +104,9 @@ struct LockOnOptions {
   std::optional<LockerPolicy> policy{};
   /// Reentrancy on request. false (the default): a locked call that, on the
   /// same thread, calls a locked function on a key this thread already holds
-  /// waits for itself until the policy gives up (AcquireTimeout /
-  /// RetriesExhausted). true: such a nested call of THIS function runs at
+  /// fails at once, nothing sent: lock_on throws HeldByThisThread (waiting
+  /// could only end at the policy's timeout), try_lock_on returns empty
+  /// (busy). true: such a nested call of THIS function runs at
   /// once under the enclosing call's lock, without acquiring or releasing
   /// (LockContext then describes the enclosing lock; attempts() is 0). Holds
   /// are recorded per thread and per locker backend (copies and

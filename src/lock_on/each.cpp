@@ -26,6 +26,8 @@ thread_local std::vector<ThreadHold> thread_holds;
 
 }  // namespace
 
+bool this_thread_holds_any() noexcept { return !thread_holds.empty(); }
+
 DistributedLock* held_by_this_thread(std::uint64_t backend, std::string_view key) {
   for (auto it = thread_holds.rbegin(); it != thread_holds.rend(); ++it) {
     if (it->backend != backend) continue;
@@ -59,11 +61,10 @@ Acquisition acquire_each(const CallSite& site, const std::vector<std::string>& e
   DistributedLock* outer = nullptr;
   for (const std::string& encoded : encoded_args) {
     std::string key = make_lock_key(policy.key_prefix, std::string_view{}, encoded);
-    if (site.reentrant) {
-      if (DistributedLock* held = held_by_this_thread(site.core.backend, key)) {
-        outer = held;
-        continue;
-      }
+    if (DistributedLock* held = held_by_this_thread(site.core.backend, key)) {
+      if (!site.reentrant) return refuse_held_by_this_thread(site, key, throw_on_busy);
+      outer = held;
+      continue;
     }
     keys.push_back(std::move(key));
   }

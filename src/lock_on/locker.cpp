@@ -220,11 +220,20 @@ namespace {
 
 }  // namespace
 
+Acquisition refuse_held_by_this_thread(const CallSite& site, std::string_view key, bool throw_on_busy) {
+  if (!throw_on_busy) return Acquisition{nullptr, 0, {}};
+  throw HeldByThisThread(describe(site, key) +
+                             " is already held by the calling thread (an enclosing lock_on call): a nested call "
+                             "would wait for itself; set LockOnOptions::reentrant to run it under the enclosing lock",
+                         std::string(key));
+}
+
 Acquisition acquire(const CallSite& site, std::string encoded_args, bool throw_on_busy) {
   const LockerPolicy& policy = site.policy.policy;
-  if (site.reentrant) {
+  if (this_thread_holds_any()) {
     const std::string key = make_lock_key(policy.key_prefix, site.digest, encoded_args);
     if (DistributedLock* outer = held_by_this_thread(site.core.backend, key)) {
+      if (!site.reentrant) return refuse_held_by_this_thread(site, key, throw_on_busy);
       Acquisition nested;
       nested.reentered = outer;
       return nested;

@@ -98,14 +98,27 @@ TEST_F(LockOnEachTest, ReentrantNestedCallRunsAtOnceOnlyWhenRequested) {
   });
   EXPECT_EQ(outer("a", "b"), 7);
 
-  // Not reentrant (the default): the nested call waits for itself until the
-  // policy's deadline.
+  // Not reentrant (the default): the nested call fails at once, saying the
+  // calling thread holds the key (it used to wait for itself until the
+  // policy's deadline and report "held by another owner").
+  const auto transfer_plain =
+      l.lock_on_each<0, 1>("bank::transfer", [](const std::string&, const std::string&) { return 7; });
+  const auto try_deposit_plain = l.try_lock_on<0>(
+      "bank::deposit", [](const std::string&) { return 1; }, {.scope = KeyScope::entity});
   const auto outer_plain = l.lock_on<0>(
       "bank::audit",
       [&](const std::string& account) {
         const auto start = Clock::now();
-        EXPECT_THROW(deposit_plain(account), AcquireTimeout);
-        EXPECT_GE(ms_since(start), 350);
+        try {
+          deposit_plain(account);
+          ADD_FAILURE() << "a nested non-reentrant call ran";
+        } catch (const HeldByThisThread& e) {
+          EXPECT_NE(std::string(e.what()).find("calling thread"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("reentrant"), std::string::npos) << e.what();
+        }
+        EXPECT_FALSE(try_deposit_plain(account).has_value()) << "try_lock_on: busy, at once";
+        EXPECT_THROW(transfer_plain("zz", account), HeldByThisThread) << "lock_on_each: one key held here";
+        EXPECT_LT(ms_since(start), 200) << "waited for itself";
       },
       {.scope = KeyScope::entity});
   outer_plain("a");
