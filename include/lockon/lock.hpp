@@ -134,6 +134,8 @@ struct LockOptions {
   /// made the grant's last write). Otherwise the lock is released and
   /// ReplicationError says how many acknowledged. Narrows, does not close,
   /// the window in which a failover loses a grant: WAIT is not consensus.
+  /// AsyncLock (and async_lock_on) refuse it with ConfigError: their
+  /// coroutines share one connection, which WAIT would hold up.
   ReplicaAcks replica_acks{};
 };
 

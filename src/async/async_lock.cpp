@@ -60,6 +60,13 @@ AsyncLockImpl::AsyncLockImpl(std::shared_ptr<AsyncClientImpl> client, std::strin
   if (options_.max_hold.count() < 0) throw ConfigError("lock '" + name + "': max_hold must not be negative");
   if (options_.keep_queue_place)
     throw ConfigError("lock '" + name + "': keep_queue_place is not supported by AsyncLock");
+  // WAIT holds back every reply after it on its connection, and the async
+  // client has one command connection that every coroutine shares: until
+  // WAIT gets a connection of its own here, asking for acknowledgements is
+  // refused rather than silently not honoured (it was ignored, and no
+  // ReplicationError could ever come).
+  if (options_.replica_acks.replicas != 0)
+    throw ConfigError("lock '" + name + "': replica_acks is not supported by AsyncLock (use the blocking Lock)");
   keys_ = lock_script_keys(name);
   ttl_text_ = options_.no_expiry ? "0" : std::to_string(options_.ttl.count());
 }
