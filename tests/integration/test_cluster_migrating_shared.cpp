@@ -1,5 +1,5 @@
 // integration/test_cluster_migrating_shared.cpp — ReadWriteLock and
-// Semaphore while their name's slot migrates (issue 33, §3).
+// Semaphore while their name's slot migrates (issue 33, §2 and §3).
 //
 // §3: with a waiter queued by the holder's own process, all three keys
 // ({K}:sh, {K}:sq, {K}:shs) are on the source, so the scripts run there.
@@ -7,6 +7,9 @@
 // release's ZREM emptied {K}:sh and fits() read it with ZCARD — which Redis
 // refuses there: the release failed half-done (share removed, nobody handed
 // it, the caller told its lease was lost).
+// §2: with one key alone on the source, every script gets TRYAGAIN until the
+// migration ends. A release refused that long used to leave the share in
+// {K}:sh until its TTL; it is now retried in the background.
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "lockon/client.hpp"
+#include "lockon/errors.hpp"
 #include "lockon/read_write_lock.hpp"
 #include "lockon/semaphore.hpp"
 
@@ -167,6 +171,61 @@ TEST_F(ClusterMigrating, WaiterTakesAPermitWhoseHolderLapsed) {
   EXPECT_TRUE(waiter.acquired());
   EXPECT_NO_THROW(next.release_or_throw());
   EXPECT_NO_THROW(holder.release_or_throw());
+}
+
+// §2: the release gets TRYAGAIN for longer than it waits (its share alone
+// on the source). It throws ServerBusyError, and once the migration ends the
+// background clean-up removes the share: the next holder gets in at once,
+// not when the share's 20 s lease ends.
+template <class Release, class Next>
+void expect_finished_in_background(Release release, Next next, const std::function<void()>& end) {
+  const auto start = Clock::now();
+  bool busy = false;
+  try {
+    release();
+  } catch (const ServerBusyError&) {
+    busy = true;
+  }
+  EXPECT_TRUE(busy) << "the release was expected to be refused (TRYAGAIN) for the whole migration";
+  std::cout << "the release gave up after " << ms_since(start) << " ms\n";
+  end();
+  const auto ended = Clock::now();
+  EXPECT_TRUE(next()) << "the released share stayed in {K}:sh";
+  std::cout << "the next holder got in " << ms_since(ended) << " ms after the migration ended\n";
+}
+
+TEST_F(ClusterMigrating, ReadShareReleaseRefusedForTheWholeMigrationEndsInTheBackground) {
+  const Client client(cluster().url());
+  ReadWriteLock reader(client, name_, {.ttl = 20s});
+  ASSERT_TRUE(reader.try_lock_shared());
+  begin_migration();
+  ReadWriteLock writer(client, name_, {.ttl = 20s});
+  expect_finished_in_background([&] { reader.release(); }, [&] { return writer.try_lock_for(5s); },
+                                [&] { end_migration(); });
+  EXPECT_TRUE(reader.lost());
+  writer.unlock();
+}
+
+TEST_F(ClusterMigrating, WriterReleaseRefusedForTheWholeMigrationEndsInTheBackground) {
+  const Client client(cluster().url());
+  ReadWriteLock writer(client, name_, {.ttl = 20s});
+  ASSERT_TRUE(writer.try_lock());
+  begin_migration();
+  ReadWriteLock reader(client, name_, {.ttl = 20s});
+  expect_finished_in_background([&] { writer.release(); }, [&] { return reader.try_lock_shared_for(5s); },
+                                [&] { end_migration(); });
+  reader.unlock_shared();
+}
+
+TEST_F(ClusterMigrating, PermitReleaseRefusedForTheWholeMigrationEndsInTheBackground) {
+  const Client client(cluster().url());
+  Semaphore holder(client, name_, 1, {.ttl = 20s});
+  ASSERT_TRUE(holder.try_acquire());
+  begin_migration();
+  Semaphore next(client, name_, 1, {.ttl = 20s});
+  expect_finished_in_background([&] { holder.release_or_throw(); }, [&] { return next.try_acquire_for(5s); },
+                                [&] { end_migration(); });
+  next.release();
 }
 
 }  // namespace
