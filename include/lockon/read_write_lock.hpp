@@ -102,8 +102,22 @@ class ReadWriteLock {
 
   // --- both sides ---
 
-  /// Releases whichever side is held, reporting failure: LockError if none,
-  /// LockNotOwned if the lease had ended, IoError if unreachable.
+  /// Releases whichever side is held, reporting failure. Throws:
+  ///   LockError        if this object holds neither side;
+  ///   LockNotOwned     if the lease had ended before the release;
+  ///   ServerBusyError  (a ReplyError) if Redis kept refusing for now for
+  ///                    the socket timeout (at least 1 s): TRYAGAIN while
+  ///                    the name's Cluster slot migrates, CLUSTERDOWN, ...
+  ///                    (ASK, MOVED and TRYAGAIN are followed until then);
+  ///   IoError          if the server could not be reached or did not
+  ///                    answer (the outcome is unknown);
+  ///   ReplyError       for any other error reply.
+  /// On ServerBusyError, IoError and ReplyError the release is retried in
+  /// the background until it runs (the share does not block the name until
+  /// its ttl) and the lease is declared lost (on_lost, lost_token()). The
+  /// local state is cleared in every case. Note: unlike
+  /// Semaphore::release(), which never throws (its throwing form is
+  /// Semaphore::release_or_throw()).
   void release();
   /// Which side this object holds (local state, no round trip).
   bool held() noexcept;

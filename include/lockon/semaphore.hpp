@@ -66,10 +66,17 @@ class Semaphore {
     return acquire_until(detail::deadline_at(deadline));
   }
   /// Gives the permit back; never throws. A failure is recorded in
-  /// last_unlock_error() and declares the lease lost. No-op when not held.
+  /// last_unlock_error() and declares the lease lost; the release is then
+  /// retried in the background (release_or_throw() lists the failures).
+  /// No-op when not held.
   void release() noexcept;
-  /// release() reporting failure: LockError if not held, LockNotOwned if
-  /// the lease had ended, IoError if the server could not be reached.
+  /// release() reporting failure. Throws LockError if not held,
+  /// LockNotOwned if the lease had ended, and as ReadWriteLock::release()
+  /// when the release could not be confirmed: ServerBusyError (TRYAGAIN
+  /// while the name's Cluster slot migrates, CLUSTERDOWN, ... for the
+  /// socket timeout, at least 1 s), IoError (unreachable, outcome unknown),
+  /// another ReplyError. In those three cases the release is retried in
+  /// the background until it runs and the lease is declared lost.
   void release_or_throw();
 
   /// Lockable spelling (std::unique_lock<Semaphore>, std::scoped_lock).

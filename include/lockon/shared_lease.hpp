@@ -86,6 +86,11 @@ class SharedLeaseLock final : public DistributedLock {
                                                  LockOptions options = {});
   ~SharedLeaseLock() override;
 
+  /// As ReadWriteLock::release(): LockError if not held, LockNotOwned if
+  /// the lease had ended; ServerBusyError (a Cluster slot migration or
+  /// failover outlasting the socket timeout), IoError (outcome unknown) or
+  /// another ReplyError when the release could not be confirmed: it is then
+  /// retried in the background and the lease declared lost.
   void release() override;
   void extend(std::chrono::milliseconds additional, bool replace_ttl = false) override;
   void reacquire() override;

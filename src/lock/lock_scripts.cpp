@@ -1,4 +1,5 @@
 #include "lock/lock_scripts.hpp"
+#include "lock/lock_script_stage.hpp"
 
 #include <algorithm>
 #include <map>
@@ -110,13 +111,13 @@ namespace {
 // the server's clock, with the lease's expiry; no record: none is shown.
 #define LOCKON_LUA_SET_HOLDER                                                                       \
   "local function set_holder(wid, ttl, fallback)\n"                                                 \
-  "  local info = redis.call('HGET', qwho_key, wid) or fallback\n"                                  \
-  "  redis.call('HDEL', qwho_key, wid)\n"                                                           \
+  "  local info = qw_get(wid) or fallback\n"                                                        \
+  "  qw_del(wid)\n"                                                                                  \
   "  local head = info and string.match(info, '^(.*|)')\n"                                          \
-  "  if not head then redis.call('DEL', who_key) return end\n"                                      \
+  "  if not head then del(5) return end\n"                                                          \
   "  local t = redis.call('TIME')\n"                                                                \
   "  local v = head .. string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))\n" \
-  "  if ttl == '0' then redis.call('SET', who_key, v) else redis.call('SET', who_key, v, 'PX', ttl) end\n" \
+  "  if ttl == '0' then set(5, v) else set(5, v, 'PX', ttl) end\n"                                  \
   "end\n"
 
 // KEYS[7] names the process (subscriber id) the last hand-over went to,
@@ -137,43 +138,42 @@ namespace {
 #define LOCKON_LUA_DROP_LAPSED                                                                      \
   LOCKON_LUA_SAME_PROCESS                                                                           \
   "local function drop_lapsed(my_sid)\n"                                                             \
-  "  local lapsed = redis.call('GET', KEYS[7])\n"                                                    \
+  "  local lapsed = get(7)\n"                                                                       \
   "  if not lapsed then return end\n"                                                               \
-  "  redis.call('DEL', KEYS[7])\n"                                                                  \
+  "  del(7)\n"                                                                                      \
   "  if same_process(lapsed, my_sid) then return end\n"                                             \
-  "  for _, e in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do\n"                                 \
+  "  for _, e in ipairs(q_entries()) do\n"                                                          \
   "    local sid, wid = string.match(e, '^([^|]*)|([^|]*)|')\n"                                      \
   "    if same_process(sid, lapsed) then\n"                                                         \
-  "      redis.call('LREM', KEYS[2], 1, e)\n"                                                       \
-  "      if wid then redis.call('HDEL', qwho_key, wid) end\n"                                       \
+  "      q_remove(e, true)\n"                                                                       \
+  "      if wid then qw_del(wid) end\n"                                                             \
   "    end\n"                                                                                       \
   "  end\n"                                                                                         \
   "end\n"
 
 #define LOCKON_LUA_HAND_OVER                                                                        \
   LOCKON_LUA_NEXT_FENCE                                                                             \
+  LOCKON_LUA_LOCK_STAGE                                                                             \
   "local wake_prefix = string.sub(KEYS[2], 1, -2) .. 'wake:'\n"                                    \
-  "local who_key = KEYS[5]\n"                                                                       \
-  "local qwho_key = KEYS[6]\n"                                                                      \
   "local publish_denied = 0\n"                                                                      \
   LOCKON_LUA_SET_HOLDER                                                                             \
   "local function hand_over(entry)\n"                                                               \
   "  while true do\n"                                                                               \
-  "    if not entry then entry = redis.call('LPOP', KEYS[2]) end\n"                                 \
+  "    if not entry then entry = q_pop() end\n"                                                     \
   "    if not entry then\n"                                                                         \
-  "      redis.call('DEL', KEYS[1], who_key, KEYS[4], KEYS[7])\n"                                   \
+  "      del(1) del(5) del(4) del(7)\n"                                                             \
   "      return false\n"                                                                            \
   "    end\n"                                                                                       \
   "    local sid, wid, ttl, fenced, token = string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n" \
   "    entry = nil\n"                                                                               \
   "    if token then\n"                                                                             \
   "      set_holder(wid, ttl, nil)\n"                                                                 \
-  "      if ttl == '0' then redis.call('SET', KEYS[1], token)\n"                                    \
-  "      else redis.call('SET', KEYS[1], token, 'PX', ttl) end\n"                                   \
+  "      if ttl == '0' then set(1, token)\n"                                                         \
+  "      else set(1, token, 'PX', ttl) end\n"                                                        \
   "      local record = wid .. ' 0'\n"                                                              \
   "      if fenced == '1' then record = wid .. ' ' .. string.format('%.0f', next_fence()) end\n"    \
-  "      redis.call('SET', KEYS[4], record, 'PX', ttl == '0' and 86400000 or ttl)\n"                \
-  "      if ttl ~= '0' then redis.call('SET', KEYS[7], sid, 'PX', 2 * tonumber(ttl)) end\n"         \
+  "      set(4, record, 'PX', ttl == '0' and 86400000 or ttl)\n"                                     \
+  "      if ttl ~= '0' then set(7, sid, 'PX', 2 * tonumber(ttl)) end\n"                              \
   "      local heard = redis.pcall('PUBLISH', wake_prefix .. sid, record)\n"                        \
   "      if type(heard) == 'number' then\n"                                                         \
   "        if heard > 0 then return true end\n"                                                     \
@@ -234,61 +234,61 @@ const Script& wait_attempt(bool sharded) {
   static const Script script(
       LOCKON_LUA_HAND_OVER LOCKON_LUA_DROP_LAPSED LOCKON_LUA_MY_ENTRY
       // GET first: a key of another type fails here with WRONGTYPE.
-      "local holder = redis.call('GET', KEYS[1])\n"
+      "local holder = get(1)\n"
       "local function acquired(fence)\n"
-      "  return {1, fence, publish_denied, 0}\n"
+      "  return finish({1, fence, publish_denied, 0})\n"
       "end\n"
       // K holds our token. Handed to us: the record names us. Otherwise it
       // is ours only if nobody else can know the token (ARGV[4] == '1': a
       // random token, and this is a retry of an attempt whose reply was
       // lost); with a caller-chosen token it is someone else's holding.
       "local function holding_our_token()\n"
-      "  local record = redis.call('GET', KEYS[4])\n"
+      "  local record = get(4)\n"
       "  if record and string.sub(record, 1, #my_id + 1) == my_id .. ' ' then\n"
       // Handed to us before this attempt: restart the lease so that it is
       // counted from this attempt's send time.
-      "    if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) redis.call('PEXPIRE', who_key, my_ttl) end\n"
+      "    if my_ttl ~= '0' then pexpire(1, my_ttl) pexpire(5, my_ttl) end\n"
       "    return acquired(tonumber(string.sub(record, #my_id + 2)))\n"
       "  end\n"
-      "  if ARGV[4] ~= '1' then return {-1, 0, publish_denied, 0} end\n"
-      "  if my_ttl ~= '0' then redis.call('PEXPIRE', KEYS[1], my_ttl) end\n"
+      "  if ARGV[4] ~= '1' then return finish({-1, 0, publish_denied, 0}) end\n"
+      "  if my_ttl ~= '0' then pexpire(1, my_ttl) end\n"
       "  if ARGV[5] then set_holder(my_id, my_ttl, ARGV[5]) end\n"
       "  return acquired(my_fenced == '1' and next_fence() or 0)\n"
       "end\n"
       "if holder == my_token then return holding_our_token() end\n"
       "if not holder then\n"
-      "  local head = redis.call('LINDEX', KEYS[2], 0)\n"
+      "  local head = q_head()\n"
       "  if head and head ~= ARGV[1] then\n"
       // Free with others first in line (the holder expired without a
       // release): hand it down the line; it may reach us.
       "    drop_lapsed(string.match(ARGV[1], '^([^|]*)|'))\n"
       "    hand_over()\n"
-      "    holder = redis.call('GET', KEYS[1])\n"
+      "    holder = get(1)\n"
       "    if holder == my_token then return holding_our_token() end\n"
       "  end\n"
       "  if not holder then\n"
-      "    if head == ARGV[1] then redis.call('LPOP', KEYS[2]) end\n"
-      "    if my_ttl == '0' then redis.call('SET', KEYS[1], my_token)\n"
-      "    else redis.call('SET', KEYS[1], my_token, 'PX', my_ttl) end\n"
+      "    if head == ARGV[1] then q_pop() end\n"
+      "    if my_ttl == '0' then set(1, my_token)\n"
+      "    else set(1, my_token, 'PX', my_ttl) end\n"
       "    if ARGV[5] then set_holder(my_id, my_ttl, ARGV[5]) end\n"
       "    return acquired(my_fenced == '1' and next_fence() or 0)\n"
       "  end\n"
       "end\n"
       // `ahead`: entries before ours (the waiter's spin window, handoff_spin.hpp).
       "local ahead = false\n"
-      "if ARGV[2] ~= '1' then ahead = redis.call('LPOS', KEYS[2], ARGV[1]) end\n"
+      "if ARGV[2] ~= '1' then ahead = q_pos(ARGV[1]) end\n"
       "if not ahead then\n"
       // New, or dropped while its process was unreachable: back in line.
-      "  ahead = redis.call('RPUSH', KEYS[2], ARGV[1]) - 1\n"
+      "  ahead = q_push(ARGV[1]) - 1\n"
       "end\n"
       "redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
       // This waiter's record for `lockon status` (ARGV[5], optional): kept
       // from its first queueing, so `since` says how long it has waited.
       "if ARGV[5] then\n"
-      "  redis.call('HSETNX', qwho_key, my_id, ARGV[5])\n"
-      "  redis.call('PEXPIRE', qwho_key, ARGV[3])\n"
+      "  qw_setnx(my_id, ARGV[5])\n"
+      "  redis.call('PEXPIRE', KEYS[6], ARGV[3])\n"
       "end\n"
-      "local pttl = redis.call('PTTL', KEYS[1])\n"
+      "local pttl = ttl_left(1)\n"
       // First queued behind a holder of our own process, which took K
       // without a hand-over: name our process in KEYS[7] as a hand-over
       // would, so that if it is paused past its lease our entries are
@@ -309,16 +309,16 @@ const Script& wait_attempt(bool sharded) {
       "    local function process_of(record)\n"
       "      return record and string.match(record, '^[^|]*|([^|]*|[^|]*|[^|]*)|')\n"
       "    end\n"
-      "    local held_by = redis.call('GET', who_key)\n"
+      "    local held_by = get(5)\n"
       "    local mine = process_of(ARGV[5])\n"
       "    local short = string.sub(holder, 1, 8) .. '|'\n"
       "    ours = mine and held_by and string.sub(held_by, 1, #short) == short and process_of(held_by) == mine\n"
       "  end\n"
       "  if ours then\n"
-      "    redis.call('SET', KEYS[7], string.match(ARGV[1], '^([^|]*)|'), 'PX', pttl + tonumber(my_ttl))\n"
+      "    set(7, string.match(ARGV[1], '^([^|]*)|'), 'PX', pttl + tonumber(my_ttl))\n"
       "  end\n"
       "end\n"
-      "return {0, pttl, publish_denied, ahead}\n");
+      "return finish({0, pttl, publish_denied, ahead})\n");
   return sharded_variant(script, sharded);
 }
 
@@ -357,12 +357,13 @@ const Script& release(bool sharded) {
   // empty queue, at well under half the server's work (docs/benchmarks.md,
   // "uncontended hot path"). The queue's head is popped here rather than
   // looked at with EXISTS: the contended release then makes one server call
-  // fewer, and the uncontended one pays an LPOP on a missing key instead of
-  // an EXISTS. A queue key of the wrong type fails that LPOP with WRONGTYPE
-  // before anything is written, as before.
+  // fewer, and the uncontended one pays an LINDEX on a missing key instead of
+  // an EXISTS. A queue key of the wrong type fails that LINDEX with WRONGTYPE
+  // before anything is written, as before. Looked at, not popped: the pop
+  // is staged (lock_script_stage.hpp), as every removal of the hand-over.
   static const Script script(
       "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-      "local first = redis.call('LPOP', KEYS[2])\n"
+      "local first = redis.call('LINDEX', KEYS[2], 0)\n"
       "if not first then\n"
       "  redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[7])\n"
       "  return 1\n"
@@ -370,8 +371,9 @@ const Script& release(bool sharded) {
       LOCKON_LUA_HAND_OVER
       // The record of the hand-over to us (if any) has served its purpose:
       // hand_over() overwrites it, or deletes it with K.
+      "q_popped = 1\n"
       "hand_over(first)\n"
-      "return 1 + publish_denied\n");
+      "return finish(1 + publish_denied)\n");
   return sharded_variant(script, sharded);
 }
 
@@ -410,14 +412,14 @@ const Script& renew() {
 const Script& cancel_wait(bool sharded) {
   static const Script script(
       LOCKON_LUA_HAND_OVER LOCKON_LUA_MY_ENTRY
-      "redis.call('LREM', KEYS[2], 1, ARGV[1])\n"
-      "redis.call('HDEL', qwho_key, my_id)\n"
+      "q_remove(ARGV[1])\n"
+      "qw_del(my_id)\n"
       // Handed K just as we gave up: pass it on rather than sit on it.
-      "if redis.call('GET', KEYS[1]) == my_token then\n"
+      "if get(1) == my_token then\n"
       "  hand_over()\n"
-      "  return 1 + 2 * publish_denied\n"
+      "  return finish(1 + 2 * publish_denied)\n"
       "end\n"
-      "return 0\n");
+      "return finish(0)\n");
   return sharded_variant(script, sharded);
 }
 

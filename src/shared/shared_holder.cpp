@@ -345,9 +345,14 @@ void SharedHolder::cancel_now(const std::string& entry, bool late_request) noexc
       return;
   } catch (...) {
   }
-  // Not confirmed: the entry may still be queued, and a hand-over reaching
-  // it while this process listens on the name (another waiter) would give
-  // it a share nobody holds for a whole TTL. Retried in the background
+  abandon(entry);
+}
+
+void SharedHolder::abandon(const std::string& entry) noexcept {
+  // A release not confirmed: the share would block the name or a permit
+  // until its TTL. A cancel not confirmed: the entry may still be queued,
+  // and a hand-over reaching it while this process listens on the name
+  // (another waiter) would give it a share nobody holds for a whole TTL. Retried in the background
   // until it succeeds, like a Lock's abandoned wait (lock/orphans.hpp).
   // Confirmed, but a request of ours whose reply was never read may run
   // after it (it went out on a connection since closed; the server serves
@@ -381,9 +386,18 @@ void SharedHolder::release() {
   const std::array<std::string_view, 3> args{wake_prefix_, limit_text_, member};
   ReplyPtr reply;
   try {
+    // Redirections (MOVED, ASK, TRYAGAIN during a slot migration) are
+    // followed for the socket timeout, at least a second (routed.hpp).
     reply = run_script(*client_.impl(), name_, keys_, shared_scripts::release(sharded_), args,
                        "release", Clock::time_point::max());
   } catch (const Error& e) {
+    // Not run (a migration or a failover outlasted that: ServerBusyError),
+    // or its outcome unknown (IoError): as a Lock's, the release is retried
+    // in the background until it runs (the cancel script of an entry that
+    // is not queued removes the share and hands its room on), rather than
+    // the share blocking the name or a permit until its TTL (issue 33).
+    // The lease cannot be proven held to its end: declared lost.
+    abandon(orphan_entry());
     lease_->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
     throw;
   }

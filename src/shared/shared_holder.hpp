@@ -44,9 +44,12 @@ class SharedHolder {
   /// One attempt when deadline == min(), forever when max(). Throws
   /// LockError if held already, IoError/ReplyError on failures.
   bool acquire_until(Clock::time_point deadline);
-  /// Throws LockError if not held, LockNotOwned if the lease had ended,
-  /// IoError if the release could not be confirmed (the lease then ends by
-  /// its TTL). Local state is cleared in every case.
+  /// Throws LockError if not held, LockNotOwned if the lease had ended;
+  /// IoError (outcome unknown) or ReplyError (ServerBusyError: a slot
+  /// migration or failover outlasted the socket timeout) if the release
+  /// could not be confirmed: it is then retried in the background
+  /// (Orphans) and the lease declared lost. Local state is cleared in every
+  /// case.
   void release();
   /// release() that records the error instead of throwing.
   void unlock() noexcept;
@@ -77,6 +80,9 @@ class SharedHolder {
   // a request of ours with `entry` may still run after this cancel (its
   // reply was not read), so the background sweeps again in any case.
   void cancel_now(const std::string& entry, bool late_request) noexcept;
+  // Hands the removal of `entry` (its queue place and any share of its
+  // token) to the background clean-up, retried until it runs.
+  void abandon(const std::string& entry) noexcept;
   void stop_renewal() noexcept;
   std::string orphan_entry() const;
 
