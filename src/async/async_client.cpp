@@ -173,7 +173,8 @@ asio::awaitable<void> AsyncClientImpl::listen_switches(std::weak_ptr<AsyncClient
       if (!self || self->listen_epoch_ != epoch) co_return;
       const auto sentinels = sentinels_of(self->options_);
       const auto index = (self->preferred_ + round) % sentinels.size();
-      connection = std::make_shared<AsyncConnection>(executor, sentinel_options(self->options_, sentinels[index]));
+      connection = std::make_shared<AsyncConnection>(executor, sentinel_options(self->options_, sentinels[index]),
+                                                     ServerRole::sentinel);
       connection->set_push_handler([weak](ReplyPtr reply) {
         if (auto client = weak.lock()) client->on_switch_message(*reply);
       });
@@ -237,6 +238,7 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::command(std::span<cons
   }
   if (outcome.ended != Ended::replied) co_return Answer{outcome.ended, nullptr};
   if (is_readonly_reply(*outcome.replies[0])) mark_stale(*connection);
+  check_not_cluster_redirect(*outcome.replies[0], connection->endpoint(), operation);
   check_reply(*outcome.replies[0], connection->endpoint(), operation);
   co_return Answer{Ended::replied, std::move(outcome.replies[0])};
 }
@@ -279,6 +281,7 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::script(const Script& s
     // NOSCRIPT (first use, restart): nothing ran; send the body.
     if (by_sha && is_noscript(*reply)) continue;
     if (is_readonly_reply(*reply)) mark_stale(*connection);
+    check_not_cluster_redirect(*reply, connection->endpoint(), operation);
     check_reply(*reply, connection->endpoint(), operation);
     co_return Answer{Ended::replied, std::move(reply)};
   }
@@ -316,8 +319,11 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
     mark_stale(*connection);
     throw;
   }
-  for (const auto& reply : outcome.replies)
+  for (const auto& reply : outcome.replies) {
     if (reply && is_readonly_reply(*reply)) mark_stale(*connection);
+    // A MOVED or ASK: the URL names a cluster node (error_map.hpp).
+    if (reply) check_not_cluster_redirect(*reply, connection->endpoint(), operation);
+  }
   co_return outcome;
 }
 

@@ -56,7 +56,7 @@ MasterAddressAnswer read_master_address(const redisReply& reply) {
   if (reply.type == REDIS_REPLY_NIL) {
     answer.unknown = true;
   } else if (reply.type == REDIS_REPLY_ERROR) {
-    answer.problem = std::string(text_of(reply).substr(0, 120));
+    answer.problem = scrub_server_error(text_of(reply).substr(0, 120));
   } else if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2) {
     answer.problem = "unexpected reply";
   } else {
@@ -162,7 +162,7 @@ ConnectionOptions SentinelTopology::resolve() {
     const ConnectionOptions sentinel = sentinel_options(options_, sentinels[index]);
     const std::string where = sentinel.endpoint();
     try {
-      Connection connection(sentinel);
+      Connection connection(sentinel, ServerRole::sentinel);
       const std::array<std::string_view, 3> ask{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name};
       const ReplyPtr reply = connection.command(ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
       const MasterAddressAnswer named = read_master_address(*reply);
@@ -224,7 +224,7 @@ void SentinelTopology::listen() {
 // One subscription to one sentinel, until it breaks or the topology stops.
 bool SentinelTopology::listen_once(const NodeAddress& address) {
   try {
-    Connection connection(sentinel_options(options_, address));
+    Connection connection(sentinel_options(options_, address), ServerRole::sentinel);
     connection.ensure_connected();
     connection.complete_handshake();
     const std::array<std::string_view, 2> subscribe{"SUBSCRIBE", "+switch-master"};
