@@ -22,6 +22,7 @@
 #include "key_command.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/key.hpp"
+#include "lockon/name.hpp"
 #include "report.hpp"
 #include "run_command.hpp"
 
@@ -269,11 +270,25 @@ int main(int argc, char** argv) {
       if (const int refused = url_as_name(run_options.name)) return refused;
       for (const std::string& name : run_options.names)
         if (const int refused = url_as_name(name)) return refused;
+      // Before the command starts (the locks would refuse them too, later).
+      // (`name` joins `names` when several are given: each is checked.)
+      if (run_options.names.empty()) lockon::validate_name(run_options.name, "run NAME");
+      for (const std::string& name : run_options.names) lockon::validate_name(name, "run NAME");
       return run_command(run_options);
     }
     if (key->parsed()) return key_command(key_options);
-    if (status->parsed()) return url_as_name(status_options.key) ? exit_code::usage : status_command(status_options);
-    if (release->parsed()) return url_as_name(release_options.key) ? exit_code::usage : release_command(release_options);
+    // KEY is a lock name: the library's bound on names (lockon/name.hpp)
+    // holds here too (ConfigError: a usage error below).
+    if (status->parsed()) {
+      if (url_as_name(status_options.key)) return exit_code::usage;
+      lockon::validate_name(status_options.key, "status KEY");
+      return status_command(status_options);
+    }
+    if (release->parsed()) {
+      if (url_as_name(release_options.key)) return exit_code::usage;
+      lockon::validate_name(release_options.key, "release KEY");
+      return release_command(release_options);
+    }
     if (list->parsed()) return list_command(list_options);
     return usage_error("no command given");
   } catch (const lockon::ConfigError& e) {

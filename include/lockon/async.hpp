@@ -140,7 +140,8 @@ class AsyncLock {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// Validates like Lock (ConfigError), without I/O.
+  /// Validates like Lock (ConfigError: an empty name or one over
+  /// kMaxNameBytes, lockon/name.hpp; options out of range), without I/O.
   AsyncLock(AsyncClient client, std::string name, LockOptions options = {});
   /// If still held: releases in the background (a detached unlock on the
   /// client's executor; if that never runs, the key expires by its ttl).

@@ -28,7 +28,15 @@
 //       └── ReplicationError   fewer replicas acknowledged a grant than required
 //
 // Messages name the server (host:port) and the operation; they never contain
-// a password or a lock token.
+// a password or a lock token, also when a server's error reply echoes the
+// request's arguments ("ERR unknown command 'SET', with args beginning
+// with: ..."): such echoes are withheld from every message and log line.
+//
+// A URL naming the wrong kind of deployment is a ConfigError, not a server
+// error to retry: a `redis://` (or Sentinel-resolved) server that answers
+// MOVED or ASK is a Redis Cluster node (use `redis-cluster://`); a server
+// whose HELLO says it is a Redis Sentinel, where a data server is expected,
+// needs `redis-sentinel://...#master-name`.
 //
 // Sentinel and Cluster: finding the master (every sentinel in turn) or the
 // slot map (every known node and seed) fails with the class every node
@@ -71,8 +79,12 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Invalid configuration or argument, or a server lockon cannot work with.
-/// Retrying does not help. Nothing was sent to Redis (for
+/// Invalid configuration or argument (a lock name over kMaxNameBytes, see
+/// lockon/name.hpp), or a server lockon cannot work with: older than 7.0,
+/// a Redis Sentinel or a Cluster node behind a URL that says otherwise.
+/// Retrying does not help. Nothing was sent to Redis, or nothing it ran
+/// (for a server of the wrong kind: its first requests were refused; a
+/// caller's own pipeline may have run its commands that were not; for
 /// UnsupportedServerError, see the handshake note above).
 class ConfigError : public Error {
  public:

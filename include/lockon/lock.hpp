@@ -28,6 +28,7 @@
 
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
+#include "lockon/name.hpp"
 
 namespace lockon {
 
@@ -265,9 +266,10 @@ class OneScriptAcquisition;  // internal: MultiLock's single-script path (src/mu
 /// A lock on one Redis server.
 class Lock final : public DistributedLock {
  public:
-  /// Validates without I/O: throws ConfigError for an empty name, a ttl ≤ 0
-  /// or over Redis' limit (unless no_expiry), an empty custom token, a
-  /// non-positive wait_poll_interval.
+  /// Validates without I/O: throws ConfigError for an empty name or one
+  /// over kMaxNameBytes (64 KiB, lockon/name.hpp), a ttl ≤ 0 or over Redis'
+  /// limit (unless no_expiry), an empty custom token, a non-positive
+  /// wait_poll_interval.
   Lock(Client client, std::string name, LockOptions options = {});
   ~Lock() override;
 

@@ -24,6 +24,7 @@
 #include "lockon/locker.hpp"
 #include "lockon/md5.hpp"
 #include "lockon/metrics.hpp"
+#include "lockon/name.hpp"
 #include "lockon/multi_lock.hpp"
 #include "lockon/options.hpp"
 #include "lockon/policy.hpp"

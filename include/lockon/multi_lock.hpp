@@ -93,7 +93,8 @@ namespace lockon {
 class MultiLock final : public DistributedLock {
  public:
   /// Single-instance Locks on `client`. Validates without I/O: throws
-  /// ConfigError for no names, an empty name, or options a Lock rejects.
+  /// ConfigError for no names, an empty name or one over kMaxNameBytes
+  /// (64 KiB each, lockon/name.hpp), or options a Lock rejects.
   /// Duplicate names are locked once (fence(i) is the same for both).
   MultiLock(Client client, std::vector<std::string> names, LockOptions options = {});
 

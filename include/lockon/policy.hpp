@@ -69,7 +69,9 @@ struct LockerPolicy {
   /// auto_renew the lease is extended while the function runs, so the ttl
   /// only bounds how long a crashed holder blocks others.
   std::chrono::milliseconds ttl{30'000};
-  /// Namespace of every key: "<key_prefix>:...". Must not be empty.
+  /// Namespace of every key: "<key_prefix>:...". Must not be empty; the
+  /// keys it makes, like every lock name, are at most kMaxNameBytes long
+  /// (lockon/name.hpp): a longer prefix is a ConfigError.
   std::string key_prefix = "lockon";
   /// Renew the lease every ttl/3 while the function runs (LockOptions).
   bool auto_renew = true;

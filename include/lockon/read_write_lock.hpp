@@ -41,6 +41,7 @@
 
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
+#include "lockon/name.hpp"
 #include "lockon/shared_lease.hpp"
 
 namespace lockon {
@@ -51,8 +52,9 @@ class ReadWriteLock {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// Validates without I/O: ConfigError for an empty name, a ttl ≤ 0 or
-  /// over 2^40 ms, a non-positive wait_poll_interval.
+  /// Validates without I/O: ConfigError for an empty name or one over
+  /// kMaxNameBytes (64 KiB, lockon/name.hpp), a ttl ≤ 0 or over 2^40 ms, a
+  /// non-positive wait_poll_interval.
   ReadWriteLock(Client client, std::string name, ReadWriteLockOptions options = {});
   /// Releases whatever this object holds (noexcept).
   ~ReadWriteLock();

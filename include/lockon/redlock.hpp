@@ -184,7 +184,8 @@ class Redlock final : public DistributedLock {
   /// Throws ConfigError (nothing sent) for: no nodes; two nodes with the same
   /// endpoint (one server must not vote twice); no_expiry (the algorithm
   /// needs expiring keys); an invalid RedlockOptions field; or anything Lock
-  /// rejects (empty name, ttl out of range, empty token...).
+  /// rejects (empty name or one over kMaxNameBytes, ttl out of range, empty
+  /// token...), before any node is contacted.
   /// Throws QuorumError when fewer than a majority of nodes answer; its
   /// message names the reachable and the unreachable nodes (endpoints and
   /// error texts, never credentials). With a majority, constructs and the

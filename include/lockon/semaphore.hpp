@@ -31,6 +31,7 @@
 
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
+#include "lockon/name.hpp"
 #include "lockon/shared_lease.hpp"
 
 namespace lockon {
@@ -41,8 +42,9 @@ class Semaphore {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// Validates without I/O: ConfigError for permits < 1, an empty name, a
-  /// ttl ≤ 0 or over 2^40 ms, a non-positive wait_poll_interval.
+  /// Validates without I/O: ConfigError for permits < 1, an empty name or
+  /// one over kMaxNameBytes (64 KiB, lockon/name.hpp), a ttl ≤ 0 or over
+  /// 2^40 ms, a non-positive wait_poll_interval.
   Semaphore(Client client, std::string name, long long permits, SemaphoreOptions options = {});
   /// Releases the permit if held (noexcept).
   ~Semaphore();

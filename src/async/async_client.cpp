@@ -203,6 +203,7 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::command(std::span<cons
   }
   if (outcome.ended != Ended::replied) co_return Answer{outcome.ended, nullptr};
   if (is_readonly_reply(*outcome.replies[0])) mark_stale(*connection);
+  check_not_cluster_redirect(*outcome.replies[0], connection->endpoint(), operation);
   check_reply(*outcome.replies[0], connection->endpoint(), operation);
   co_return Answer{Ended::replied, std::move(outcome.replies[0])};
 }
@@ -245,6 +246,7 @@ asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::script(const Script& s
     // NOSCRIPT (first use, restart): nothing ran; send the body.
     if (by_sha && is_noscript(*reply)) continue;
     if (is_readonly_reply(*reply)) mark_stale(*connection);
+    check_not_cluster_redirect(*reply, connection->endpoint(), operation);
     check_reply(*reply, connection->endpoint(), operation);
     co_return Answer{Ended::replied, std::move(reply)};
   }
@@ -282,8 +284,11 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::pipeline(
     mark_stale(*connection);
     throw;
   }
-  for (const auto& reply : outcome.replies)
+  for (const auto& reply : outcome.replies) {
     if (reply && is_readonly_reply(*reply)) mark_stale(*connection);
+    // A MOVED or ASK: the URL names a cluster node (error_map.hpp).
+    if (reply) check_not_cluster_redirect(*reply, connection->endpoint(), operation);
+  }
   co_return outcome;
 }
 

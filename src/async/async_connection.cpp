@@ -74,10 +74,11 @@ void append_script(std::string& out, const Script& script, bool by_sha, std::spa
   append_resp(out, argv);
 }
 
-AsyncConnection::AsyncConnection(Executor executor, ConnectionOptions options)
+AsyncConnection::AsyncConnection(Executor executor, ConnectionOptions options, ServerRole role)
     : executor_(std::move(executor)),
       options_(std::move(options)),
       endpoint_(options_.endpoint()),
+      role_(role),
       writer_signal_(executor_),
       stall_timer_(executor_),
       recheck_(is_strand(executor_)) {}
@@ -253,7 +254,8 @@ void AsyncConnection::on_reply(ReplyPtr reply) {
       if (request->handshake == Handshake::hello) {
         check_hello_reply(*reply, endpoint_,
                           options_.password.empty() ? "connection handshake: HELLO"
-                                                    : "connection handshake: HELLO with AUTH");
+                                                    : "connection handshake: HELLO with AUTH",
+                          role_);
         bool more = false;
         for (const auto& r : fifo_) more = more || r->handshake == Handshake::select;
         if (!more) {

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "client/hiredis_handles.hpp"
+#include "client/server_version.hpp"
 #include "client/transport.hpp"
 #include "lockon/options.hpp"
 
@@ -76,7 +77,9 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   /// the next request is sent: see stale().
   static constexpr auto kIdleCheckAfter = std::chrono::milliseconds(2);
 
-  AsyncConnection(Executor executor, ConnectionOptions options);
+  /// `role`: what the server must be (a Sentinel only where one is meant:
+  /// check_hello_reply).
+  AsyncConnection(Executor executor, ConnectionOptions options, ServerRole role = ServerRole::data);
   ~AsyncConnection();
   AsyncConnection(const AsyncConnection&) = delete;
   AsyncConnection& operator=(const AsyncConnection&) = delete;
@@ -147,6 +150,7 @@ class AsyncConnection : public std::enable_shared_from_this<AsyncConnection> {
   Executor executor_;
   ConnectionOptions options_;
   std::string endpoint_;
+  ServerRole role_ = ServerRole::data;
   State state_ = State::down;
   std::uint64_t generation_ = 0;  // bumped by every connect and failure
   std::unique_ptr<Transport> transport_;

@@ -17,6 +17,7 @@
 #include "common/token.hpp"
 #include "lock/holder.hpp"
 #include "lock/lock_scripts.hpp"
+#include "lockon/name.hpp"
 
 namespace lockon::detail {
 namespace {
@@ -48,7 +49,7 @@ void warn_publish_denied(const AsyncClientImpl& client) {
 AsyncLockImpl::AsyncLockImpl(std::shared_ptr<AsyncClientImpl> client, std::string name, LockOptions options)
     : client_(std::move(client)), options_(std::move(options)) {
   // The same validation as DistributedLock's constructor.
-  if (name.empty()) throw ConfigError("lock name must not be empty");
+  validate_name(name, "lock");
   if (!options_.no_expiry) {
     if (options_.ttl.count() <= 0)
       throw ConfigError("lock '" + name + "': ttl must be positive (set no_expiry for a lock without expiry)");

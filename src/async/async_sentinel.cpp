@@ -89,7 +89,7 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any
     const std::size_t index = (first + i) % sentinels.size();
     const ConnectionOptions sentinel_opts = sentinel_options(options, sentinels[index]);
     const std::string where = sentinel_opts.endpoint();
-    auto sentinel = std::make_shared<AsyncConnection>(executor, sentinel_opts);
+    auto sentinel = std::make_shared<AsyncConnection>(executor, sentinel_opts, ServerRole::sentinel);
     std::shared_ptr<AsyncConnection> probe;
     try {
       const std::array<std::string_view, 3> question{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options.master_name};

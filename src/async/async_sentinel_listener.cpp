@@ -61,7 +61,8 @@ asio::awaitable<void> AsyncSentinelListener::listen(std::weak_ptr<AsyncSentinelL
       auto self = weak.lock();
       if (!self || self->closed_) co_return;
       const auto address = sentinels_of(self->options_).at(sentinel);
-      connection = std::make_shared<AsyncConnection>(self->executor_, sentinel_options(self->options_, address));
+      connection = std::make_shared<AsyncConnection>(self->executor_, sentinel_options(self->options_, address),
+                                                     ServerRole::sentinel);
       connection->set_push_handler([weak, sentinel](ReplyPtr reply) {
         if (auto listener = weak.lock()) listener->on_message(sentinel, *reply);
       });

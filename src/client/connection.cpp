@@ -78,8 +78,8 @@ void append_resp(std::string& out, std::span<const std::string_view> args) {
   }
 }
 
-Connection::Connection(ConnectionOptions options)
-    : options_(std::move(options)), endpoint_(options_.endpoint()) {}
+Connection::Connection(ConnectionOptions options, ServerRole role)
+    : options_(std::move(options)), endpoint_(options_.endpoint()), role_(role) {}
 
 Connection::Clock::time_point Connection::timeout_deadline() const noexcept { return after(timeout_); }
 
@@ -293,7 +293,7 @@ bool Connection::finish_handshake(const Clock::time_point* deadline, std::string
     if (!reply) return false;  // soft: not in by the deadline
     --handshake_replies_;
     try {
-      if (hello) check_hello_reply(*reply, endpoint_, operation);
+      if (hello) check_hello_reply(*reply, endpoint_, operation, role_);
       else check_reply(*reply, endpoint_, "SELECT " + std::to_string(options_.db));
     } catch (...) {
       broken_ = true;  // the requests behind it are answered by errors, or unknown

@@ -47,6 +47,7 @@
 #include "client/error_map.hpp"
 #include "client/hiredis_handles.hpp"
 #include "client/transport.hpp"
+#include "client/server_version.hpp"
 #include "lockon/options.hpp"
 
 namespace lockon::detail {
@@ -58,7 +59,9 @@ class Connection {
   /// next request: the uncontended lock cycle stays free of extra syscalls.
   static constexpr auto kIdleCheckAfter = std::chrono::milliseconds(2);
 
-  explicit Connection(ConnectionOptions options);
+  /// `role`: what the server must be (a Sentinel only where one is meant:
+  /// check_hello_reply).
+  explicit Connection(ConnectionOptions options, ServerRole role = ServerRole::data);
 
   /// Connects (or reconnects a broken, stale or out-of-step connection) and
   /// queues the handshake in front of the requests to come (the next flush
@@ -215,6 +218,7 @@ class Connection {
   std::uint64_t in_flight_ = 0;  // requests sent whose reply was not read
   std::uint64_t discard_ = 0;    // abandoned replies to drop before the next one
   bool used_ = false;            // a request was sent on this socket
+  ServerRole role_ = ServerRole::data;
   int handshake_replies_ = 0;    // handshake replies not read yet
   bool asking_ = false;          // ASK mode (set_asking)
   AskingPrefixer prefixer_;      // which commands get ASKING, in ASK mode

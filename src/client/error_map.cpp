@@ -1,5 +1,6 @@
 #include "client/error_map.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -18,7 +19,78 @@ std::string describe(std::string_view operation, std::string_view endpoint, std:
 
 bool is_timeout_errno(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT || e == EINPROGRESS; }
 
+// Where the server starts echoing a request's arguments, and how far the
+// echo runs (to the end of the text, or to the closing quote).
+struct Echo {
+  std::string_view marker;
+  bool to_end;
+};
+// "ERR unknown command 'SET', with args beginning with: 'K' 'tok' " (Redis
+// 7; Redis 6.2 quotes with backquotes and commas: same marker);
+// "ERR Error in ACL SETUSER modifier '>password': Syntax error".
+constexpr Echo kEchoes[] = {
+    {"with args beginning with:", true},
+    {"modifier '", false},
+};
+constexpr std::string_view kWithheld = "(arguments withheld)";
+
 }  // namespace
+
+std::string scrub_server_error(std::string_view text) {
+  std::string out;
+  out.reserve(std::min(text.size(), kMaxServerTextBytes) + kWithheld.size() + 4);
+  std::size_t i = 0;
+  while (i < text.size()) {
+    // The earliest echo left in the text.
+    std::size_t at = std::string_view::npos;
+    const Echo* echo = nullptr;
+    for (const Echo& e : kEchoes) {
+      const std::size_t found = text.find(e.marker, i);
+      if (found < at) {
+        at = found;
+        echo = &e;
+      }
+    }
+    if (echo == nullptr) {
+      out.append(text.substr(i));
+      break;
+    }
+    out.append(text.substr(i, at + echo->marker.size() - i));
+    if (echo->to_end) {
+      out.append(" ").append(kWithheld);
+      break;
+    }
+    // The echo ends at the last "': " (the argument may hold quotes); none:
+    // it runs to the end.
+    out.append(kWithheld);
+    const std::size_t close = text.rfind("': ");
+    if (close == std::string_view::npos || close < at + echo->marker.size()) {
+      out.append("'");
+      break;
+    }
+    i = close;
+  }
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == '\x7f') c = '?';
+  if (out.size() > kMaxServerTextBytes) {
+    out.resize(kMaxServerTextBytes);
+    out.append("...");
+  }
+  return out;
+}
+
+bool is_cluster_redirect(std::string_view text) noexcept {
+  const std::string_view code = text.substr(0, text.find(' '));
+  return code == "MOVED" || code == "ASK";
+}
+
+void check_not_cluster_redirect(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
+  if (reply.type != REDIS_REPLY_ERROR || !is_cluster_redirect({reply.str, reply.len})) return;
+  throw ConfigError(describe(operation, endpoint,
+                             "this server is a Redis Cluster node (it answered " +
+                                 scrub_server_error({reply.str, reply.len}) +
+                                 "): connect with a redis-cluster:// URL, not redis:// or redis-sentinel://"));
+}
 
 void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, Phase phase,
                     std::string_view endpoint, std::string_view operation) {
@@ -68,10 +140,11 @@ ReplyKind classify_reply_error(std::string_view text) noexcept {
 }
 
 void throw_reply_error(std::string_view text, std::string_view endpoint, std::string_view operation) {
-  std::string code(text.substr(0, text.find(' ')));
-  std::string message = describe(operation, endpoint, text);
+  std::string code = scrub_server_error(text.substr(0, text.find(' ')));
+  const std::string scrubbed = scrub_server_error(text);
+  std::string message = describe(operation, endpoint, scrubbed);
   if (code == "MOVED" || code == "ASK")
-    message = describe(operation, endpoint, "the key's hash slot kept moving (last answer: " + std::string(text) + ")");
+    message = describe(operation, endpoint, "the key's hash slot kept moving (last answer: " + scrubbed + ")");
   switch (classify_reply_error(text)) {
     case ReplyKind::wrong_type:
       throw WrongTypeError(message, std::move(code));

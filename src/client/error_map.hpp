@@ -4,6 +4,7 @@
 // wherever it shows up.
 #pragma once
 
+#include <cstddef>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -33,6 +34,30 @@ enum class IoFailure {
 [[noreturn]] void throw_io_error(IoFailure failure, int saved_errno, std::string_view cause, Phase phase,
                                  std::string_view endpoint, std::string_view operation);
 
+/// The longest part of a server's error text that goes into a message.
+inline constexpr std::size_t kMaxServerTextBytes = 512;
+
+/// Error reply `text` made fit for an exception message or a log: a server
+/// may echo a request's arguments — a lock token, a password — in its
+/// error ("ERR unknown command 'SET', with args beginning with: 'K' '<token>'",
+/// "ERR Error in ACL SETUSER modifier '>secret'"). This withholds every
+/// echoed argument ("... with args beginning with: (arguments withheld)"),
+/// replaces control bytes with '?' (one line in a log) and cuts the text
+/// to kMaxServerTextBytes. Every path that turns an error reply into an
+/// exception or a log line goes through it (throw_reply_error does).
+std::string scrub_server_error(std::string_view text);
+
+/// Whether error reply `text` says the key lives on another node of a Redis
+/// Cluster (MOVED, ASK): only a cluster node sends it.
+bool is_cluster_redirect(std::string_view text) noexcept;
+
+/// For a client that does not follow cluster redirections (a `redis://` or
+/// `redis-sentinel://` URL): throws ConfigError "... this server is a Redis
+/// Cluster node: use a redis-cluster:// URL" if `reply` is a MOVED or ASK
+/// (is_cluster_redirect), else returns. A MOVED is no busy server to retry
+/// later: the URL names the wrong kind of deployment. Nothing ran.
+void check_not_cluster_redirect(const redisReply& reply, std::string_view endpoint, std::string_view operation);
+
 /// The exception class an error reply maps to.
 enum class ReplyKind { generic, auth, wrong_type, permission, read_only, busy };
 
@@ -44,7 +69,8 @@ enum class ReplyKind { generic, auth, wrong_type, permission, read_only, busy };
 ReplyKind classify_reply_error(std::string_view text) noexcept;
 
 /// Throws the ReplyError subclass for error reply `text` (see
-/// classify_reply_error); code() is its first word.
+/// classify_reply_error); code() is its first word; the message carries
+/// the text scrubbed (scrub_server_error).
 [[noreturn]] void throw_reply_error(std::string_view text, std::string_view endpoint, std::string_view operation);
 
 /// As above for a hiredis reply. Precondition: reply.type == REDIS_REPLY_ERROR.

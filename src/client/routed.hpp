@@ -24,7 +24,8 @@
 // A node silent until the caller's deadline marks the map stale too (it may
 // be frozen, its slots failed over to a replica the map does not know).
 //
-// One server (no cluster): a straight call, no loop.
+// One server (no cluster): a straight call, no loop; a MOVED or ASK there
+// is a ConfigError (a redis:// URL naming a cluster node).
 #pragma once
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "client/client_impl.hpp"
+#include "client/error_map.hpp"
 #include "client/hiredis_handles.hpp"
 #include "lockon/errors.hpp"
 
@@ -95,6 +97,14 @@ inline const redisReply* first_readonly(const std::vector<ReplyPtr>& replies) no
   return nullptr;
 }
 
+/// A client that follows no redirections got one: ConfigError (error_map.hpp).
+inline void check_not_cluster_redirect(const ReplyPtr& reply, std::string_view endpoint) {
+  if (reply) check_not_cluster_redirect(*reply, endpoint, "request");
+}
+inline void check_not_cluster_redirect(const std::vector<ReplyPtr>& replies, std::string_view endpoint) {
+  for (const ReplyPtr& reply : replies) check_not_cluster_redirect(reply, endpoint);
+}
+
 inline constexpr int kMaxRoutedAttempts = 16;
 inline constexpr int kMaxRoutedWaits = 1000;
 
@@ -149,6 +159,9 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
       if (!lease) return {};  // it passed first: nothing was sent
       auto& connection = *lease;
       auto result = exchange(*connection, *node);
+      // A MOVED or ASK here: the URL names a cluster node (a wrong URL, not
+      // a busy server; the redirected requests did not run).
+      check_not_cluster_redirect(result, node->endpoint());
       if (const redisReply* readonly = first_readonly(result))
         client.topology().report_error_reply(*node, {readonly->str, readonly->len});
       return result;

@@ -65,7 +65,7 @@ MasterAddressAnswer read_master_address(const redisReply& reply) {
   if (reply.type == REDIS_REPLY_NIL) {
     answer.unknown = true;
   } else if (reply.type == REDIS_REPLY_ERROR) {
-    answer.problem = std::string(text_of(reply).substr(0, 120));
+    answer.problem = scrub_server_error(text_of(reply).substr(0, 120));
   } else if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2) {
     answer.problem = "unexpected reply";
   } else {
@@ -195,7 +195,7 @@ ConnectionOptions SentinelTopology::resolve() {
     const ConnectionOptions sentinel = sentinel_options(options_, sentinels[index]);
     const std::string where = sentinel.endpoint();
     try {
-      Connection connection(sentinel);
+      Connection connection(sentinel, ServerRole::sentinel);
       const std::array<std::string_view, 3> ask{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name};
       const ReplyPtr reply = connection.command(ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
       const MasterAddressAnswer named = read_master_address(*reply);
@@ -276,7 +276,7 @@ void SentinelTopology::listen(std::size_t sentinel) {
 // its ROLE every kCandidateProbeEvery, for at most kCandidateWatchFor.
 bool SentinelTopology::listen_once(std::size_t sentinel) {
   try {
-    Connection connection(sentinel_options(options_, sentinels_of(options_).at(sentinel)));
+    Connection connection(sentinel_options(options_, sentinels_of(options_).at(sentinel)), ServerRole::sentinel);
     connection.ensure_connected();
     connection.complete_handshake();
     connection.append(kSentinelSubscribe);

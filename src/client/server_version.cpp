@@ -53,7 +53,8 @@ std::string_view hello_field(const redisReply& reply, std::string_view name) noe
   return {};
 }
 
-void check_hello_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation) {
+void check_hello_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation,
+                       ServerRole expected) {
   if (reply.type == REDIS_REPLY_ERROR) {
     const std::string_view text(reply.str, reply.len);
     // "ERR unknown command 'HELLO'" (Redis < 6.0, or HELLO renamed away).
@@ -66,6 +67,10 @@ void check_hello_reply(const redisReply& reply, std::string_view endpoint, std::
   if (!parsed)
     throw UnsupportedServerError(needs(endpoint, "reports no version in its HELLO reply"));
   if (!is_supported(*parsed)) throw UnsupportedServerError(needs(endpoint, "runs " + std::string(version)));
+  if (expected == ServerRole::data && hello_field(reply, "mode") == "sentinel")
+    throw ConfigError(std::string(operation) + " on " + std::string(endpoint) +
+                      ": this server is a Redis Sentinel, not a data server: connect with a "
+                      "redis-sentinel://host:port[,host:port...]#master-name URL, not redis://");
 }
 
 }  // namespace lockon::detail

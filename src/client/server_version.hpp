@@ -29,11 +29,22 @@ bool is_supported(const ServerVersion& version) noexcept;
 /// name, value, name, value...); empty if absent or not a string.
 std::string_view hello_field(const redisReply& reply, std::string_view name) noexcept;
 
+/// What a connection expects at the other end. HELLO's "mode" field says
+/// what it is: "standalone", "cluster" or "sentinel".
+enum class ServerRole {
+  data,      ///< a server that holds keys (standalone, master, cluster node)
+  sentinel,  ///< a Redis Sentinel (resolving the master, +switch-master)
+};
+
 /// Checks HELLO's reply. Throws UnsupportedServerError when the server is
 /// older than 7.0, does not know HELLO, or reports no parsable version (the
 /// message names `endpoint` and the version it runs); AuthError and the
 /// other ReplyError subclasses for any other error reply.
-/// `operation` names the failing call in messages.
-void check_hello_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation = "HELLO");
+/// A Sentinel where a data server is `expected` is a ConfigError ("... is a
+/// Redis Sentinel: connect with a redis-sentinel:// URL"): without it, the
+/// first SET or EVALSHA fails with "ERR unknown command" (a wrong URL
+/// reported as a server error). `operation` names the failing call in messages.
+void check_hello_reply(const redisReply& reply, std::string_view endpoint, std::string_view operation = "HELLO",
+                       ServerRole expected = ServerRole::data);
 
 }  // namespace lockon::detail

@@ -3,6 +3,7 @@
 
 #include "lock/lease.hpp"
 #include "lockon/errors.hpp"
+#include "lockon/name.hpp"
 #include "lockon/lock.hpp"
 
 namespace lockon {
@@ -31,7 +32,7 @@ void LeaseSignal::declare_lost(LossReason reason, std::string detail) noexcept {
 }  // namespace detail
 
 DistributedLock::DistributedLock(std::string name, LockOptions options) : state_(std::make_shared<State>()) {
-  if (name.empty()) throw ConfigError("lock name must not be empty");
+  validate_name(name, "lock");
   if (!options.no_expiry) {
     // Redis rejects PX values whose absolute expiry overflows; 2^47 ms is
     // ~4,400 years, well inside every limit.

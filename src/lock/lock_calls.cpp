@@ -27,6 +27,8 @@ using SteadyClock = std::chrono::steady_clock;
 // Auto-pipelining (ConnectionOptions::auto_pipeline): one server only (the
 // redirections and failover reports of routed_call stay with the pool).
 // Null when off.
+// (One server only, so routed_call's one-server rule holds here too: a
+// MOVED or ASK is a ConfigError, check_not_cluster_redirect.)
 Pipeline* shared_pipeline(ClientImpl& client, std::string_view key, std::shared_ptr<Node>& node) {
   if (!client.options().auto_pipeline || client.options().deployment != Deployment::standalone) return nullptr;
   node = client.node_for(key);
@@ -74,6 +76,7 @@ ReplyPtr run_on_key_node(ClientImpl& client, const std::string& name, const std:
   std::shared_ptr<Node> shared_node;
   if (Pipeline* pipeline = shared_pipeline(client, name, shared_node)) {
     ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args_for(*shared_node), operation, SteadyClock::time_point::max());
+    check_not_cluster_redirect(reply, shared_node->endpoint());
     check_reply(*reply, shared_node->endpoint(), operation);
     return reply;
   }
@@ -167,6 +170,7 @@ ReplyPtr LockCalls::run_lock_script_until(const Script& script, std::span<const 
   std::shared_ptr<Node> shared_node;
   if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
     ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args, operation, until);
+    check_not_cluster_redirect(reply, shared_node->endpoint());
     if (reply) check_reply(*reply, shared_node->endpoint(), operation);
     return reply;
   }
@@ -185,6 +189,7 @@ ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::s
   std::shared_ptr<Node> shared_node;
   if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
     ReplyPtr reply = pipelined(*pipeline, args, operation, until);
+    check_not_cluster_redirect(reply, shared_node->endpoint());
     if (reply) check_reply(*reply, shared_node->endpoint(), operation);
     return reply;
   }
@@ -210,7 +215,9 @@ std::vector<ReplyPtr> LockCalls::pipeline_until(std::span<const std::span<const 
   Pipeline* pipeline = last_waits.count() == 0 ? shared_pipeline(*client_, name(), shared_node) : nullptr;
   if (pipeline != nullptr) {
     try {
-      return pipeline->call_many(commands, until, operation);  // adjacent in one write
+      std::vector<ReplyPtr> replies = pipeline->call_many(commands, until, operation);  // adjacent in one write
+      check_not_cluster_redirect(replies, shared_node->endpoint());
+      return replies;
     } catch (const TimeoutError&) {
       if (until != Clock::time_point::max() && Clock::now() >= until) return {};
       throw;

@@ -24,6 +24,7 @@
 #include "lockon/key.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/lock_context.hpp"
+#include "lockon/name.hpp"
 #include "lockon/options.hpp"
 #include "lock/lease.hpp"
 #include "lock_on/acquire_internal.hpp"
@@ -100,6 +101,8 @@ PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
                       "busy loop; set a retry_delay or a max_retry");
   }
   if (policy.key_prefix.empty()) throw ConfigError("lockon: LockerPolicy::key_prefix must not be empty");
+  // Every key starts with it: one over the name limit gives no valid key.
+  validate_name(policy.key_prefix, "lockon: LockerPolicy::key_prefix");
   LockOptions options;
   options.ttl = policy.ttl;
   options.auto_renew = policy.auto_renew;

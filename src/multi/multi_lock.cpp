@@ -10,6 +10,7 @@
 
 #include "lock/lease.hpp"
 #include "lockon/errors.hpp"
+#include "lockon/name.hpp"
 #include "multi/one_script.hpp"
 
 namespace lockon {
@@ -42,7 +43,7 @@ std::string joined(const std::vector<std::string>& names) {
   if (names.empty()) throw ConfigError("lockon: MultiLock needs at least one key");
   std::string text;
   for (const std::string& name : names) {
-    if (name.empty()) throw ConfigError("lockon: MultiLock: a key name must not be empty");
+    validate_name(name, "lockon: MultiLock: a key");
     if (!text.empty()) text.push_back(',');
     text.append(name);
   }

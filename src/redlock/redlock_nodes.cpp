@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "client/client_impl.hpp"
+#include "client/error_map.hpp"
 #include "client/fanout.hpp"
 #include "client/routed.hpp"
 #include "lock/orphans.hpp"
@@ -108,7 +109,7 @@ std::string NodeReply::error_text() const {
     }
   }
   if (!reply) return "no reply";
-  if (is_error_reply(*reply)) return std::string(reply->str, reply->len);
+  if (is_error_reply(*reply)) return scrub_server_error({reply->str, reply->len});
   return {};
 }
 

@@ -21,6 +21,7 @@
 #include "lock/wake_proof.hpp"
 #include "lock/watchdog.hpp"
 #include "lockon/errors.hpp"
+#include "lockon/name.hpp"
 #include "shared/shared_scripts.hpp"
 
 namespace lockon::detail {
@@ -68,7 +69,7 @@ SharedHolder::SharedHolder(Client client, std::string name, SharedLeaseOptions o
       kind_(kind),
       limit_text_(std::to_string(limit)),
       what_(what) {
-  if (name_.empty()) throw ConfigError(std::string(what_) + ": the name must not be empty");
+  validate_name(name_, what_);
   if (options_.ttl.count() <= 0 || options_.ttl.count() > kMaxTtlMs)
     throw ConfigError(std::string(what_) + " '" + name_ + "': ttl must be > 0 and <= 2^40 ms");
   if (options_.wait_poll_interval.count() <= 0)
