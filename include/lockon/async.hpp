@@ -11,6 +11,7 @@
 //     auto guard = co_await lockon::async_scoped(lock);
 //     ...                                   // critical section
 //     co_await guard.release();
+//     client.close();  // an open client keeps work outstanding: io.run() returns once it is closed
 //   }, asio::detached);
 //   io.run();
 //

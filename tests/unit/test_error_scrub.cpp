@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "resp_reply.hpp"
 #include "client/error_map.hpp"
 #include "client/server_version.hpp"
 #include "lockon/errors.hpp"
@@ -90,16 +91,8 @@ TEST(ScrubServerError, ControlBytesAndLengthAreBounded) {
 
 // ------------------------------------------------------- wrong deployments
 
-ReplyPtr parse_resp(std::string_view bytes) {
-  std::unique_ptr<redisReader, decltype(&redisReaderFree)> reader(redisReaderCreate(), &redisReaderFree);
-  EXPECT_EQ(redisReaderFeed(reader.get(), bytes.data(), bytes.size()), REDIS_OK);
-  void* raw = nullptr;
-  EXPECT_EQ(redisReaderGetReply(reader.get(), &raw), REDIS_OK);
-  EXPECT_NE(raw, nullptr) << "incomplete RESP in the test";
-  return ReplyPtr(static_cast<redisReply*>(raw));
-}
-
-std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+using detail::test_resp::bulk;
+ReplyPtr parse_resp(std::string_view bytes) { return detail::test_resp::parse(bytes); }
 
 std::string hello_reply(std::string_view mode) {
   return "*14\r\n" + bulk("server") + bulk("redis") + bulk("version") + bulk("7.0.15") + bulk("proto") + ":2\r\n" +
