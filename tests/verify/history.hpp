@@ -42,6 +42,7 @@ struct CsRecord {
   bool lost = false;            // the lock reported its lease lost
   std::string acquire_error = "-";  // error type name, "busy" for a timeout, "-" if acquired
   std::string release_error = "-";  // error type name of release / LockLost, "-" if none
+  int server = 0;               // port of the master the section ran on (Sentinel topology), 0 unknown
   bool acquired() const { return acquire_error == "-"; }
 };
 

@@ -1,0 +1,102 @@
+// verify/checker_failover.cpp — promotions, the failover excuse and figures.
+#include "checker_failover.hpp"
+
+#include <algorithm>
+
+namespace lockon::verify {
+
+namespace {
+
+// "old=6001:new=6002:window_ms=1000" -> the value of `name`, 0 if absent.
+int field(const std::string& detail, const std::string& name) {
+  const auto at = detail.find(name + "=");
+  if (at == std::string::npos) return 0;
+  try {
+    return std::stoi(detail.substr(at + name.size() + 1));
+  } catch (...) {
+    return 0;
+  }
+}
+
+bool on_old_master(const Promotion& p, const CsRecord& r) { return r.server != 0 && r.server == p.old_port; }
+
+}  // namespace
+
+std::vector<Promotion> find_promotions(const History& history) {
+  std::vector<Promotion> promotions;
+  for (const auto& fault : history.faults) {  // sorted by start
+    if (fault.type != "promotion") continue;
+    promotions.push_back(Promotion{.record = &fault, .old_port = field(fault.detail, "old"),
+                                   .new_port = field(fault.detail, "new"), .at_ns = fault.start_ns,
+                                   .window_end_ns = fault.end_ns});
+  }
+  for (std::size_t i = 0; i < promotions.size(); ++i)
+    for (std::size_t j = i + 1; j < promotions.size(); ++j)
+      if (promotions[j].new_port == promotions[i].old_port) {
+        promotions[i].old_back_ns = promotions[j].at_ns;
+        break;
+      }
+  return promotions;
+}
+
+std::optional<FailoverExcuse> failover_excuse(const std::vector<Promotion>& promotions, const CsRecord& a,
+                                              const CsRecord& b) {
+  for (const Promotion& p : promotions) {
+    const bool a_old = on_old_master(p, a), b_old = on_old_master(p, b);
+    if (a_old && b_old) continue;
+    if (a.server != 0 && b.server != 0 && a.server == b.server) continue;
+    // The stale one is on the old master; unknown ports: the earlier one.
+    const CsRecord& stale = b_old ? b : a;
+    const CsRecord& fresh = b_old ? a : b;
+    if (stale.server != 0 && stale.server != p.old_port) continue;
+    if (stale.acquired_ns > p.window_end_ns || stale.acquired_ns > p.old_back_ns) continue;
+    if (fresh.acquired_ns < p.at_ns - kPromotionSeenLate) continue;
+    // The stale lease was granted before the promotion (its key not yet
+    // replicated, or renewed on the old master only) or in the window.
+    if (stale.release_ns < p.at_ns - kPromotionSeenLate) continue;
+    return FailoverExcuse{.fault = p.record, .stale = &stale};
+  }
+  return std::nullopt;
+}
+
+bool granted_in_a_window(const std::vector<Promotion>& promotions, const CsRecord& r) {
+  for (const Promotion& p : promotions)
+    if (on_old_master(p, r) && r.acquired_ns >= p.at_ns - kPromotionSeenLate && r.acquired_ns <= p.window_end_ns)
+      return true;
+  return false;
+}
+
+std::vector<FailoverFigure> failover_figures(const History& history, const std::vector<Promotion>& promotions,
+                                             std::vector<const CsRecord*>& granted_after_window) {
+  std::vector<FailoverFigure> figures;
+  for (const Promotion& p : promotions) {
+    FailoverFigure f{.old_port = p.old_port, .new_port = p.new_port, .at_ns = p.at_ns};
+    for (const auto& fault : history.faults)  // the injected fault that led to it
+      if (fault.start_ns <= p.at_ns && fault.type != "promotion" && fault.type != "demotion")
+        f.cause = fault.type + ' ' + fault.target;
+    for (const auto& fault : history.faults)
+      if (fault.type == "demotion" && fault.target == "master:" + std::to_string(p.old_port) &&
+          fault.start_ns >= p.at_ns && fault.start_ns < p.old_back_ns) {
+        f.demoted_ns = fault.start_ns - p.at_ns;
+        break;
+      }
+    const std::int64_t next = std::min(p.old_back_ns, std::numeric_limits<std::int64_t>::max());
+    for (const auto& r : history.sections) {
+      if (!r.acquired() || r.acquired_ns < p.at_ns) continue;
+      if (r.server == p.new_port && (f.first_on_new_ns < 0 || r.acquired_ns - p.at_ns < f.first_on_new_ns))
+        f.first_on_new_ns = r.acquired_ns - p.at_ns;
+      if (!on_old_master(p, r) || r.acquired_ns >= next) continue;
+      ++f.on_old_after;
+      f.last_on_old_ns = std::max(f.last_on_old_ns, r.acquired_ns - p.at_ns);
+      f.last_end_on_old_ns = std::max(f.last_end_on_old_ns, r.release_ns - p.at_ns);
+      if (r.acquired_ns > p.window_end_ns) {
+        ++f.on_old_after_window;
+        granted_after_window.push_back(&r);
+      }
+    }
+    figures.push_back(std::move(f));
+  }
+  return figures;
+}
+
+}  // namespace lockon::verify

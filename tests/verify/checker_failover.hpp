@@ -1,0 +1,62 @@
+// verify/checker_failover.hpp — what the checker requires around a Sentinel
+// failover. The reference is the `promotion` record (role_watcher.hpp): the
+// moment a replica was seen answering ROLE "master", and the window after it
+// during which clients may still be granted locks on the old master (the
+// issue-33 target: 1 s). Sections carry the port of the master they ran on.
+//   - An overlap of a section on the old master granted before the window
+//     ended with a section after the promotion is allowed (async
+//     replication); the one on the old master is the stale holder: it must
+//     see the loss (or the resource refuse it).
+//   - A section granted on the old master after the window is an
+//     `old_master_grant` violation, until that port is promoted again.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checker.hpp"
+
+namespace lockon::verify {
+
+struct Promotion {
+  const FaultRecord* record = nullptr;
+  int old_port = 0;
+  int new_port = 0;
+  std::int64_t at_ns = 0;          // when ROLE first said master
+  std::int64_t window_end_ns = 0;  // the old master may grant until then
+  // When the old port was promoted again (its sections are legitimate again).
+  std::int64_t old_back_ns = std::numeric_limits<std::int64_t>::max();
+};
+
+/// The promotions in `history`, by time.
+std::vector<Promotion> find_promotions(const History& history);
+
+/// The ROLE poll sees a promotion up to this late (a 20 ms period, and a
+/// round that waits 150 ms for each stopped server): a section on the new
+/// master may be granted that much before the promotion's record.
+inline constexpr std::int64_t kPromotionSeenLate = 300'000'000;
+
+struct FailoverExcuse {
+  const FaultRecord* fault = nullptr;  // the promotion
+  const CsRecord* stale = nullptr;     // the holder on the old master
+};
+
+/// Whether a promotion allows `a` (acquired first) and `b` to have held the
+/// key together, and which of them was the stale one. Two sections on the
+/// same master (both known) are never excused by a failover; a section with
+/// no recorded port is taken to be on the old master when it came first.
+std::optional<FailoverExcuse> failover_excuse(const std::vector<Promotion>& promotions, const CsRecord& a,
+                                              const CsRecord& b);
+
+/// True when section `r` is a stale holder of some promotion's window (on
+/// the old master, granted between the promotion and the window's end).
+bool granted_in_a_window(const std::vector<Promotion>& promotions, const CsRecord& r);
+
+/// Sections granted on an old master after the window (old_master_grant
+/// violations, one per section), and the figures of each failover.
+std::vector<FailoverFigure> failover_figures(const History& history, const std::vector<Promotion>& promotions,
+                                             std::vector<const CsRecord*>& granted_after_window);
+
+}  // namespace lockon::verify
