@@ -2,7 +2,8 @@
 // (tests/verify/checker_failover.hpp) against histories written by hand:
 // an overlap across a promotion is allowed only while the old master was
 // within its window, the stale holder (whichever of the two ran on the old
-// master) must see its loss, a grant on the old master after the window is
+// master) must see its loss (or, with a fence, be refused by the resource),
+// a grant on the old master after the window is
 // an old_master_grant, and a clean failover gives nothing.
 #include <gtest/gtest.h>
 
@@ -82,19 +83,20 @@ TEST(VerifyFailoverChecker, ACleanFailoverHasNoViolationAndItsFigures) {
 }
 
 TEST(VerifyFailoverChecker, AHolderOnTheOldMasterOverlappedAfterThePromotionMustSeeItsLoss) {
-  for (const bool saw_loss : {true, false}) {
+  // (saw the loss, the resource refused it): either is enough, neither is a silent loss.
+  for (const auto& [saw_loss, refused] : {std::pair{true, false}, std::pair{false, true}, std::pair{false, false}}) {
     History h = without(failover_history(), kPromotedAt - 200, kPromotedAt);
     // Granted by the old master 100 ms before the promotion, held 600 ms;
     // the new master (its key not replicated) grants k at once.
     CsRecord stale = section("w5.0", 490, kPromotedAt - 100, kPromotedAt + 500, kOld);
     stale.lost = saw_loss;
-    stale.write = 'R';
+    stale.write = refused ? 'R' : 'A';
     h.sections.push_back(stale);
     const Findings findings = check(h);
     EXPECT_GT(findings.allowed_overlaps, 0) << "saw_loss " << saw_loss;
     EXPECT_EQ(findings.allowed_by_fault.count("promotion"), 1u);
-    if (saw_loss) {
-      EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+    if (saw_loss || refused) {
+      EXPECT_EQ(kinds(findings), std::vector<std::string>{}) << saw_loss << refused;
     } else {
       ASSERT_EQ(findings.count(), (std::map<std::string, int>{{"silent_loss", 1}}));
       EXPECT_NE(findings.violations.front().what.find("w5.0"), std::string::npos);
@@ -106,12 +108,12 @@ TEST(VerifyFailoverChecker, TheStaleHolderIsTheOneOnTheOldMasterEvenWhenItCameSe
   for (const bool saw_loss : {true, false}) {
     History h = without(failover_history(), kPromotedAt + 100, kPromotedAt + 950);
     // A new-master holder from +100 ms; a client still following the old
-    // master is granted k there at +500 ms, within the window, with a fence
-    // the old master's counter repeats.
+    // master is granted k there at +500 ms, within the window (its fence
+    // above every released one: no fence-order finding, only the overlap).
     h.sections.push_back(section("w5.0", 511, kPromotedAt + 100, kPromotedAt + 900, kNew));
-    CsRecord stale = section("w6.0", 505, kPromotedAt + 500, kPromotedAt + 600, kOld);
+    CsRecord stale = section("w6.0", 512, kPromotedAt + 500, kPromotedAt + 600, kOld);
     stale.lost = saw_loss;
-    stale.write = 'R';
+    stale.write = 'A';  // the resource did not refuse it (an unfenced section: never)
     h.sections.push_back(stale);
     const Findings findings = check(h);
     if (saw_loss) {

@@ -148,6 +148,9 @@ class Checker {
   struct Excuse {
     const FaultRecord* fault = nullptr;
     const CsRecord* stale = nullptr;  // the holder that must see its loss
+    // A failover: the resource refusing the stale holder's fence also
+    // counts as seeing the loss (fault_kinds.hpp, promotion).
+    bool refusal_suffices = false;
   };
   std::optional<Excuse> excuse(const CsRecord& a, const CsRecord& b) const {
     for (const auto& fault : h_.faults) {
@@ -166,7 +169,7 @@ class Checker {
         return Excuse{.fault = &fault, .stale = &a};
     }
     if (const auto failover = failover_excuse(promotions_, a, b))
-      return Excuse{.fault = failover->fault, .stale = failover->stale};
+      return Excuse{.fault = failover->fault, .stale = failover->stale, .refusal_suffices = true};
     return std::nullopt;
   }
 
@@ -206,7 +209,8 @@ class Checker {
         ++f_.allowed_overlaps;
         ++f_.allowed_by_fault[allowed->fault->type];
         const CsRecord* stale = allowed->stale;
-        if (!stale->lost && stale->release_error == "-") silent.emplace_back(stale, a);
+        const bool refused = allowed->refusal_suffices && stale->write == 'R';
+        if (!stale->lost && stale->release_error == "-" && !refused) silent.emplace_back(stale, a);
       } else {
         unexcused.push_back(a);
       }

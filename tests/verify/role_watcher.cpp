@@ -74,6 +74,22 @@ void RoleWatcher::run() {
       } else if (*role == "slave" && before == "master") {
         log_.append(format(FaultRecord{.type = "demotion", .target = "master:" + std::to_string(port),
                                        .start_ns = seen, .end_ns = seen, .detail = "-"}));
+        before = *role;
+        // The master last promoted lost its role while another server never
+        // stopped saying master (sentinels that had not all switched sent it
+        // back): that one is the master again, a promotion in all but ROLE.
+        if (port == master_port_.load())
+          for (const auto& [other, other_role] : last)
+            if (other != port && other_role == "master") {
+              master_port_ = other;
+              log_.append(format(FaultRecord{
+                  .type = "promotion", .target = "master:" + std::to_string(other), .start_ns = seen,
+                  .end_ns = seen + std::chrono::nanoseconds(window_).count(),
+                  .detail = "old=" + std::to_string(port) + ":new=" + std::to_string(other) +
+                            ":window_ms=" + std::to_string(window_.count()) + ":reverted=1"}));
+              ++promotions_;
+              break;
+            }
       }
       before = *role;
     }

@@ -3,7 +3,10 @@
 // ROLE every 20 ms and logs, as FaultRecords in the faults log,
 //   promotion  master:<new> [seen, seen + window] "old=<port>:new=<port>:window_ms=<W>"
 //              a server that said slave now says master;
-//   demotion   master:<port> [seen, seen]  a server that said master now says slave.
+//   demotion   master:<port> [seen, seen]  a server that said master now says slave;
+//              when that was the master last promoted and another server
+//              still says master, a promotion of that one (detail
+//              "...:reverted=1"): the failover was undone.
 // A server that does not answer (stopped, killed) keeps its last role, so a
 // killed master that restarts and is made a replica is a demotion, not a
 // promotion.
