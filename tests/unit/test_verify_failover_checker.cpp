@@ -143,6 +143,28 @@ TEST(VerifyFailoverChecker, AGrantOnTheOldMasterAfterTheWindowIsAViolationAndIts
   }
 }
 
+TEST(VerifyFailoverChecker, AGrantOnAMasterASentinelStillNamesIsNotLate) {
+  // The sentinels' view is in the history: the old master stays named by
+  // some sentinel until +2000 ms (they disagree), then by none.
+  const auto names = [](std::int64_t unnamed_at_ms) {
+    History h = failover_history();
+    h.faults.push_back(FaultRecord{.type = "unnamed", .target = "master:" + std::to_string(kOld),
+                                   .start_ns = kT0 + unnamed_at_ms * kMs, .end_ns = kT0 + unnamed_at_ms * kMs,
+                                   .detail = "-"});
+    CsRecord late = section("w6.0", 3001, kPromotedAt + 1500, kPromotedAt + 1600, kOld);
+    late.lost = true;
+    h.sections.push_back(late);
+    return check(h);
+  };
+  const Findings still_named = names(kPromotedAt + 2000);
+  EXPECT_TRUE(still_named.count("old_master_grant").empty());
+  EXPECT_TRUE(still_named.count("overlap").empty());
+  EXPECT_EQ(still_named.allowed_by_fault.count("promotion"), 1u);
+  // Named by none since +100 ms: +1500 is past the window.
+  const Findings unnamed = names(kPromotedAt + 100);
+  EXPECT_EQ(unnamed.count("old_master_grant").at("old_master_grant"), 1);
+}
+
 TEST(VerifyFailoverChecker, TheOldMasterPromotedAgainMayGrantAgain) {
   History h = failover_history();
   h.faults.push_back(promotion(kNew, kOld, 8000));

@@ -45,7 +45,7 @@ bool is_single_server(const CsRecord& r) { return r.mechanism != "redlock"; }
 class Checker {
  public:
   Checker(const History& history, Findings& findings)
-      : h_(history), f_(findings), ttl_(history.ttl_ns()), promotions_(find_promotions(history)) {}
+      : h_(history), f_(findings), ttl_(history.ttl_ns()), failovers_(find_failovers(history)) {}
 
   void run() {
     std::map<std::string, std::vector<const CsRecord*>> by_key;
@@ -168,7 +168,7 @@ class Checker {
           (fault.type == "restart_empty" && is_single_server(a)))
         return Excuse{.fault = &fault, .stale = &a};
     }
-    if (const auto failover = failover_excuse(promotions_, a, b))
+    if (const auto failover = failover_excuse(failovers_, a, b))
       return Excuse{.fault = failover->fault, .stale = failover->stale, .refusal_suffices = true};
     return std::nullopt;
   }
@@ -240,7 +240,7 @@ class Checker {
       }
       // A holder granted by an old master in a failover's window is stale:
       // its fence may repeat the new master's, the resource refusing it.
-      const bool stale_in_window = b->write != 'A' && granted_in_a_window(promotions_, *b);
+      const bool stale_in_window = b->write != 'A' && granted_in_a_window(failovers_, *b);
       if (!stale_in_window && (b->fence == 0 || (highest != nullptr && b->fence <= highest->fence))) {
         add("fence_order", b->acquired_ns,
             "key " + b->key + ": [" + describe(*b) + "] after [" + (highest ? describe(*highest) : "none") + "]",
@@ -444,10 +444,10 @@ class Checker {
   // Sections granted by an old master after the failover window.
   void check_old_master_grants() {
     std::vector<const CsRecord*> late;
-    f_.failovers = failover_figures(h_, promotions_, late);
+    f_.failovers = failover_figures(h_, failovers_, late);
     for (const CsRecord* r : late) {
       const Promotion* of = nullptr;
-      for (const Promotion& p : promotions_)
+      for (const Promotion& p : failovers_.promotions)
         if (p.old_port == r->server && p.at_ns <= r->acquired_ns) of = &p;
       add("old_master_grant", r->acquired_ns,
           "key " + r->key + ": [" + describe(*r) + "] granted on old master " + std::to_string(r->server) + " " +
@@ -461,7 +461,7 @@ class Checker {
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> episodes_;  // worker + error type -> episode start, last failure
   std::set<const CsRecord*> silent_;  // stale sections already reported as silent losses
   std::int64_t ttl_;
-  std::vector<Promotion> promotions_;
+  Failovers failovers_;
 };
 
 }  // namespace

@@ -22,8 +22,30 @@ bool on_old_master(const Promotion& p, const CsRecord& r) { return r.server != 0
 
 }  // namespace
 
-std::vector<Promotion> find_promotions(const History& history) {
-  std::vector<Promotion> promotions;
+bool Failovers::late(const Promotion& p, int port, std::int64_t at) const {
+  if (at <= p.window_end_ns) return false;
+  if (!has_names) return true;
+  for (const Unnamed& u : unnamed)
+    if (u.port == port && u.since + window_ns < at && at < u.until) return true;
+  return false;
+}
+
+Failovers find_failovers(const History& history) {
+  Failovers out;
+  const auto window = history.meta.find("failover_window_ms");
+  if (window != history.meta.end()) out.window_ns = std::stoll(window->second) * 1'000'000;
+  for (const auto& fault : history.faults) {  // sorted by start
+    if (fault.type != "unnamed" && fault.type != "named") continue;
+    out.has_names = true;
+    const int port = fault.target.rfind("master:", 0) == 0 ? std::stoi(fault.target.substr(7)) : 0;
+    if (fault.type == "unnamed") {
+      out.unnamed.push_back(Unnamed{.port = port, .since = fault.start_ns});
+    } else {
+      for (Unnamed& u : out.unnamed)
+        if (u.port == port && u.until == std::numeric_limits<std::int64_t>::max()) u.until = fault.start_ns;
+    }
+  }
+  std::vector<Promotion>& promotions = out.promotions;
   for (const auto& fault : history.faults) {  // sorted by start
     if (fault.type != "promotion") continue;
     promotions.push_back(Promotion{.record = &fault, .old_port = field(fault.detail, "old"),
@@ -36,12 +58,11 @@ std::vector<Promotion> find_promotions(const History& history) {
         promotions[i].old_back_ns = promotions[j].at_ns;
         break;
       }
-  return promotions;
+  return out;
 }
 
-std::optional<FailoverExcuse> failover_excuse(const std::vector<Promotion>& promotions, const CsRecord& a,
-                                              const CsRecord& b) {
-  for (const Promotion& p : promotions) {
+std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const CsRecord& a, const CsRecord& b) {
+  for (const Promotion& p : failovers.promotions) {
     const bool a_old = on_old_master(p, a), b_old = on_old_master(p, b);
     if (a_old && b_old) continue;
     if (a.server != 0 && b.server != 0 && a.server == b.server) continue;
@@ -49,7 +70,7 @@ std::optional<FailoverExcuse> failover_excuse(const std::vector<Promotion>& prom
     const CsRecord& stale = b_old ? b : a;
     const CsRecord& fresh = b_old ? a : b;
     if (stale.server != 0 && stale.server != p.old_port) continue;
-    if (stale.acquired_ns > p.window_end_ns || stale.acquired_ns > p.old_back_ns) continue;
+    if (failovers.late(p, p.old_port, stale.acquired_ns) || stale.acquired_ns > p.old_back_ns) continue;
     if (fresh.acquired_ns < p.at_ns - kPromotionSeenLate) continue;
     // The stale lease was granted before the promotion (its key not yet
     // replicated, or renewed on the old master only) or in the window.
@@ -59,20 +80,22 @@ std::optional<FailoverExcuse> failover_excuse(const std::vector<Promotion>& prom
   return std::nullopt;
 }
 
-bool granted_in_a_window(const std::vector<Promotion>& promotions, const CsRecord& r) {
-  for (const Promotion& p : promotions)
-    if (on_old_master(p, r) && r.acquired_ns >= p.at_ns - kPromotionSeenLate && r.acquired_ns <= p.window_end_ns)
+bool granted_in_a_window(const Failovers& failovers, const CsRecord& r) {
+  for (const Promotion& p : failovers.promotions)
+    if (on_old_master(p, r) && r.acquired_ns >= p.at_ns - kPromotionSeenLate &&
+        !failovers.late(p, p.old_port, r.acquired_ns))
       return true;
   return false;
 }
 
-std::vector<FailoverFigure> failover_figures(const History& history, const std::vector<Promotion>& promotions,
+std::vector<FailoverFigure> failover_figures(const History& history, const Failovers& failovers,
                                              std::vector<const CsRecord*>& granted_after_window) {
   std::vector<FailoverFigure> figures;
-  for (const Promotion& p : promotions) {
+  for (const Promotion& p : failovers.promotions) {
     FailoverFigure f{.old_port = p.old_port, .new_port = p.new_port, .at_ns = p.at_ns};
     for (const auto& fault : history.faults)  // the injected fault that led to it
-      if (fault.start_ns <= p.at_ns && fault.type != "promotion" && fault.type != "demotion")
+      if (fault.start_ns <= p.at_ns && fault.type != "promotion" && fault.type != "demotion" &&
+          fault.type != "named" && fault.type != "unnamed")
         f.cause = fault.type + ' ' + fault.target;
     for (const auto& fault : history.faults)
       if (fault.type == "demotion" && fault.target == "master:" + std::to_string(p.old_port) &&
@@ -89,7 +112,7 @@ std::vector<FailoverFigure> failover_figures(const History& history, const std::
       ++f.on_old_after;
       f.last_on_old_ns = std::max(f.last_on_old_ns, r.acquired_ns - p.at_ns);
       f.last_end_on_old_ns = std::max(f.last_end_on_old_ns, r.release_ns - p.at_ns);
-      if (r.acquired_ns > p.window_end_ns) {
+      if (failovers.late(p, p.old_port, r.acquired_ns)) {
         ++f.on_old_after_window;
         granted_after_window.push_back(&r);
       }

@@ -9,6 +9,12 @@
 //     see the loss (or the resource refuse it).
 //   - A section granted on the old master after the window is an
 //     `old_master_grant` violation, until that port is promoted again.
+// When the history has the sentinels' view (`unnamed` / `named` records:
+// when no sentinel named a port as master any more, and again), "after the
+// window" also requires that no sentinel had named the port for longer than
+// the window: a client following a sentinel that still names the old master
+// (sentinels disagreeing after a failover undone or not yet announced) is
+// where Sentinel sends it.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -30,8 +36,25 @@ struct Promotion {
   std::int64_t old_back_ns = std::numeric_limits<std::int64_t>::max();
 };
 
-/// The promotions in `history`, by time.
-std::vector<Promotion> find_promotions(const History& history);
+/// When no sentinel named `port` as master: [since, until).
+struct Unnamed {
+  int port = 0;
+  std::int64_t since = 0;
+  std::int64_t until = std::numeric_limits<std::int64_t>::max();
+};
+
+/// The promotions in `history`, by time, and the sentinels' view.
+struct Failovers {
+  std::vector<Promotion> promotions;
+  std::vector<Unnamed> unnamed;
+  bool has_names = false;  // the history has unnamed/named records
+  std::int64_t window_ns = 1'000'000'000;
+  /// Whether a section granted on `port` at `at` is late after `p`: past
+  /// p's window and (with the sentinels' view) `port` named by none of them
+  /// for longer than the window.
+  bool late(const Promotion& p, int port, std::int64_t at) const;
+};
+Failovers find_failovers(const History& history);
 
 /// The ROLE poll sees a promotion up to this late (a 20 ms period, and a
 /// round that waits 150 ms for each stopped server): a section on the new
@@ -47,16 +70,15 @@ struct FailoverExcuse {
 /// key together, and which of them was the stale one. Two sections on the
 /// same master (both known) are never excused by a failover; a section with
 /// no recorded port is taken to be on the old master when it came first.
-std::optional<FailoverExcuse> failover_excuse(const std::vector<Promotion>& promotions, const CsRecord& a,
-                                              const CsRecord& b);
+std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const CsRecord& a, const CsRecord& b);
 
 /// True when section `r` is a stale holder of some promotion's window (on
 /// the old master, granted between the promotion and the window's end).
-bool granted_in_a_window(const std::vector<Promotion>& promotions, const CsRecord& r);
+bool granted_in_a_window(const Failovers& failovers, const CsRecord& r);
 
 /// Sections granted on an old master after the window (old_master_grant
 /// violations, one per section), and the figures of each failover.
-std::vector<FailoverFigure> failover_figures(const History& history, const std::vector<Promotion>& promotions,
+std::vector<FailoverFigure> failover_figures(const History& history, const Failovers& failovers,
                                              std::vector<const CsRecord*>& granted_after_window);
 
 }  // namespace lockon::verify

@@ -87,6 +87,10 @@ inline constexpr FaultKind kFaults[] = {
                         "after the window (old_master_grant); progress resumes within one TTL",
      0},
     {"demotion", false, "observed: a server that was master now says slave (the old master reconfigured)", 0},
+    {"unnamed", false, "observed: no sentinel names this server as master any more; a section granted on it "
+                       "later than the window after that is an old_master_grant",
+     0},
+    {"named", false, "observed: a sentinel names this server as master again", 0},
 };
 
 inline const FaultKind* find_fault_kind(std::string_view name) {

@@ -139,7 +139,11 @@ int run_orchestrator(const Args& args, const std::string& self) {
   std::ofstream resource(dir / "resource.txt");
   if (topology == "sentinel") {
     SentinelCluster cluster(config, failover_timeout);
-    RoleWatcher roles(cluster.data_ports(), cluster.sentinels().master().port(), failover_window, fault_log);
+    std::vector<int> sentinel_ports;
+    for (std::size_t i = 0; i < cluster.sentinels().sentinel_count(); ++i)
+      sentinel_ports.push_back(cluster.sentinels().sentinel_port(i));
+    RoleWatcher roles(cluster.data_ports(), sentinel_ports, cluster.sentinels().master().port(), failover_window,
+                      fault_log);
     cluster.workers().start();
     SentinelNemesis nemesis(cluster, roles, failover_timeout, seed, config.ttl, fault_log);
     run_nemesis(nemesis, cluster.workers(), faults, end);

@@ -14,28 +14,39 @@ namespace {
 
 constexpr auto kPeriod = std::chrono::milliseconds(20);
 
-// One server's ROLE ("master", "slave"), nullopt when it does not answer
-// in time (the connection is then dropped and made again next round).
-std::optional<std::string> role_of(int port, std::unique_ptr<test::RawConnection>& connection) {
+// One command's reply, nullopt when the server does not answer in time
+// (the connection is then dropped and made again next round).
+std::optional<test::RawReply> ask(int port, std::unique_ptr<test::RawConnection>& connection,
+                                  const std::vector<std::string>& command) {
   try {
     if (!connection)
       connection = std::make_unique<test::RawConnection>(
           "127.0.0.1", port,
           test::RawConnectOptions{.connect_timeout = std::chrono::milliseconds(100),
                                   .command_timeout = std::chrono::milliseconds(150)});
-    const test::RawReply reply = connection->command({"ROLE"});
-    if (reply.elements.empty()) return std::nullopt;
-    return reply.elements[0].str;
+    return connection->command(command);
   } catch (...) {
     connection.reset();
     return std::nullopt;
   }
 }
 
+// One server's ROLE ("master", "slave"), nullopt without an answer.
+std::optional<std::string> role_of(int port, std::unique_ptr<test::RawConnection>& connection) {
+  const auto reply = ask(port, connection, {"ROLE"});
+  if (!reply || reply->elements.empty()) return std::nullopt;
+  return reply->elements[0].str;
+}
+
 }  // namespace
 
-RoleWatcher::RoleWatcher(std::vector<int> ports, int master_port, std::chrono::milliseconds window, LineLog& log)
-    : ports_(std::move(ports)), window_(window), log_(log), master_port_(master_port) {
+RoleWatcher::RoleWatcher(std::vector<int> ports, std::vector<int> sentinel_ports, int master_port,
+                         std::chrono::milliseconds window, LineLog& log)
+    : ports_(std::move(ports)),
+      sentinel_ports_(std::move(sentinel_ports)),
+      window_(window),
+      log_(log),
+      master_port_(master_port) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -53,11 +64,37 @@ int RoleWatcher::wait_for_promotion(int seen, std::chrono::milliseconds timeout)
   return 0;
 }
 
+// The ports the sentinels name as master; a sentinel that does not answer
+// keeps naming what it named last.
+void RoleWatcher::watch_names(std::map<int, std::unique_ptr<test::RawConnection>>& connections,
+                              std::map<int, int>& names, std::set<int>& named) {
+  for (const int sentinel : sentinel_ports_) {
+    const auto reply = ask(sentinel, connections[sentinel], {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"});
+    if (reply && reply->elements.size() == 2) names[sentinel] = std::stoi(reply->elements[1].str);
+  }
+  std::set<int> now;
+  for (const auto& [sentinel, port] : names) now.insert(port);
+  const std::int64_t seen = now_ns();
+  for (const int port : named)
+    if (now.count(port) == 0)
+      log_.append(format(FaultRecord{.type = "unnamed", .target = "master:" + std::to_string(port),
+                                     .start_ns = seen, .end_ns = seen, .detail = "-"}));
+  for (const int port : now)
+    if (named.count(port) == 0 && !named.empty())
+      log_.append(format(FaultRecord{.type = "named", .target = "master:" + std::to_string(port),
+                                     .start_ns = seen, .end_ns = seen, .detail = "-"}));
+  named = now;
+}
+
 void RoleWatcher::run() {
   std::map<int, std::string> last;  // port -> last role it answered
   std::map<int, std::unique_ptr<test::RawConnection>> connections;
+  std::map<int, std::unique_ptr<test::RawConnection>> sentinel_connections;
+  std::map<int, int> names;  // sentinel port -> master port it named last
+  std::set<int> named;
   while (!stop_) {
     const auto round = std::chrono::steady_clock::now();
+    watch_names(sentinel_connections, names, named);
     for (const int port : ports_) {
       const std::optional<std::string> role = role_of(port, connections[port]);
       if (!role) continue;

@@ -6,7 +6,12 @@
 //   demotion   master:<port> [seen, seen]  a server that said master now says slave;
 //              when that was the master last promoted and another server
 //              still says master, a promotion of that one (detail
-//              "...:reverted=1"): the failover was undone.
+//              "...:reverted=1"): the failover was undone;
+//   unnamed / named  master:<port> [seen, seen]  no sentinel names the port
+//              as master any more (GET-MASTER-ADDR-BY-NAME, asked of every
+//              sentinel each round) / one does again. A client following any
+//              sentinel may be on a named master; one on a port no sentinel
+//              names is stale (checker_failover.hpp).
 // A server that does not answer (stopped, killed) keeps its last role, so a
 // killed master that restarts and is made a replica is a demotion, not a
 // promotion.
@@ -14,11 +19,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+#include <map>
+#include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "history.hpp"
+#include "support/raw_connection.hpp"
 
 namespace lockon::verify {
 
@@ -28,7 +36,8 @@ class RoleWatcher {
   /// `window`: how long after a promotion clients may still be granted
   /// locks on the old master (the checker's allowance, written in each
   /// promotion record).
-  RoleWatcher(std::vector<int> ports, int master_port, std::chrono::milliseconds window, LineLog& log);
+  RoleWatcher(std::vector<int> ports, std::vector<int> sentinel_ports, int master_port,
+              std::chrono::milliseconds window, LineLog& log);
   ~RoleWatcher();
   RoleWatcher(const RoleWatcher&) = delete;
   RoleWatcher& operator=(const RoleWatcher&) = delete;
@@ -43,8 +52,11 @@ class RoleWatcher {
 
  private:
   void run();
+  void watch_names(std::map<int, std::unique_ptr<test::RawConnection>>& connections, std::map<int, int>& names,
+                   std::set<int>& named);
 
   std::vector<int> ports_;
+  std::vector<int> sentinel_ports_;
   std::chrono::milliseconds window_;
   LineLog& log_;
   std::atomic<int> promotions_{0};
