@@ -62,7 +62,11 @@ Failovers find_failovers(const History& history) {
 }
 
 std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const CsRecord& a, const CsRecord& b) {
-  for (const Promotion& p : failovers.promotions) {
+  // The latest promotion before b says which master was the old one (after
+  // failovers undone, two servers take turns being "old").
+  for (auto it = failovers.promotions.rbegin(); it != failovers.promotions.rend(); ++it) {
+    const Promotion& p = *it;
+    if (p.at_ns - kPromotionSeenLate > b.acquired_ns) continue;
     const bool a_old = on_old_master(p, a), b_old = on_old_master(p, b);
     if (a_old && b_old) continue;
     if (a.server != 0 && b.server != 0 && a.server == b.server) continue;
