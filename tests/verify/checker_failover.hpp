@@ -32,7 +32,8 @@ struct Promotion {
   int new_port = 0;
   std::int64_t at_ns = 0;          // when ROLE first said master
   std::int64_t window_end_ns = 0;  // the old master may grant until then
-  // When the old port was promoted again (its sections are legitimate again).
+  // When the old port was promoted again (its sections are legitimate
+  // again), less kPromotionSeenLate: it may grant before the poll sees it.
   std::int64_t old_back_ns = std::numeric_limits<std::int64_t>::max();
 };
 
@@ -68,8 +69,11 @@ struct FailoverExcuse {
 
 /// Whether a promotion allows `a` (acquired first) and `b` to have held the
 /// key together, and which of them was the stale one. Two sections on the
-/// same master (both known) are never excused by a failover; a section with
-/// no recorded port is taken to be on the old master when it came first.
+/// same master (both known) are excused only when that is the old master, a
+/// granted before the promotion and b after it within the window: a's client
+/// switched and renews a's replicated key on the new master while the old
+/// master's copy lapses and it grants b, the stale one. A section with no
+/// recorded port is taken to be on the old master when it came first.
 std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const CsRecord& a, const CsRecord& b);
 
 /// True when section `r` is a stale holder of some promotion's window (on

@@ -91,6 +91,10 @@ inline constexpr FaultKind kFaults[] = {
                        "later than the window after that is an old_master_grant",
      0},
     {"named", false, "observed: a sentinel names this server as master again", 0},
+    {"settle_timeout", false, "the deployment did not settle (every sentinel naming one master, no failover in "
+                              "progress, every other data server its replica) within 2 x failover-timeout + 15 s "
+                              "before a fault of a server; the fault is injected anyway",
+     0},
 };
 
 inline const FaultKind* find_fault_kind(std::string_view name) {

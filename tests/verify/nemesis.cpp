@@ -42,6 +42,7 @@ test::FaultProxy& StandaloneNemesis::proxy_of(int target, std::string& name) {
 }
 
 void Nemesis::run_until(std::chrono::steady_clock::time_point end) {
+  end_ = end;
   while (std::chrono::steady_clock::now() < end) {
     const std::string_view kind = kinds_[random_() % kinds_.size()];
     const Millis calm = between(0.15, 0.75);

@@ -42,6 +42,7 @@ class Nemesis {
 
   WorkerPool& workers_;
   std::chrono::milliseconds ttl_;
+  std::chrono::steady_clock::time_point end_{};  // run_until's
 
  private:
   /// A fault of the topology's servers: `kind` is one of its kinds, not a

@@ -57,7 +57,22 @@ void SentinelNemesis::settle(int promoted, int old_port) {
                                     << agreed << " (0: no agreement in time)\n";
 }
 
+void SentinelNemesis::wait_settled() {
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t start_ns = now_ns();
+  // Sentinel reconfigures the old master up to ~11 s after a promotion here.
+  const auto until = start + 2 * failover_timeout_ + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < until) {
+    if (cluster_.settled_master() != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  record("settle_timeout", "sentinels", start_ns, "waited_ms=" + std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count()));
+}
+
 void SentinelNemesis::inject_server_fault(std::string_view kind) {
+  wait_settled();
+  if (std::chrono::steady_clock::now() >= end_) return;
   test::SentinelSet& set = cluster_.sentinels();
   const int promotions = roles_.promotions();
   const int old_master = roles_.master_port();

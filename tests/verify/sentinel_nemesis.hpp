@@ -5,8 +5,9 @@
 //
 // A fault that promoted a replica ends when the RoleWatcher saw the
 // promotion; the nemesis then waits (bounded) until every sentinel names the
-// new master before the next fault, so that each failover's window is
-// measured alone.
+// new master, and before the next fault of a server until the whole
+// deployment settled (the old master reconfigured as a replica), so that
+// each failover's window is measured alone.
 #pragma once
 #include <chrono>
 
@@ -36,6 +37,11 @@ class SentinelNemesis final : public Nemesis {
   /// After a promotion (of `promoted`, 0: none): until every live sentinel
   /// names a master other than `old_port` (bounded).
   void settle(int promoted, int old_port);
+  /// Before each fault of a server: until the deployment has settled
+  /// (SentinelCluster::settled_master), bounded; a fault on a deployment
+  /// still failing over tests Sentinel's own split brain, not the clients.
+  /// Logs `settle_timeout` when the bound passed.
+  void wait_settled();
 
   SentinelCluster& cluster_;
   RoleWatcher& roles_;
