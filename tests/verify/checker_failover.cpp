@@ -22,13 +22,7 @@ bool on_old_master(const Promotion& p, const CsRecord& r) { return r.server != 0
 
 }  // namespace
 
-bool Failovers::late(const Promotion& p, int port, std::int64_t at) const {
-  if (at <= p.window_end_ns) return false;
-  if (!has_names) return true;
-  for (const Unnamed& u : unnamed)
-    if (u.port == port && u.since + window_ns < at && at < u.until) return true;
-  return false;
-}
+bool Failovers::late(const Promotion& p, int /*port*/, std::int64_t at) const { return at > p.window_end_ns; }
 
 Failovers find_failovers(const History& history) {
   Failovers out;
@@ -64,13 +58,17 @@ Failovers find_failovers(const History& history) {
   return out;
 }
 
-std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const CsRecord& a, const CsRecord& b) {
+namespace {
+
+// failover_excuse with a granted on port `ap` and b on `bp` (0: unknown).
+std::optional<FailoverExcuse> excuse_on(const Failovers& failovers, const CsRecord& a, int ap, const CsRecord& b,
+                                        int bp) {
   // The latest promotion before b says which master was the old one (after
   // failovers undone, two servers take turns being "old").
   for (auto it = failovers.promotions.rbegin(); it != failovers.promotions.rend(); ++it) {
     const Promotion& p = *it;
     if (p.at_ns - kPromotionSeenLate > b.acquired_ns) continue;
-    const bool a_old = on_old_master(p, a), b_old = on_old_master(p, b);
+    const bool a_old = ap != 0 && ap == p.old_port, b_old = bp != 0 && bp == p.old_port;
     if (a_old && b_old) {
       // Both granted by the old master, a before the promotion and b after
       // it: a's client switched and renews a's (replicated) key on the new
@@ -79,11 +77,12 @@ std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const 
       if (failovers.late(p, p.old_port, b.acquired_ns) || b.acquired_ns > p.old_back_ns) continue;
       return FailoverExcuse{.fault = p.record, .stale = &b};
     }
-    if (a.server != 0 && b.server != 0 && a.server == b.server) continue;
+    if (ap != 0 && bp != 0 && ap == bp) continue;
     // The stale one is on the old master; unknown ports: the earlier one.
     const CsRecord& stale = b_old ? b : a;
     const CsRecord& fresh = b_old ? a : b;
-    if (stale.server != 0 && stale.server != p.old_port) continue;
+    const int stale_port = b_old ? bp : ap;
+    if (stale_port != 0 && stale_port != p.old_port) continue;
     if (failovers.late(p, p.old_port, stale.acquired_ns) || stale.acquired_ns > p.old_back_ns) continue;
     if (fresh.acquired_ns < p.at_ns - kPromotionSeenLate) continue;
     // The stale lease was granted before the promotion (its key not yet
@@ -94,11 +93,29 @@ std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const 
   return std::nullopt;
 }
 
+// The ports `r` may have been granted on: server, and server_before when
+// the client switched masters during the acquisition.
+std::vector<int> ports_of(const CsRecord& r) {
+  std::vector<int> ports{r.server};
+  if (r.server_before != 0 && r.server_before != r.server) ports.push_back(r.server_before);
+  return ports;
+}
+
+}  // namespace
+
+std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const CsRecord& a, const CsRecord& b) {
+  for (const int ap : ports_of(a))
+    for (const int bp : ports_of(b))
+      if (auto excuse = excuse_on(failovers, a, ap, b, bp)) return excuse;
+  return std::nullopt;
+}
+
 bool granted_in_a_window(const Failovers& failovers, const CsRecord& r) {
   for (const Promotion& p : failovers.promotions)
-    if (on_old_master(p, r) && r.acquired_ns >= p.at_ns - kPromotionSeenLate &&
-        !failovers.late(p, p.old_port, r.acquired_ns))
-      return true;
+    for (const int port : ports_of(r))
+      if (port != 0 && port == p.old_port && r.acquired_ns >= p.at_ns - kPromotionSeenLate &&
+          !failovers.late(p, p.old_port, r.acquired_ns))
+        return true;
   return false;
 }
 

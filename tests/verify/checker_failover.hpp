@@ -9,12 +9,17 @@
 //     see the loss (or the resource refuse it).
 //   - A section granted on the old master after the window is an
 //     `old_master_grant` violation, until that port is promoted again.
-// When the history has the sentinels' view (`unnamed` / `named` records:
-// when no sentinel named a port as master any more, and again), "after the
-// window" also requires that no sentinel had named the port for longer than
-// the window: a client following a sentinel that still names the old master
-// (sentinels disagreeing after a failover undone or not yet announced) is
-// where Sentinel sends it.
+// The sentinels' view (`unnamed` / `named` records: when no sentinel named a
+// port as master any more, and again) is read for the figures, not the
+// verdict: the issue's target counts from the promotion, and the nemesis
+// injects no fault before the deployment settled (sentinel_nemesis.hpp), so
+// sentinels disagree only during a failover's first second (they sent
+// clients back to an old master only after a fault mid-failover, which the
+// nemesis no longer injects).
+// A section's port is asked right after its acquisition (`server`) and just
+// before it (`server_before`); when they differ the client switched masters
+// meanwhile and either may have granted it: an overlap is excused when some
+// choice of the two sections' ports is.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -50,9 +55,8 @@ struct Failovers {
   std::vector<Unnamed> unnamed;
   bool has_names = false;  // the history has unnamed/named records
   std::int64_t window_ns = 1'000'000'000;
-  /// Whether a section granted on `port` at `at` is late after `p`: past
-  /// p's window and (with the sentinels' view) `port` named by none of them
-  /// for longer than the window.
+  /// Whether a section granted on `port` (p's old master) at `at` is late
+  /// after `p`: past p's window.
   bool late(const Promotion& p, int port, std::int64_t at) const;
 };
 Failovers find_failovers(const History& history);

@@ -43,6 +43,12 @@ struct CsRecord {
   std::string acquire_error = "-";  // error type name, "busy" for a timeout, "-" if acquired
   std::string release_error = "-";  // error type name of release / LockLost, "-" if none
   int server = 0;               // port of the master the section ran on (Sentinel topology), 0 unknown
+  // The port the lock's Client sent to just before the acquisition, 0
+  // unknown. `server` is asked right after it: a client that switched
+  // masters meanwhile (a command that waited on a stopped old master is
+  // granted there when it resumes, after the client learnt of the failover)
+  // was granted on either; the checker tries both.
+  int server_before = 0;
   bool acquired() const { return acquire_error == "-"; }
 };
 

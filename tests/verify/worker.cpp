@@ -89,6 +89,7 @@ class WorkerThread {
       const auto pick = random_() % 12;
       current_ = CsRecord{.worker = config_.id, .thread = index_, .seq = ++seq_,
                           .deadline_ms = config_.deadline.count()};
+      current_.server_before = server_port();  // before start_ns: not the call's time
       current_.start_ns = now_ns();
       hold_ = config_.hold;
       if (pick != 8 && pick != 9 && config_.long_hold_every > 0 &&
