@@ -171,7 +171,10 @@ TEST(VerifyFailoverChecker, ASectionWhoseClientSwitchedDuringItsAcquisitionMayBe
   const Findings findings = check(h);
   EXPECT_EQ(kinds(findings), std::vector<std::string>{});
   EXPECT_EQ(findings.allowed_by_fault.at("promotion"), 1);
-  // Without the port before, it is two holders on kNew.
+  // The master did not answer before the acquisition (-1): either too.
+  h.sections.back().server_before = -1;
+  EXPECT_EQ(kinds(check(h)), std::vector<std::string>{});
+  // Without the port before (not recorded), it is two holders on kNew.
   h.sections.back().server_before = 0;
   EXPECT_GT(check(h).count("overlap").at("overlap"), 0);
 }

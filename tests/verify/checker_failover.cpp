@@ -60,14 +60,16 @@ Failovers find_failovers(const History& history) {
 
 namespace {
 
-// failover_excuse with a granted on port `ap` and b on `bp` (0: unknown).
-std::optional<FailoverExcuse> excuse_on(const Failovers& failovers, const CsRecord& a, int ap, const CsRecord& b,
-                                        int bp) {
+// failover_excuse with a granted on port `a_port` and b on `b_port` (0:
+// unknown; -1: the promotion's old master).
+std::optional<FailoverExcuse> excuse_on(const Failovers& failovers, const CsRecord& a, int a_port,
+                                        const CsRecord& b, int b_port) {
   // The latest promotion before b says which master was the old one (after
   // failovers undone, two servers take turns being "old").
   for (auto it = failovers.promotions.rbegin(); it != failovers.promotions.rend(); ++it) {
     const Promotion& p = *it;
     if (p.at_ns - kPromotionSeenLate > b.acquired_ns) continue;
+    const int ap = a_port < 0 ? p.old_port : a_port, bp = b_port < 0 ? p.old_port : b_port;
     const bool a_old = ap != 0 && ap == p.old_port, b_old = bp != 0 && bp == p.old_port;
     if (a_old && b_old) {
       // Both granted by the old master, a before the promotion and b after
@@ -94,7 +96,9 @@ std::optional<FailoverExcuse> excuse_on(const Failovers& failovers, const CsReco
 }
 
 // The ports `r` may have been granted on: server, and server_before when
-// the client switched masters during the acquisition.
+// the client switched masters during the acquisition; -1 (the old master)
+// when the master did not answer just before (seed 12: a command that
+// waited on the stopped old master, granted there as it resumed).
 std::vector<int> ports_of(const CsRecord& r) {
   std::vector<int> ports{r.server};
   if (r.server_before != 0 && r.server_before != r.server) ports.push_back(r.server_before);
@@ -113,7 +117,7 @@ std::optional<FailoverExcuse> failover_excuse(const Failovers& failovers, const 
 bool granted_in_a_window(const Failovers& failovers, const CsRecord& r) {
   for (const Promotion& p : failovers.promotions)
     for (const int port : ports_of(r))
-      if (port != 0 && port == p.old_port && r.acquired_ns >= p.at_ns - kPromotionSeenLate &&
+      if (port != 0 && (port == p.old_port || port < 0) && r.acquired_ns >= p.at_ns - kPromotionSeenLate &&
           !failovers.late(p, p.old_port, r.acquired_ns))
         return true;
   return false;

@@ -47,7 +47,8 @@ struct CsRecord {
   // unknown. `server` is asked right after it: a client that switched
   // masters meanwhile (a command that waited on a stopped old master is
   // granted there when it resumes, after the client learnt of the failover)
-  // was granted on either; the checker tries both.
+  // was granted on either; the checker tries both. -1: asked, no answer
+  // (the master stopped or dead): granted on any.
   int server_before = 0;
   bool acquired() const { return acquire_error == "-"; }
 };

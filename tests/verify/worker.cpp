@@ -89,7 +89,10 @@ class WorkerThread {
       const auto pick = random_() % 12;
       current_ = CsRecord{.worker = config_.id, .thread = index_, .seq = ++seq_,
                           .deadline_ms = config_.deadline.count()};
-      current_.server_before = server_port();  // before start_ns: not the call's time
+      // Before start_ns: not the call's time. -1: asked, no answer (the
+      // master stopped or dead: the client may switch during the call).
+      current_.server_before = config_.record_port ? server_port() : 0;
+      if (config_.record_port && current_.server_before == 0) current_.server_before = -1;
       current_.start_ns = now_ns();
       hold_ = config_.hold;
       if (pick != 8 && pick != 9 && config_.long_hold_every > 0 &&
