@@ -37,7 +37,8 @@ class SentinelNemesis final : public Nemesis {
   /// After a promotion (of `promoted`, 0: none): until every live sentinel
   /// names a master other than `old_port` (bounded).
   void settle(int promoted, int old_port);
-  /// Before each fault of a server: until the deployment has settled
+  /// Before each fault of a server: restarts a killed master not yet back,
+  /// then waits until the deployment has settled
   /// (SentinelCluster::settled_master), bounded; a fault on a deployment
   /// still failing over tests Sentinel's own split brain, not the clients.
   /// Logs `settle_timeout` when the bound passed.
