@@ -7,6 +7,7 @@
 // an old_master_grant, and a clean failover gives nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -230,6 +231,29 @@ TEST(VerifyFailoverChecker, AHolderRenewedOnTheNewMasterOverlapsAStaleGrantOfThe
       }
     }
   }
+}
+
+TEST(VerifyFailoverChecker, AStallOfTheOldMasterDoesNotMakeAHolderOnTheNewOneStale) {
+  // kOld stopped from -2.5 s to +600 ms; w5.0 holds k on kNew from +200 ms;
+  // w6.0's command waited on kOld and is granted there as it resumes. The
+  // stale one is w6.0 (it saw its loss), not w5.0 (a stall of kOld cannot
+  // lapse a lease on kNew).
+  History h = without(failover_history(), kPromotedAt - 2500, kPromotedAt + 1500);
+  h.faults.push_back(FaultRecord{.type = "master_stall_long", .target = "master:" + std::to_string(kOld),
+                                 .start_ns = kT0 + (kPromotedAt - 2500) * kMs,
+                                 .end_ns = kT0 + (kPromotedAt + 600) * kMs, .detail = "ms=3100"});
+  std::sort(h.faults.begin(), h.faults.end(),
+            [](const FaultRecord& x, const FaultRecord& y) { return x.start_ns < y.start_ns; });
+  CsRecord fresh = section("w5.0", 600, kPromotedAt + 200, kPromotedAt + 1400, kNew);
+  fresh.write = 'R';  // the resource saw w6.0's higher fence first
+  h.sections.push_back(fresh);
+  CsRecord stale = section("w6.0", 601, kPromotedAt + 610, kPromotedAt + 615, kNew);
+  stale.server_before = -1;
+  stale.release_error = "LockNotOwned";
+  h.sections.push_back(stale);
+  const Findings findings = check(h);
+  EXPECT_EQ(kinds(findings), std::vector<std::string>{});
+  EXPECT_EQ(findings.allowed_by_fault.at("promotion"), 1);
 }
 
 TEST(VerifyFailoverChecker, TwoHoldersOnOneMasterAreNeverExcusedByAFailover) {

@@ -63,10 +63,14 @@ inline constexpr FaultKind kFaults[] = {
     // The Sentinel topology (--topology sentinel): a master, 2 replicas, 3
     // sentinels (down-after 1 s), workers listing the sentinels in rotated
     // orders. Every failover is also logged as the `promotion` it caused.
+    // Each fault of a server waits until the deployment settled (one master
+    // named by every sentinel, no failover in progress, the others its
+    // replicas; else a settle_timeout record).
     {"sentinel_failover", true, "SENTINEL FAILOVER sent to a random sentinel: a replica is promoted while the old "
                                 "master still runs; exclusion may break only through the promotion (see promotion)",
      kSentinel},
-    {"master_kill", true, "SIGKILL of the master, restarted empty as a replica of the new master after 0.5-6 s: "
+    {"master_kill", true, "SIGKILL of the master, restarted empty as a replica of the new master after 0.5-6 s "
+                          "(at the latest before the next fault of a server): "
                           "calls fail within deadline + tolerance; writes not yet replicated are lost, so exclusion "
                           "may break through the promotion (see promotion); progress resumes within one TTL after it",
      kSentinel},
@@ -84,11 +88,11 @@ inline constexpr FaultKind kFaults[] = {
                         "master up to the window (--failover-window-ms, 1 s) after it may overlap holders on the new "
                         "one (async replication, clients still following the old master); the stale holder must "
                         "see the loss or the resource refuse its fence; no section may be granted on the old master "
-                        "after the window (old_master_grant); progress resumes within one TTL",
+                        "later than the window after the promotion, whatever the sentinels name "
+                        "(old_master_grant); progress resumes within one TTL",
      0},
     {"demotion", false, "observed: a server that was master now says slave (the old master reconfigured)", 0},
-    {"unnamed", false, "observed: no sentinel names this server as master any more; a section granted on it "
-                       "later than the window after that is an old_master_grant",
+    {"unnamed", false, "observed: no sentinel names this server as master any more (for reading the history)",
      0},
     {"named", false, "observed: a sentinel names this server as master again", 0},
     {"settle_timeout", false, "the deployment did not settle (every sentinel naming one master, no failover in "

@@ -9,9 +9,9 @@
 //              "...:reverted=1"): the failover was undone;
 //   unnamed / named  master:<port> [seen, seen]  no sentinel names the port
 //              as master any more (GET-MASTER-ADDR-BY-NAME, asked of every
-//              sentinel each round) / one does again. A client following any
-//              sentinel may be on a named master; one on a port no sentinel
-//              names is stale (checker_failover.hpp).
+//              sentinel each round) / one does again: for reading the
+//              history (the verdict counts from the promotion,
+//              checker_failover.hpp).
 // A server that does not answer (stopped, killed) keeps its last role, so a
 // killed master that restarts and is made a replica is a demotion, not a
 // promotion.
