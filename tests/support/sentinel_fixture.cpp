@@ -239,4 +239,13 @@ std::string SentinelSet::logs() const {
   return out;
 }
 
+void SentinelSet::restart_as_replica_of(std::size_t i, int master_port) {
+  RedisServer& server = *servers_.at(i);
+  server.restart();
+  const RawReply reply = server.command({"REPLICAOF", "127.0.0.1", std::to_string(master_port)});
+  // "OK", or "OK Already connected to specified master" for a replica
+  // whose --replicaof names that master already.
+  if (reply.is_error()) throw std::runtime_error("REPLICAOF after restart: " + reply.to_string());
+}
+
 }  // namespace lockon::test

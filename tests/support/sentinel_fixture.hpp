@@ -81,6 +81,17 @@ class SentinelSet {
   bool wait_for_replicas(std::size_t replicas, std::chrono::milliseconds timeout);
   std::string logs() const;
 
+  // For tests/verify's Sentinel topology, which kills and restarts masters.
+  /// Data server i: 0 the first master, 1.. the replicas (after failovers
+  /// any of them may be the master: ask ROLE).
+  RedisServer& data_server(std::size_t i) { return *servers_.at(i); }
+  std::size_t data_server_count() const { return servers_.size(); }
+  /// Starts the killed data server i again (empty: nothing is persisted) and
+  /// makes it a replica of `master_port` (REPLICAOF) before returning, as a
+  /// crashed old master rejoins. Until that REPLICAOF it is an empty master
+  /// for a moment; no sentinel names it then.
+  void restart_as_replica_of(std::size_t i, int master_port);
+
  private:
   struct Sentinel {
     int port = 0;

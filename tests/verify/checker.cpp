@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <set>
 #include <sstream>
 
+#include "checker_failover.hpp"
 #include "fault_kinds.hpp"
 
 namespace lockon::verify {
@@ -30,17 +32,11 @@ bool is_contention(const std::string& error) {
   return error == "-" || error == "busy" || error == "AcquireTimeout" || error == "RetriesExhausted";
 }
 
-std::vector<std::string> lines_of(const std::filesystem::path& path) {
-  std::vector<std::string> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 std::string describe(const CsRecord& r) {
   std::ostringstream out;
   out << r.worker << "/t" << r.thread << "#" << r.seq << ' ' << r.mechanism << " fence=" << r.fence
       << " write=" << r.write << " lost=" << r.lost << " rel_err=" << r.release_error;
+  if (r.server != 0) out << " on=" << r.server;
   return out.str();
 }
 
@@ -48,7 +44,8 @@ bool is_single_server(const CsRecord& r) { return r.mechanism != "redlock"; }
 
 class Checker {
  public:
-  Checker(const History& history, Findings& findings) : h_(history), f_(findings), ttl_(history.ttl_ns()) {}
+  Checker(const History& history, Findings& findings)
+      : h_(history), f_(findings), ttl_(history.ttl_ns()), failovers_(find_failovers(history)) {}
 
   void run() {
     std::map<std::string, std::vector<const CsRecord*>> by_key;
@@ -74,6 +71,7 @@ class Checker {
       check_progress(key, records, asked_by_key[key]);
     }
     check_resource();
+    check_old_master_grants();
     for (const auto& entry : h_.keys_without_ttl) add("key_without_ttl", 0, entry);
     for (const auto& worker : h_.hung_workers) add("hung_worker", 0, worker + " did not finish");
   }
@@ -145,8 +143,16 @@ class Checker {
 
   // A documented cause of lost exclusion covering holder `a` overtaken by `b`:
   // a fault that may break exclusion, between a's lease start (minus one
-  // TTL) and b's acquisition, applying to a's mechanism and worker.
-  const FaultRecord* excuse(const CsRecord& a, const CsRecord& b) const {
+  // TTL) and b's acquisition, applying to a's mechanism and worker; or a
+  // Sentinel promotion (checker_failover.hpp), which may make either stale.
+  struct Excuse {
+    const FaultRecord* fault = nullptr;
+    const CsRecord* stale = nullptr;  // the holder that must see its loss
+    // A failover: the resource refusing the stale holder's fence also
+    // counts as seeing the loss (fault_kinds.hpp, promotion).
+    bool refusal_suffices = false;
+  };
+  std::optional<Excuse> excuse(const CsRecord& a, const CsRecord& b) const {
     for (const auto& fault : h_.faults) {
       const FaultKind* kind = find_fault_kind(fault.type);
       if (kind == nullptr || !kind->may_break_exclusion) continue;
@@ -154,13 +160,21 @@ class Checker {
       // Shorter outages than a TTL can lapse a lease held a while (the
       // workload's long holds).
       const bool long_enough = fault.end_ns - fault.start_ns > lease_surely_left(fault.start_ns - a.acquired_ns);
-      if (fault.type == "pause_long" && fault.target == a.worker) return &fault;
-      if ((fault.type == "stall_lock" || fault.type == "partition") && fault.target == "lock" && long_enough &&
-          is_single_server(a))
-        return &fault;
-      if (fault.type == "restart_empty" && is_single_server(a)) return &fault;
+      // A master's stall lapses leases on that master only (seed 21: a holder
+      // granted on the new master was taken for the stale one of an overlap
+      // with a grant of the stalled old master as it resumed).
+      const bool on_stalled = a.server == 0 || fault.target == "master:" + std::to_string(a.server);
+      const bool stops_server = (fault.type == "stall_lock" && fault.target == "lock") ||
+                                (fault.type == "partition" && fault.target == "lock") ||
+                                (fault.type == "master_stall_long" && on_stalled);
+      if ((fault.type == "pause_long" && fault.target == a.worker) ||
+          (stops_server && long_enough && is_single_server(a)) ||
+          (fault.type == "restart_empty" && is_single_server(a)))
+        return Excuse{.fault = &fault, .stale = &a};
     }
-    return nullptr;
+    if (const auto failover = failover_excuse(failovers_, a, b))
+      return Excuse{.fault = failover->fault, .stale = failover->stale, .refusal_suffices = true};
+    return std::nullopt;
   }
 
   // Each section b against those still holding its key when it acquired:
@@ -192,12 +206,15 @@ class Checker {
              std::to_string((std::min(a.release_ns, b.release_ns) - b.acquired_ns) / 1000) + " us";
     };
     std::vector<const CsRecord*> unexcused;
-    std::vector<const CsRecord*> silent;  // excused, never saw the loss
+    // Excused but the stale holder never saw the loss: (stale, a).
+    std::vector<std::pair<const CsRecord*, const CsRecord*>> silent;
     for (const CsRecord* a : others) {
-      if (const FaultRecord* fault = excuse(*a, b)) {
+      if (const auto allowed = excuse(*a, b)) {
         ++f_.allowed_overlaps;
-        ++f_.allowed_by_fault[fault->type];
-        if (!a->lost && a->release_error == "-") silent.push_back(a);
+        ++f_.allowed_by_fault[allowed->fault->type];
+        const CsRecord* stale = allowed->stale;
+        const bool refused = allowed->refusal_suffices && stale->write == 'R';
+        if (!stale->lost && stale->release_error == "-" && !refused) silent.emplace_back(stale, a);
       } else {
         unexcused.push_back(a);
       }
@@ -208,8 +225,9 @@ class Checker {
     }
     // Reported once per stale section, not once per section it overlapped.
     if (unexcused.size() + silent.size() > room)
-      for (const CsRecord* a : silent)
-        if (silent_.insert(a).second) add("silent_loss", b.acquired_ns, what(*a));
+      for (const auto& [stale, a] : silent)
+        if (silent_.insert(stale).second)
+          add("silent_loss", b.acquired_ns, what(*a) + (stale == &b ? " (the later one is the stale holder)" : ""));
   }
 
   // Sections that did not overlap must take strictly increasing fences in
@@ -224,7 +242,10 @@ class Checker {
         if (highest == nullptr || pending.top()->fence > highest->fence) highest = pending.top();
         pending.pop();
       }
-      if (b->fence == 0 || (highest != nullptr && b->fence <= highest->fence)) {
+      // A holder granted by an old master in a failover's window is stale:
+      // its fence may repeat the new master's, the resource refusing it.
+      const bool stale_in_window = b->write != 'A' && granted_in_a_window(failovers_, *b);
+      if (!stale_in_window && (b->fence == 0 || (highest != nullptr && b->fence <= highest->fence))) {
         add("fence_order", b->acquired_ns,
             "key " + b->key + ": [" + describe(*b) + "] after [" + (highest ? describe(*highest) : "none") + "]",
             highest ? highest->acquired_ns : 0, 0, !is_single_server(*b));
@@ -342,7 +363,10 @@ class Checker {
   // instant), latency (slower, not stopped), nor a Redlock node's fault (one
   // node, a minority); worker faults add a lease to the bound instead.
   static bool stops_progress(const FaultRecord& fault, bool key_on_single_server) {
-    if (!key_on_single_server || fault.target != "lock") return false;
+    if (!key_on_single_server) return false;
+    // The Sentinel topology's master: stopped, or killed until a promotion.
+    if (fault.type == "master_kill" || fault.type.rfind("master_stall", 0) == 0) return true;
+    if (fault.target != "lock") return false;
     return fault.type == "stall_lock" || fault.type == "partition" || fault.type.rfind("restart", 0) == 0;
   }
 
@@ -421,67 +445,30 @@ class Checker {
     }
   }
 
+  // Sections granted by an old master after the failover window.
+  void check_old_master_grants() {
+    std::vector<const CsRecord*> late;
+    f_.failovers = failover_figures(h_, failovers_, late);
+    for (const CsRecord* r : late) {
+      const Promotion* of = nullptr;
+      for (const Promotion& p : failovers_.promotions)
+        if (p.old_port == r->server && p.at_ns <= r->acquired_ns) of = &p;
+      add("old_master_grant", r->acquired_ns,
+          "key " + r->key + ": [" + describe(*r) + "] granted on old master " + std::to_string(r->server) + " " +
+              std::to_string((r->acquired_ns - (of ? of->at_ns : 0)) / kMs) + " ms after its replica was promoted",
+          0, of ? of->at_ns : 0);
+    }
+  }
+
   const History& h_;
   Findings& f_;
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> episodes_;  // worker + error type -> episode start, last failure
   std::set<const CsRecord*> silent_;  // stale sections already reported as silent losses
   std::int64_t ttl_;
+  Failovers failovers_;
 };
 
 }  // namespace
-
-std::int64_t History::ttl_ns() const {
-  const auto it = meta.find("ttl_ms");
-  return (it == meta.end() ? 2000 : std::stoll(it->second)) * kMs;
-}
-
-History load_history(const std::filesystem::path& dir) {
-  History h;
-  for (const auto& line : lines_of(dir / "meta.txt")) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) h.meta[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("worker-", 0) != 0 || entry.path().extension() != ".log") continue;
-    for (const auto& line : lines_of(entry.path())) {
-      if (auto record = parse_cs(line)) {
-        h.sections.push_back(std::move(*record));
-      } else if (auto hold = parse_hold(line)) {
-        h.long_holds.push_back(std::move(*hold));
-      } else {
-        ++h.malformed_lines;
-      }
-    }
-  }
-  for (const auto& line : lines_of(dir / "faults.log"))
-    if (auto fault = parse_fault(line)) h.faults.push_back(std::move(*fault));
-  std::sort(h.faults.begin(), h.faults.end(),
-            [](const FaultRecord& a, const FaultRecord& b) { return a.start_ns < b.start_ns; });
-  for (const auto& line : lines_of(dir / "final.txt")) {
-    const auto f = split(line);
-    if (f.size() == 3 && f[0] == "nottl") h.keys_without_ttl.push_back(std::string(f[1]) + ' ' + std::string(f[2]));
-    if (f.size() == 3 && f[0] == "injected") h.injected[std::string(f[1])] = std::stoi(std::string(f[2]));
-    if (f.size() == 2 && f[0] == "hung") h.hung_workers.emplace_back(f[1]);
-    if (!f.empty() && f[0] == "scan_failed") h.keys_without_ttl.push_back("scan failed: " + line);
-  }
-  for (const auto& line : lines_of(dir / "resource.txt")) {
-    const auto f = split(line);
-    if (f.size() == 4 && f[0] == "write") {
-      h.accepted_writes[std::string(f[1])].emplace_back(std::stoull(std::string(f[2])), std::string(f[3]));
-    } else if (f.size() >= 2 && f[0] == "state") {
-      auto& state = h.resource_state[std::string(f[1])];
-      for (std::size_t i = 2; i < f.size(); ++i) {
-        const auto eq = f[i].find('=');
-        if (eq == std::string_view::npos) continue;
-        const std::string value(f[i].substr(eq + 1));
-        if (!value.empty() && value.find_first_not_of("0123456789-") == std::string::npos)
-          state[std::string(f[i].substr(0, eq))] = std::stoll(value);
-      }
-    }
-  }
-  return h;
-}
 
 Findings check(const History& history) {
   Findings findings;

@@ -31,6 +31,21 @@ struct History {
 
 History load_history(const std::filesystem::path& dir);
 
+/// One Sentinel failover (a `promotion` record) and what the sections did
+/// around it; times in ns after the promotion was seen, -1: none.
+struct FailoverFigure {
+  int old_port = 0;
+  int new_port = 0;
+  std::int64_t at_ns = 0;
+  std::string cause{};                // the injected fault before it
+  long long on_old_after = 0;         // sections granted on the old master after the promotion
+  long long on_old_after_window = 0;  // ... after the window
+  std::int64_t last_on_old_ns = -1;   // last such grant, after the promotion (-1: none)
+  std::int64_t last_end_on_old_ns = -1;  // last release of a section on the old master, after it
+  std::int64_t first_on_new_ns = -1;  // first grant on the new master, after it
+  std::int64_t demoted_ns = -1;       // the old master said slave, after it (-1: not seen)
+};
+
 /// One violation, with where it happened and what preceded it.
 struct Violation {
   std::string kind{};    // "overlap", "fence_order", "stale_write", ...
@@ -51,6 +66,7 @@ struct Findings {
   long long resource_errors = 0;      // records with write == 'E' (harness problem)
   std::int64_t longest_gap_ns = 0;    // after a fault ended, per key
   std::string longest_gap_where{};
+  std::vector<FailoverFigure> failovers;  // Sentinel topology
   std::map<std::string, int> count(const std::string& kind_prefix = "") const;
 };
 

@@ -12,9 +12,26 @@ namespace {
 
 constexpr const char* kKinds[] = {"overlap",          "silent_loss",  "stale_write",     "fence_order",
                                   "lost_update",      "deadline_overrun", "progress_gap", "late_error", "key_without_ttl",
-                                  "hung_worker"};
+                                  "hung_worker", "old_master_grant"};
 
 void row(const std::string& name, const std::string& value) { std::printf("  %-38s %s\n", name.c_str(), value.c_str()); }
+
+std::string ms(std::int64_t ns) { return ns < 0 ? "-" : std::to_string(ns / 1'000'000) + " ms"; }
+
+// Sentinel topology: per promotion, how long the old master kept granting.
+void report_failovers(const Findings& f) {
+  long long after_window = 0;
+  for (const auto& failover : f.failovers) after_window += failover.on_old_after_window;
+  row("failovers (promotions seen)", std::to_string(f.failovers.size()));
+  row("sections granted by an old master late", std::to_string(after_window) + " (after the window: old_master_grant)");
+  std::printf("  per failover (after the promotion): cause | sections on the old master, after the window | last grant "
+              "there | last release there | first grant on the new one | old master demoted\n");
+  for (const auto& x : f.failovers)
+    std::printf("    %d -> %d  %-28s | %lld, %lld | %s | %s | %s | %s\n", x.old_port, x.new_port, x.cause.c_str(),
+                x.on_old_after, x.on_old_after_window, ms(x.last_on_old_ns).c_str(), ms(x.last_end_on_old_ns).c_str(),
+                ms(x.first_on_new_ns).c_str(), ms(x.demoted_ns).c_str());
+  row("old master grant violations", std::to_string(f.count("old_master_grant")["old_master_grant"]));
+}
 
 }  // namespace
 
@@ -56,6 +73,7 @@ int report(const History& h, const Findings& f, int examples) {
   row("errors in calls started after faults", std::to_string(count_of("late_error")));
   row("keys without TTL at the end", std::to_string(count_of("key_without_ttl")));
   row("hung workers at the end", std::to_string(count_of("hung_worker")));
+  if (!f.failovers.empty()) report_failovers(f);
   row("stale accesses refused by resource", std::to_string(f.rejected_accesses));
   row("resource errors (harness)", std::to_string(f.resource_errors));
   row("malformed log lines (killed workers)", std::to_string(h.malformed_lines));

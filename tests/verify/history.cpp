@@ -38,7 +38,8 @@ std::string format(const CsRecord& r) {
                      std::to_string(r.start_ns) + ' ' + std::to_string(r.acquired_ns) + ' ' +
                      std::to_string(r.release_ns) + ' ' + std::to_string(r.end_ns) + ' ' +
                      std::to_string(r.deadline_ms) + ' ' + r.write + ' ' + (r.lost ? '1' : '0') + ' ' +
-                     r.acquire_error + ' ' + r.release_error + '\n';
+                     r.acquire_error + ' ' + r.release_error + ' ' + std::to_string(r.server) + ' ' +
+                     std::to_string(r.server_before) + '\n';
   return line;
 }
 
@@ -49,7 +50,8 @@ std::string format(const FaultRecord& r) {
 
 std::optional<CsRecord> parse_cs(std::string_view line) {
   const auto f = split(line);
-  if (f.size() != 16 || f[0] != "cs" || f[12].size() != 1 || f[13].size() != 1) return std::nullopt;
+  // 18 fields; 16 or 17 in histories written before the server ports were added.
+  if (f.size() < 16 || f.size() > 18 || f[0] != "cs" || f[12].size() != 1 || f[13].size() != 1) return std::nullopt;
   CsRecord r;
   r.worker = f[1];
   r.mechanism = f[4];
@@ -60,7 +62,8 @@ std::optional<CsRecord> parse_cs(std::string_view line) {
   r.release_error = f[15];
   if (!to_number(f[2], r.thread) || !to_number(f[3], r.seq) || !to_number(f[6], r.fence) ||
       !to_number(f[7], r.start_ns) || !to_number(f[8], r.acquired_ns) || !to_number(f[9], r.release_ns) ||
-      !to_number(f[10], r.end_ns) || !to_number(f[11], r.deadline_ms))
+      !to_number(f[10], r.end_ns) || !to_number(f[11], r.deadline_ms) ||
+      (f.size() >= 17 && !to_number(f[16], r.server)) || (f.size() == 18 && !to_number(f[17], r.server_before)))
     return std::nullopt;
   return r;
 }

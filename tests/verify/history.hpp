@@ -42,6 +42,14 @@ struct CsRecord {
   bool lost = false;            // the lock reported its lease lost
   std::string acquire_error = "-";  // error type name, "busy" for a timeout, "-" if acquired
   std::string release_error = "-";  // error type name of release / LockLost, "-" if none
+  int server = 0;               // port of the master the section ran on (Sentinel topology), 0 unknown
+  // The port the lock's Client sent to just before the acquisition, 0
+  // unknown. `server` is asked right after it: a client that switched
+  // masters meanwhile (a command that waited on a stopped old master is
+  // granted there when it resumes, after the client learnt of the failover)
+  // was granted on either; the checker tries both. -1: asked, no answer
+  // (the master stopped or dead): granted on any.
+  int server_before = 0;
   bool acquired() const { return acquire_error == "-"; }
 };
 

@@ -8,8 +8,12 @@
 
 namespace lockon::verify {
 
-Nemesis::Nemesis(Cluster& cluster, std::uint64_t seed, std::chrono::milliseconds ttl, LineLog& log)
-    : cluster_(cluster), ttl_(ttl), log_(log), random_(seed) {}
+Nemesis::Nemesis(WorkerPool& workers, unsigned topology, std::uint64_t seed, std::chrono::milliseconds ttl,
+                 LineLog& log)
+    : workers_(workers), ttl_(ttl), log_(log), random_(seed) {
+  for (const auto& kind : kFaults)
+    if ((kind.topologies & topology) != 0) kinds_.push_back(kind.name);
+}
 
 Nemesis::Millis Nemesis::between(double low_ttl, double high_ttl) {
   const auto low = static_cast<long long>(low_ttl * static_cast<double>(ttl_.count()));
@@ -26,7 +30,7 @@ void Nemesis::record(std::string_view type, const std::string& target, std::int6
                                  .end_ns = now_ns(), .detail = detail}));
 }
 
-test::FaultProxy& Nemesis::proxy_of(int target, std::string& name) {
+test::FaultProxy& StandaloneNemesis::proxy_of(int target, std::string& name) {
   // Target 0 is the single lock server; 1..3 the Redlock nodes. The single
   // server is picked half of the time: most sections use it.
   if (target == 0) {
@@ -38,34 +42,42 @@ test::FaultProxy& Nemesis::proxy_of(int target, std::string& name) {
 }
 
 void Nemesis::run_until(std::chrono::steady_clock::time_point end) {
-  constexpr std::size_t kinds = std::size(kFaults);
+  end_ = end;
   while (std::chrono::steady_clock::now() < end) {
-    const std::string_view kind = kFaults[random_() % kinds].name;
+    const std::string_view kind = kinds_[random_() % kinds_.size()];
     const Millis calm = between(0.15, 0.75);
     sleep_for(calm);
-    cluster_.restart_crashed_workers();
+    workers_.restart_crashed();
     if (std::chrono::steady_clock::now() >= end) break;
+    before_fault();
     inject(kind);
   }
 }
 
 void Nemesis::inject(std::string_view kind) {
   const std::int64_t start = now_ns();
-  const std::string rules_on = "vfy";  // every lock key (and queue, fence...) contains the prefix
   if (kind == "pause_short" || kind == "pause_long") {
-    const int id = pick(cluster_.worker_count());
+    const int id = pick(workers_.count());
     const Millis length = kind == "pause_short" ? between(0.1, 0.6) : between(1.3, 2.5);
-    const std::string name = cluster_.worker_name(id);
-    ::kill(cluster_.worker_pid(id), SIGSTOP);
+    const std::string name = workers_.name(id);
+    ::kill(workers_.pid(id), SIGSTOP);
     sleep_for(length);
-    ::kill(cluster_.worker_pid(id), SIGCONT);
+    ::kill(workers_.pid(id), SIGCONT);
     record(kind, name, start, "ms=" + std::to_string(length.count()));
   } else if (kind == "kill_worker") {
-    const int id = pick(cluster_.worker_count());
-    const std::string name = cluster_.worker_name(id);
-    cluster_.kill_and_restart_worker(id);
-    record(kind, name, start, "restarted_as=" + cluster_.worker_name(id));
-  } else if (kind == "stall_lock" || kind == "stall_node") {
+    const int id = pick(workers_.count());
+    const std::string name = workers_.name(id);
+    workers_.kill_and_restart(id);
+    record(kind, name, start, "restarted_as=" + workers_.name(id));
+  } else {
+    inject_server_fault(kind);
+  }
+}
+
+void StandaloneNemesis::inject_server_fault(std::string_view kind) {
+  const std::int64_t start = now_ns();
+  const std::string rules_on = "vfy";  // every lock key (and queue, fence...) contains the prefix
+  if (kind == "stall_lock" || kind == "stall_node") {
     const int node = kind == "stall_node" ? pick(static_cast<int>(cluster_.node_count())) : -1;
     test::RedisServer& server = node < 0 ? cluster_.lock_server() : cluster_.node(static_cast<std::size_t>(node));
     const Millis length = between(0.3, 1.5);

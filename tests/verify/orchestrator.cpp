@@ -6,6 +6,8 @@
 //   worker-*.log      CsRecord lines; worker-*.out the workers' own output
 //   faults.log        FaultRecord lines
 //   final.txt         "nottl <server> <key>", "hung <worker>", "injected <type> <n>"
+//                     (faults.log also has the Sentinel topology's observed
+//                     promotions and demotions, role_watcher.hpp)
 //   resource.txt      "state <key> <field>=<value>..." and "write <key> <fence> <holder>"
 #include <cstdlib>
 #include <fstream>
@@ -15,6 +17,8 @@
 
 #include "cluster.hpp"
 #include "nemesis.hpp"
+#include "role_watcher.hpp"
+#include "sentinel_nemesis.hpp"
 #include "support/process.hpp"
 #include "verify.hpp"
 
@@ -66,6 +70,22 @@ void dump_resource(test::RedisServer& resource, std::ofstream& out) {
   }
 }
 
+void run_nemesis(Nemesis& nemesis, WorkerPool& workers, bool faults, std::chrono::steady_clock::time_point end) {
+  if (faults) {
+    nemesis.run_until(end);
+    return;
+  }
+  while (std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    workers.restart_crashed();
+  }
+}
+
+void write_final(std::ofstream& out, const std::vector<std::string>& hung, const std::map<std::string, int>& counts) {
+  for (const auto& name : hung) out << "hung " << name << '\n';
+  for (const auto& [type, count] : counts) out << "injected " << type << ' ' << count << '\n';
+}
+
 }  // namespace
 
 int run_orchestrator(const Args& args, const std::string& self) {
@@ -73,10 +93,15 @@ int run_orchestrator(const Args& args, const std::string& self) {
       args.has("seed") ? static_cast<std::uint64_t>(args.number("seed", 1)) : std::random_device{}() % 1000000;
   const long long seconds = args.number("seconds", 120);
   const bool faults = args.get("faults", "all") != "none";
+  const std::string topology = args.get("topology", "standalone");
+  if (topology != "standalone" && topology != "sentinel")
+    throw std::runtime_error("--topology: standalone or sentinel, not " + topology);
+  const std::chrono::milliseconds failover_timeout(args.number("failover-timeout-ms", 5000));
+  const std::chrono::milliseconds failover_window(args.number("failover-window-ms", 1000));
   const std::filesystem::path dir = args.has("dir") ? std::filesystem::path(args.get("dir")) : test::make_temp_dir("lockon-verify");
   std::filesystem::create_directories(dir);
-  std::cout << "lockon_verify: seed " << seed << " (replay: --seed " << seed << "), " << seconds << " s, faults "
-            << (faults ? "all" : "none") << ", history in " << dir.string() << std::endl;
+  std::cout << "lockon_verify: seed " << seed << " (replay: --seed " << seed << "), " << seconds << " s, topology "
+            << topology << ", faults " << (faults ? "all" : "none") << ", history in " << dir.string() << std::endl;
 
   ClusterConfig config{.dir = dir, .self = self};
   config.workers = static_cast<int>(args.number("workers", 4));
@@ -95,8 +120,10 @@ int run_orchestrator(const Args& args, const std::string& self) {
          << "\ndeadline_ms=" << config.deadline.count() << "\nworkers=" << config.workers
          << "\nthreads=" << config.threads << "\nkeys=" << config.keys << "\nhold_us=" << config.hold.count()
          << "\nlong_hold_every=" << config.long_hold_every
-         << "\nfaults=" << (faults ? "all" : "none")
-         << '\n';
+         << "\nfaults=" << (faults ? "all" : "none") << "\ntopology=" << topology;
+    if (topology == "sentinel")
+      meta << "\nfailover_timeout_ms=" << failover_timeout.count() << "\nfailover_window_ms=" << failover_window.count();
+    meta << '\n';
   }
 
   // Server directories on tmpfs when there is one: appendfsync always then
@@ -104,31 +131,46 @@ int run_orchestrator(const Args& args, const std::string& self) {
   // reported as a late error), and a killed redis-server still finds its AOF —
   // the harness restarts processes, it never crashes the machine.
   if (std::filesystem::is_directory("/dev/shm") && !args.has("keep-tmpdir")) ::setenv("TMPDIR", "/dev/shm", 1);
-  Cluster cluster(config);
   LineLog fault_log((dir / "faults.log").string());
-  cluster.start_workers();
-  Nemesis nemesis(cluster, seed, config.ttl, fault_log);
-  if (faults) {
-    nemesis.run_until(end);
-  } else {
-    while (std::chrono::steady_clock::now() < end) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      cluster.restart_crashed_workers();
-    }
-  }
   // A section started just before `end` may wait its whole deadline, then
   // release: give that time, and one more deadline, before calling it hung.
-  const auto hung = cluster.finish_workers(end + 2 * config.deadline + config.ttl + std::chrono::seconds(2));
-  {
-    std::ofstream final_state(dir / "final.txt");
-    for (const auto& name : hung) final_state << "hung " << name << '\n';
-    for (const auto& [type, count] : nemesis.counts()) final_state << "injected " << type << ' ' << count << '\n';
+  const auto finish_by = end + 2 * config.deadline + config.ttl + std::chrono::seconds(2);
+  std::ofstream final_state(dir / "final.txt");
+  std::ofstream resource(dir / "resource.txt");
+  if (topology == "sentinel") {
+    SentinelCluster cluster(config, failover_timeout);
+    std::vector<int> sentinel_ports;
+    for (std::size_t i = 0; i < cluster.sentinels().sentinel_count(); ++i)
+      sentinel_ports.push_back(cluster.sentinels().sentinel_port(i));
+    RoleWatcher roles(cluster.data_ports(), sentinel_ports, cluster.sentinels().master().port(), failover_window,
+                      fault_log);
+    cluster.workers().start();
+    SentinelNemesis nemesis(cluster, roles, failover_timeout, seed, config.ttl, fault_log);
+    run_nemesis(nemesis, cluster.workers(), faults, end);
+    const auto hung = cluster.workers().finish(finish_by);
+    write_final(final_state, hung, nemesis.counts());
+    const int master = cluster.master_index();
+    if (master >= 0) {
+      test::RedisServer& server = cluster.sentinels().data_server(static_cast<std::size_t>(master));
+      find_keys_without_ttl(server, "master:" + std::to_string(server.port()), final_state);
+    } else {
+      final_state << "scan_failed master no master at the end\n";
+    }
+    dump_resource(cluster.resource(), resource);
+  } else {
+    Cluster cluster(config);
+    cluster.workers().start();
+    StandaloneNemesis nemesis(cluster, seed, config.ttl, fault_log);
+    run_nemesis(nemesis, cluster.workers(), faults, end);
+    const auto hung = cluster.workers().finish(finish_by);
+    write_final(final_state, hung, nemesis.counts());
     find_keys_without_ttl(cluster.lock_server(), "lock", final_state);
     for (std::size_t i = 0; i < cluster.node_count(); ++i)
       find_keys_without_ttl(cluster.node(i), "node" + std::to_string(i), final_state);
-    std::ofstream resource(dir / "resource.txt");
     dump_resource(cluster.resource(), resource);
   }
+  final_state.close();
+  resource.close();
   return run_check_dir(dir);
 }
 

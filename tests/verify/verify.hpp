@@ -2,9 +2,14 @@
 //
 //   lockon_verify run [--seconds N] [--seed S] [--dir D] [--workers W]
 //                     [--threads T] [--keys K] [--ttl MS] [--faults all|none]
-//                     [--long-hold-every N]
+//                     [--long-hold-every N] [--topology standalone|sentinel]
+//                     [--failover-timeout-ms MS] [--failover-window-ms MS]
 //       Starts the servers, proxies and workers, injects faults (nemesis),
-//       then checks the history. Exit 1 on any violation.
+//       then checks the history. Exit 1 on any violation. --topology
+//       sentinel: a master, 2 replicas and 3 sentinels instead of the lock
+//       server and Redlock nodes (sentinel_cluster.hpp); failover-timeout is
+//       the sentinels' (5000), failover-window how long after a promotion
+//       the old master may still grant (1000; the checker's allowance).
 //   lockon_verify check --dir D [--examples N]
 //       Checks the history left in D by `run` (re-runnable on old runs).
 //   lockon_verify worker ...   (started by `run`; see worker.cpp)

@@ -53,11 +53,18 @@ struct WorkerConfig {
   int long_hold_every = 0;
   std::int64_t until_ns = 0;
   std::uint64_t seed = 1;
+  // Sentinel topology: each section records the port of the master it ran
+  // on (CONFIG GET port right after the acquisition, on the lock's Client),
+  // so the checker can tell a section granted by an old master.
+  bool record_port = false;
 };
 
 // Socket bounds (the library's defaults, spelt out): a stalled server costs a
 // call at most a second — the checker's deadline tolerance is derived from it.
-std::string with_timeouts(const std::string& url) { return url + "?socket_timeout=1s&connect_timeout=1s"; }
+// A URL that has its own (the Sentinel topology's, shorter) keeps them.
+std::string with_timeouts(const std::string& url) {
+  return url.find('?') != std::string::npos ? url : url + "?socket_timeout=1s&connect_timeout=1s";
+}
 
 class WorkerThread {
  public:
@@ -71,6 +78,7 @@ class WorkerThread {
       current_.acquired_ns = now_ns();
       current_.fence = context.fence();
       current_.key = context.key();
+      current_.server = server_port();
       announce_long_hold();
       current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), hold_);
       current_.lost = context.lost();
@@ -81,6 +89,10 @@ class WorkerThread {
       const auto pick = random_() % 12;
       current_ = CsRecord{.worker = config_.id, .thread = index_, .seq = ++seq_,
                           .deadline_ms = config_.deadline.count()};
+      // Before start_ns: not the call's time. -1: asked, no answer (the
+      // master stopped or dead: the client may switch during the call).
+      current_.server_before = config_.record_port ? server_port() : 0;
+      if (config_.record_port && current_.server_before == 0) current_.server_before = -1;
       current_.start_ns = now_ns();
       hold_ = config_.hold;
       if (pick != 8 && pick != 9 && config_.long_hold_every > 0 &&
@@ -97,7 +109,11 @@ class WorkerThread {
           note_error(std::current_exception());
         }
       } else if (pick < 10) {
-        with_redlock(key);
+        if (nodes_.empty()) {
+          with_lock(key);  // no Redlock nodes in this topology
+        } else {
+          with_redlock(key);
+        }
       } else if (pick == 10) {
         with_read_write_lock(key % 4, random_() % 2 == 0);
       } else {
@@ -110,6 +126,18 @@ class WorkerThread {
   }
 
  private:
+  // The port of the server the lock Client sends to now (0: not recorded,
+  // or the question failed: it never fails the section).
+  int server_port() const {
+    if (!config_.record_port) return 0;
+    try {
+      const Reply reply = lock_client_.command({"CONFIG", "GET", "port"});
+      return std::stoi(reply.elements().at(1).as_string());
+    } catch (...) {
+      return 0;
+    }
+  }
+
   // A long hold is logged as it begins: if the worker is killed while
   // holding, its section's record never comes, and the checker must still
   // know the key was held.
@@ -197,6 +225,7 @@ class WorkerThread {
       return;
     }
     try {
+      current_.server = server_port();
       announce_long_hold();
       current_.write = resource_.unfenced_access(current_.key, hold_);
       current_.lost = lock.lost();
@@ -222,6 +251,7 @@ class WorkerThread {
       }
       current_.acquired_ns = now_ns();
       current_.fence = lock.fence();
+      if (current_.mechanism != "redlock") current_.server = server_port();
       announce_long_hold();
       current_.write = resource_.fenced_increment(current_.key, current_.fence, holder(), hold_);
       current_.lost = lock.lost();
@@ -266,6 +296,7 @@ int run_worker(const Args& args) {
   config.hold = std::chrono::microseconds(args.number("hold-us", 0));
   config.long_hold_every = static_cast<int>(args.number("long-hold-every", 0));
   config.seed = static_cast<std::uint64_t>(args.number("seed", 1));
+  config.record_port = args.number("record-port", 0) != 0;
 
   LineLog log(config.log_path);
   const PoolOptions pool{.size = static_cast<std::size_t>(config.threads) + 2};
