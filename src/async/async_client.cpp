@@ -156,10 +156,7 @@ asio::awaitable<void> AsyncClientImpl::resolve_now(std::shared_ptr<AsyncClientIm
 }
 
 void AsyncClientImpl::on_sentinel_news(std::size_t sentinel, const SentinelNews& news) noexcept {
-  // Every sentinel repeats the news: once on the master it names, nothing to do.
-  if (news.new_master && connection_ && !stale_ && connection_->options().host == news.new_master->host &&
-      connection_->options().port == news.new_master->port)
-    return;
+  if (connection_ && !stale_ && news_names(news, connection_->options())) return;
   if (news.new_master) hint_ = news.new_master;
   ++news_;
   preferred_ = sentinel;  // it knows the new master

@@ -122,8 +122,7 @@ void AsyncCluster::start_refresh() noexcept {
 
 asio::awaitable<void> AsyncCluster::refresh(std::shared_ptr<AsyncCluster> self) {
   // Cleared however this ends (an io_context torn down mid-read destroys
-  // the frame): a flag left set stopped every later read of this client
-  // (found by review, session 17).
+  // the frame): a flag left set would stop every later read of this client.
   struct ClearWhenDone {
     AsyncCluster& cluster;
     ~ClearWhenDone() {

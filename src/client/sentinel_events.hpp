@@ -70,4 +70,10 @@ struct SentinelNews {
 /// malformed payload).
 std::optional<SentinelNews> read_sentinel_news(const redisReply& message, std::string_view name);
 
+/// Whether `news` names the master at `current` (every sentinel repeats the
+/// news: once a client is on that master, nothing is left to do).
+inline bool news_names(const SentinelNews& news, const ConnectionOptions& current) noexcept {
+  return news.new_master && news.new_master->host == current.host && news.new_master->port == current.port;
+}
+
 }  // namespace lockon::detail

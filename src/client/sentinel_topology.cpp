@@ -248,10 +248,7 @@ std::optional<NodeAddress> SentinelTopology::take_hint() {
 
 void SentinelTopology::on_news(std::size_t sentinel, const SentinelNews& news) noexcept {
   std::lock_guard lock(mutex_);
-  // Every sentinel repeats the news: once on the master it names, nothing to do.
-  if (news.new_master && master_ && !stale_.load() && master_->options().host == news.new_master->host &&
-      master_->options().port == news.new_master->port)
-    return;
+  if (master_ && !stale_.load() && news_names(news, master_->options())) return;
   if (news.new_master) hint_ = news.new_master;
   ++news_;
   preferred_ = sentinel;  // it knows the new master
