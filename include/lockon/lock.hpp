@@ -253,6 +253,17 @@ class DistributedLock {
   DistributedLock(std::string name, LockOptions options);
   /// Single attempt when deadline == time_point::min(), forever when max().
   virtual bool acquire_until(Clock::time_point deadline) = 0;
+  /// release(), waiting for the server until `deadline` at most: a release
+  /// still unconfirmed then is left to the background clean-up (released if
+  /// the key still holds this token) and the lease declared lost, without
+  /// an error. For a caller past its own deadline (MultiLock giving back
+  /// the keys it took). The default waits as release() does.
+  virtual void release_until(Clock::time_point deadline) {
+    (void)deadline;
+    release();
+  }
+  /// unlock() through release_until(deadline). Never throws.
+  void unlock_until(Clock::time_point deadline) noexcept;
   State& state() const noexcept { return *state_; }
 
  private:
@@ -283,6 +294,7 @@ class Lock final : public DistributedLock {
 
  protected:
   bool acquire_until(Clock::time_point deadline) override;
+  void release_until(Clock::time_point deadline) override;
 
  private:
   // Internal: lets a MultiLock hand this Lock an acquisition it made for

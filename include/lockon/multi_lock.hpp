@@ -144,7 +144,9 @@ class MultiLock final : public DistributedLock {
  private:
   struct Relay;
   void build(std::vector<std::string> names, const LockFactory& make_lock);
-  void release_taken(std::size_t count) noexcept;
+  // Gives back the first `count` keys, waiting for them no later than the
+  // acquisition's deadline allows (multi/give_back.hpp).
+  void release_taken(std::size_t count, Clock::time_point deadline) noexcept;
   bool on_taken();
   std::vector<const DistributedLock*> key_locks() const;
 

@@ -9,6 +9,7 @@
 #include "async/async_client_impl.hpp"
 #include "async/async_sentinel.hpp"
 #include "async/async_sentinel_listener.hpp"
+#include "common/grace.hpp"
 #include "client/session_commands.hpp"
 #include "client/client_impl.hpp"
 #include "client/sentinel_topology.hpp"
@@ -361,7 +362,7 @@ void AsyncClientImpl::abandon(LockScriptKeys keys, std::string entry) noexcept {
 }
 
 asio::awaitable<bool> AsyncClientImpl::forget_cleanups(std::string key, std::string token, Clock::time_point deadline) {
-  deadline = std::max(deadline, Clock::now() + std::chrono::milliseconds(25));
+  deadline = std::max(deadline, Clock::now() + kCancelGrace);
   std::vector<Cleanup> now;  // stopped here: run below, or handed back to the background
   std::size_t ran = 0;
   try {

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "async/async_client_impl.hpp"
+#include "common/grace.hpp"
 #include "lock/lease.hpp"
 #include "lockon/async.hpp"
 
@@ -42,8 +43,8 @@ inline auto uncancellable() {
 }
 
 /// How long leaving the queue may take before it is left to the background
-/// clean-up (the blocking Lock's kCancelGrace).
-inline constexpr std::chrono::milliseconds kLeaveGrace{25};
+/// clean-up (common/grace.hpp).
+inline constexpr std::chrono::milliseconds kLeaveGrace = kCancelGrace;
 
 inline bool cancellation_requested(const asio::cancellation_state& state) noexcept {
   return state.cancelled() != asio::cancellation_type::none;

@@ -65,11 +65,13 @@ void DistributedLock::lock() {
 
 bool DistributedLock::try_lock() { return acquire_until(Clock::time_point::min()); }
 
-void DistributedLock::unlock() noexcept {
+void DistributedLock::unlock() noexcept { unlock_until(Clock::time_point::max()); }
+
+void DistributedLock::unlock_until(Clock::time_point deadline) noexcept {
   State& s = *state_;
   if (!s.held_here()) return;
   try {
-    release();
+    release_until(deadline);
     s.last_unlock_error = nullptr;
   } catch (const LockNotOwned& e) {
     s.last_unlock_error = std::current_exception();

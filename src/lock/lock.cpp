@@ -68,7 +68,7 @@ bool Lock::Impl::acquire_until(Clock::time_point deadline) {
   return wait_for_turn(deadline);
 }
 
-void Lock::Impl::release() {
+void Lock::Impl::release(Clock::time_point until) {
   if (!state_.held_here()) throw LockError("cannot release an unlocked lock '" + state_.name + "'", state_.name);
   stop_renewal();
   state_.held = false;
@@ -84,13 +84,21 @@ void Lock::Impl::release() {
   const std::array<std::string_view, 1> args{state_.token};
   ReplyPtr reply;
   try {
-    reply = calls_.run_lock_script(detail::scripts::release(calls_.sharded()), args, "release lock");
+    reply = calls_.run_lock_script_until(detail::scripts::release(calls_.sharded()), args, "release lock", until);
   } catch (const Error& e) {
     // Whether the release ran is unknown, so the lease cannot be proven
     // held to its end. The clean-up releases it if it is still ours.
     calls_.abandon(orphan_entry(state_.token), true);
     state_.lease->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
     throw;
+  }
+  if (!reply) {
+    // `until` passed first (a frozen master, a Cluster answering
+    // CLUSTERDOWN): whether the release ran is unknown, as above, but the
+    // caller chose not to wait for it; not an error.
+    calls_.abandon(orphan_entry(state_.token), true);
+    state_.lease->declare_lost(LossReason::unreachable, "the release was not confirmed in time; a background clean-up releases the key if it is still ours");
+    return;
   }
   if (reply->type != REDIS_REPLY_INTEGER || reply->integer < 1) {
     state_.lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
@@ -422,6 +430,7 @@ Lock::~Lock() {
 
 bool Lock::acquire_until(Clock::time_point deadline) { return impl_->acquire_until(deadline); }
 void Lock::release() { impl_->release(); }
+void Lock::release_until(Clock::time_point deadline) { impl_->release(deadline); }
 void Lock::extend(std::chrono::milliseconds additional, bool replace_ttl) { impl_->extend(additional, replace_ttl); }
 void Lock::reacquire() { impl_->reacquire(); }
 bool Lock::owned() { return impl_->owned(); }

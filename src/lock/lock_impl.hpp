@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/diagnostics.hpp"
+#include "common/grace.hpp"
 #include "client/error_map.hpp"
 #include "lock/holder.hpp"
 #include "lock/lease.hpp"
@@ -32,9 +33,7 @@ void warn_publish_denied(const ClientImpl& client);
 }  // namespace detail
 
 class Lock::Impl {
-  // How long a waiter that gives up waits for its cancel before leaving it to
-  // the background clean-up: a healthy server answers in well under 1 ms.
-  static constexpr std::chrono::milliseconds kCancelGrace{25};
+  static constexpr std::chrono::milliseconds kCancelGrace = detail::kCancelGrace;
   // Queue entries outlive any wait; emptied lists vanish by themselves.
   static constexpr std::string_view kQueueTtl = "600000";
 
@@ -60,7 +59,10 @@ class Lock::Impl {
     bool granted = false;
   };
   bool acquire_until(Clock::time_point deadline);
-  void release();
+  /// Waits for the release's reply until `until` at most (time_point::max():
+  /// the routing bound); unanswered by then, the background clean-up
+  /// releases K if it still holds our token.
+  void release(Clock::time_point until = Clock::time_point::max());
   void extend(std::chrono::milliseconds additional, bool replace_ttl);
   void reacquire();
   bool owned();

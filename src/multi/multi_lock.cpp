@@ -11,6 +11,7 @@
 #include "lock/lease.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/name.hpp"
+#include "multi/give_back.hpp"
 #include "multi/one_script.hpp"
 
 namespace lockon {
@@ -130,8 +131,8 @@ std::vector<const DistributedLock*> MultiLock::key_locks() const {
   return all;
 }
 
-void MultiLock::release_taken(std::size_t count) noexcept {
-  for (std::size_t i = count; i-- > 0;) locks_[i]->unlock();
+void MultiLock::release_taken(std::size_t count, Clock::time_point deadline) noexcept {
+  detail::give_back(locks_, count, deadline);
 }
 
 bool MultiLock::acquire_until(Clock::time_point deadline) {
@@ -157,11 +158,11 @@ bool MultiLock::acquire_until(Clock::time_point deadline) {
         if (!got) break;
       }
     } catch (...) {
-      release_taken(taken);
+      release_taken(taken, deadline);
       throw;
     }
     if (taken < locks_.size()) {
-      release_taken(taken);
+      release_taken(taken, deadline);
       return false;
     }
     return true;
@@ -172,14 +173,14 @@ bool MultiLock::acquire_until(Clock::time_point deadline) {
     try {
       proven = every_lease_proven(locks_);
     } catch (...) {
-      release_taken(locks_.size());
+      release_taken(locks_.size(), deadline);
       throw;
     }
     if (proven) return on_taken();
     // A key's lease ended while a later key was awaited: not an
     // acquisition. Given back, and taken again while the deadline allows;
     // a caller's retry policy (lock_on) sees it all as one attempt.
-    release_taken(locks_.size());
+    release_taken(locks_.size(), deadline);
     if (deadline == Clock::time_point::min() || Clock::now() >= deadline) return false;
   }
 }

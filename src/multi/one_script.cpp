@@ -8,6 +8,7 @@
 #include "client/slots.hpp"
 #include "lock/lock_impl.hpp"
 #include "lock/orphans.hpp"
+#include "multi/give_back.hpp"
 
 namespace lockon::detail {
 namespace {
@@ -126,12 +127,12 @@ OneScriptAcquisition::Outcome OneScriptAcquisition::take(const Locks& locks, Clo
       if (!impls[adopted]->adopt(token, record, fence, sent_at)) break;
     }
   } catch (...) {
-    for (std::size_t i = adopted; i-- > 0;) locks[i]->unlock();
+    give_back(locks, adopted, deadline);
     for (std::size_t i = adopted; i < impls.size(); ++i) impls[i]->abandon_token(token);
     throw;
   }
   if (adopted == impls.size()) return Outcome::taken;
-  for (std::size_t i = adopted; i-- > 0;) locks[i]->unlock();
+  give_back(locks, adopted, deadline);
   for (std::size_t i = adopted + 1; i < impls.size(); ++i) impls[i]->abandon_token(token);
   return Outcome::unavailable;
 }

@@ -12,6 +12,7 @@
 #include "client/script.hpp"
 #include "common/diagnostics.hpp"
 #include "common/fork.hpp"
+#include "common/grace.hpp"
 #include "common/token.hpp"
 #include "lock/lease.hpp"
 #include "lock/lock_calls.hpp"
@@ -28,9 +29,7 @@ namespace lockon::detail {
 
 namespace {
 
-// A waiter that gives up waits this long for its cancel; after that the
-// cancel is retried in the background (cancel_now).
-constexpr std::chrono::milliseconds kCancelGrace{25};
+using detail::kCancelGrace;  // a waiter's cancel, then retried in the background (cancel_now)
 constexpr std::string_view kQueueTtl = "600000";
 constexpr long long kMaxTtlMs = 1LL << 40;
 
