@@ -64,9 +64,9 @@ int main() {
     }
     std::cout << "lock key for 'apple': " << reserve.key_for(redis, "apple", 3) << '\n';
 
-    // Busy as a value: a single immediate try.
-    const auto try_reserve = locker.try_lock_on<1>("shop::reserve", &shop::reserve,
-                                                   {.policy = lockon::LockerPolicy{.max_retry = 1, .retry_delay = 0ms}});
+    // Busy as a value: a single immediate try (try_lock_on waits only when
+    // given a policy of its own, LockOnOptions::policy).
+    const auto try_reserve = locker.try_lock_on<1>("shop::reserve", &shop::reserve);
     if (const std::optional<bool> ok = try_reserve(redis, "pear", 1)) {
       std::cout << "try_reserve ran: " << (*ok ? "reserved" : "sold out") << '\n';
     } else {

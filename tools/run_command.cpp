@@ -307,17 +307,22 @@ int run_command(const RunOptions& options) {
   const ChildEnd end = supervise(pid, signals, wake, *loss, options, settings, reporter, where);
   lock->unlock();
   bool lost_at_release = false;
+  // What the release did, said as it is: after a lost lease nothing of
+  // ours was left to release (issue 35 §8: it said "released").
+  std::string release_outcome = "released '" + options.name + "'";
   if (const std::exception_ptr failure = lock->last_unlock_error()) {
     try {
       std::rethrow_exception(failure);
     } catch (const LockNotOwned&) {
       lost_at_release = true;
+      release_outcome = "'" + options.name + "' was no longer ours: nothing released";
     } catch (const std::exception& e) {
       reporter.error("could not release '" + options.name + "' (it expires within " +
                      format_duration_ms(settings.ttl.count()) + "): " + e.what());
+      release_outcome = "'" + options.name + "' not released";
     }
   }
-  reporter.info("COMMAND " + describe_status(end.wait_status) + "; released '" + options.name + "'");
+  reporter.info("COMMAND " + describe_status(end.wait_status) + "; " + release_outcome);
 
   if (lost_at_release && !end.lost_while_running) {
     reporter.error("lock '" + options.name + "' on " + where + " was lost while COMMAND ran (found when releasing: " +

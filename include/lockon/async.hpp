@@ -33,11 +33,14 @@
 // and whatever its in-flight requests may still win is passed on — it never
 // acquires later. async_unlock() cannot be cancelled (it finishes the release).
 //
-// Threading: an AsyncClient and its locks run on the client's executor,
-// which must be an io_context run by a single thread (not a strand over a
-// multi-threaded one: see docs/async.md). Operations may be started from
-// coroutines on other executors; they run on the client's and complete on
-// the caller's.
+// Threading: an AsyncClient and its locks run on the client's executor.
+// By default that executor must be run by one thread at a time (an
+// io_context run by a single thread: the faster mode). To run it with
+// several threads, set AsyncClientOptions::multi_threaded (or pass a strand
+// as the executor): the client then keeps its state and its locks' on a
+// strand of its own. Either way operations may be started from coroutines
+// on any executor; they run on the client's and complete on the caller's
+// (docs/async.md, Threading). One AsyncLock serves one operation at a time;
 // fence(), held(), lost() are meant to be read from the client's executor.
 //
 // URLs: standalone, Unix, TLS, Sentinel and Cluster (docs/async.md).
@@ -50,7 +53,13 @@
 #include <asio/co_spawn.hpp>
 #include <asio/use_awaitable.hpp>
 
+// Asio 1.22 turns its coroutine support on by itself with GCC only.
+#if !defined(ASIO_HAS_CO_AWAIT)
+#error "lockon/async.hpp needs Asio's coroutine support: with clang and Asio 1.22 define ASIO_HAS_CO_AWAIT and ASIO_HAS_STD_COROUTINE (the lockon::async CMake target does; see README, Requirements)"
+#endif
+
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -92,6 +101,27 @@ struct AsyncClientOptions {
 /// replies without receiving any (a stalled server): every owed request then
 /// fails with TimeoutError, the connection is kept. A caller's own deadline
 /// (async_try_lock_for) comes first.
+/// The arguments of one command: a braced list of strings —
+/// `co_await client.async_command({"GET", key})` — or a
+/// std::vector<std::string>. A class rather than std::initializer_list:
+/// GCC 12 rejects an initializer_list made inside a co_await expression
+/// ("array used as initializer"); a braced list that calls this variadic
+/// constructor makes none.
+class CommandArgs {
+ public:
+  CommandArgs(std::vector<std::string> args) : args_(std::move(args)) {}  // NOLINT: implicit by design
+  template <class... Parts>
+    requires(sizeof...(Parts) > 0 && (std::convertible_to<const Parts&, std::string_view> && ...))
+  CommandArgs(const Parts&... parts) {  // NOLINT: implicit by design
+    args_.reserve(sizeof...(Parts));
+    (args_.emplace_back(std::string_view(parts)), ...);
+  }
+  std::vector<std::string> take() && noexcept { return std::move(args_); }
+
+ private:
+  std::vector<std::string> args_;
+};
+
 class AsyncClient {
  public:
   using executor_type = asio::any_io_executor;
@@ -111,8 +141,8 @@ class AsyncClient {
   /// session or reply stream (as Client::command lists, MULTI included)
   /// throw ConfigError before anything is sent.
   template <class Token = asio::use_awaitable_t<>>
-  auto async_command(std::vector<std::string> args, Token&& token = {}) const {
-    return asio::co_spawn(get_executor(), command_op(impl_, std::move(args)), std::forward<Token>(token));
+  auto async_command(CommandArgs args, Token&& token = {}) const {
+    return asio::co_spawn(get_executor(), command_op(impl_, std::move(args).take()), std::forward<Token>(token));
   }
 
   /// Closes both connections: pending requests fail with ClosedError. The

@@ -24,6 +24,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "lockon/client.hpp"
@@ -38,6 +39,10 @@ enum class LossReason {
   unreachable,  // renewals failed with I/O errors until the lease could have lapsed
   max_hold,     // the configured maximum hold time ended renewal and the lease ran out
 };
+
+/// "taken", "unreachable" or "max_hold": the enumerator's name, for logs
+/// and metrics labels.
+std::string_view to_string(LossReason reason) noexcept;
 
 /// Passed to LockOptions::on_lost.
 struct LossEvent {

@@ -378,16 +378,17 @@ class LockedCall<F, Site, Mode, std::index_sequence<I...>, UnknownSignature> : p
 class OwnedSite {
  public:
   OwnedSite(std::shared_ptr<const LockerCore> core, std::shared_ptr<const PreparedPolicy> policy, std::string name,
-            std::string digest, bool reentrant = false)
+            std::string digest, bool reentrant = false, bool own_policy = false)
       : core_(std::move(core)),
         policy_(std::move(policy)),
         name_(std::move(name)),
         digest_(std::move(digest)),
-        reentrant_(reentrant) {}
+        reentrant_(reentrant),
+        own_policy_(own_policy) {}
 
   template <class Use>
   decltype(auto) visit(Use&& use) const {
-    const CallSite site{*core_, *policy_, name_, digest_, reentrant_};
+    const CallSite site{*core_, *policy_, name_, digest_, reentrant_, own_policy_};
     return std::forward<Use>(use)(site);
   }
 
@@ -401,6 +402,7 @@ class OwnedSite {
   std::string name_;
   std::string digest_;
   bool reentrant_ = false;
+  bool own_policy_ = false;
 };
 
 /// The Site of lock_on_each: each selected argument is its own entity key.

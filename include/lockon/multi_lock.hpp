@@ -127,7 +127,7 @@ class MultiLock final : public DistributedLock {
   std::size_t size() const noexcept { return positions_.size(); }
   /// The i-th name as given (i < size()).
   const std::string& name(std::size_t i) const;
-  using DistributedLock::name;  // name(): the names joined by ','
+  using DistributedLock::name;  // name(): the distinct names, in the order given, joined by ','
   /// The fence of the i-th given name in the current acquisition (0 without
   /// fencing). Throws std::out_of_range for i >= size(). fence() (no
   /// argument) is fence(0).
@@ -137,6 +137,11 @@ class MultiLock final : public DistributedLock {
   std::vector<std::uint64_t> fences() const;
   /// The distinct keys, in acquisition (sorted) order.
   std::vector<std::string> keys() const;
+  /// After an acquisition that returned false: the key it was still
+  /// waiting for when it gave up (held by another owner, or its server did
+  /// not answer in time); empty otherwise, and after a single one-script
+  /// attempt, whose reply does not say which key was held. Local.
+  const std::string& busy_key() const noexcept;
 
  protected:
   bool acquire_until(Clock::time_point deadline) override;
@@ -154,6 +159,8 @@ class MultiLock final : public DistributedLock {
   std::vector<std::size_t> positions_;                   // constructor index -> locks_ index
   std::shared_ptr<Relay> relay_;                         // forwards per-key losses
   bool one_script_ = false;                              // all keys in one script first (see above)
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t busy_ = kNone;                             // locks_ index busy_key() names, or kNone
 };
 
 }  // namespace lockon

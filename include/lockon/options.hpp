@@ -147,8 +147,9 @@ struct PoolOptions {
   std::chrono::milliseconds wait_timeout{2000};
 };
 
-/// Parses a duration such as "250ms", "1.5s", "10s", "2m", "1h". A bare number
-/// means milliseconds. Rejects negatives, garbage and overflow with
+/// Parses a duration such as "250ms", "1.5s", "10s", "2m", "1h", or parts
+/// from the largest unit to the smallest: "2m30s", "1h30m", "1s500ms" (Go's
+/// time.ParseDuration spelling). A bare number means milliseconds. Rejects negatives, garbage and overflow with
 /// ConfigError; a positive value below 1 ms ("100us", "0.4") is 1 ms, never
 /// 0 (which means "no bound" for a timeout). Used for URL query parameters
 /// and the command-line tool.

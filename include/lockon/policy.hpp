@@ -5,9 +5,7 @@
 // `retry_delay` (plus jitter) of waiting for the holder's release. The wait is
 // notification based — a release wakes the waiter at once and it takes the
 // lock within the same attempt; only when the window passes without the lock
-// does the attempt count as failed. So `max_retry = 3, retry_delay = 2s`
-// gives up after three failed attempts (~6 s), like the decorator this
-// replaces, but never lets a free lock sit idle while it sleeps.
+// does the attempt count as failed.
 //
 //   attempt 1: try ─ wait ≤ retry_delay ─┐ (a release wakes it: acquired)
 //   attempt 2: try ─ wait ≤ retry_delay ─┤
@@ -15,6 +13,13 @@
 //   any time the overall `timeout` passes ─── AcquireTimeout
 //
 // The last wait is cut to the deadline: the locker never sleeps past it.
+//
+// DEFAULTS say what their names say: lock_on waits up to `timeout` (10 s)
+// and no attempt count ends it first (max_retry = 0); try_lock_on makes one
+// immediate try unless its LockOnOptions::policy says how to wait. The seed
+// decorator's "three tries, two seconds apart" is `{.max_retry = 3,
+// .retry_delay = 2s, .timeout = 0ms}` (before version 0.2 the defaults were
+// max_retry 3 and retry_delay 2 s, so a `.timeout` above 6 s never applied).
 //
 // A call keeps ONE place in the lock's FIFO queue across all its attempts
 // (LockOptions::keep_queue_place): attempts are a counting of windows, not
@@ -51,8 +56,9 @@ struct AttemptEvent {
 /// throws ConfigError then, never during a call.
 struct LockerPolicy {
   /// Attempts before RetriesExhausted (see the top of this file for what an
-  /// attempt is). 0 = unlimited: only `timeout` ends the wait. Must be ≥ 0.
-  int max_retry = 3;
+  /// attempt is). 0 (the default) = unlimited: only `timeout` ends the
+  /// wait. Must be ≥ 0.
+  int max_retry = 0;
   /// How long one attempt waits for a release before it counts as failed.
   /// 0 = an attempt is a single immediate try (no waiting). Must be ≥ 0;
   /// max_retry = 0 together with retry_delay = 0 is rejected (it would spin).
@@ -103,6 +109,8 @@ enum class KeyScope {
 struct LockOnOptions {
   KeyScope scope = KeyScope::function;
   /// Replaces the locker's policy for this function (validated by lock_on).
+  /// try_lock_on waits only as this policy says: without it, one immediate
+  /// try (as std::mutex::try_lock), whatever the locker's policy.
   std::optional<LockerPolicy> policy{};
   /// Reentrancy on request. false (the default): a locked call that, on the
   /// same thread, calls a locked function on a key this thread already holds
@@ -159,6 +167,7 @@ struct CallSite {
   std::string_view function_name;
   std::string_view digest;  // md5hex of the function name, empty for KeyScope::entity
   bool reentrant = false;    // LockOnOptions::reentrant
+  bool own_policy = false;   // LockOnOptions::policy was given (try_ calls wait only then)
 };
 
 /// The result of the acquisition loop.

@@ -328,29 +328,56 @@ ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
   return options;
 }
 
+namespace {
+
+struct DurationPart {
+  double ms = 0;
+  int rank = 0;  // h 4, m 3, s 2, ms 1, us 0: parts go from larger to smaller
+};
+
+// One number and its unit ("2m", "1.5s") from the front of `rest`.
+DurationPart take_duration_part(std::string_view& rest, const std::string& shown, bool bare_allowed) {
+  std::size_t unit_at = 0;
+  while (unit_at < rest.size() && ((rest[unit_at] >= '0' && rest[unit_at] <= '9') || rest[unit_at] == '.')) ++unit_at;
+  std::size_t unit_end = unit_at;
+  while (unit_end < rest.size() && rest[unit_end] >= 'a' && rest[unit_end] <= 'z') ++unit_end;
+  const std::string_view number = rest.substr(0, unit_at);
+  const std::string_view unit = rest.substr(unit_at, unit_end - unit_at);
+  rest.remove_prefix(unit_end);
+  if (number.empty() || number.find('.') != number.rfind('.'))
+    throw ConfigError("invalid duration '" + shown + "' (expected e.g. 500ms, 10s, 2m30s)");
+  double value = 0;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc() || end != number.data() + number.size()) throw ConfigError("invalid duration '" + shown + "'");
+  if (unit.empty() && !bare_allowed)
+    throw ConfigError("invalid duration '" + shown + "': every part needs a unit (e.g. 2m30s)");
+  if (unit.empty() || unit == "ms") return {value, 1};
+  if (unit == "s") return {value * 1000, 2};
+  if (unit == "m" || unit == "min") return {value * 60'000, 3};
+  if (unit == "h") return {value * 3'600'000, 4};
+  if (unit == "us") return {value * 0.001, 0};
+  throw ConfigError("invalid duration '" + shown + "': unknown unit (use ms, s, m or h)");
+}
+
+}  // namespace
+
 std::chrono::milliseconds parse_duration(std::string_view text) {
   const std::string shown(text);
   if (text.empty()) throw ConfigError("invalid duration: empty");
-  std::size_t unit_at = 0;
-  while (unit_at < text.size() &&
-         ((text[unit_at] >= '0' && text[unit_at] <= '9') || text[unit_at] == '.'))
-    ++unit_at;
-  const std::string_view number = text.substr(0, unit_at);
-  const std::string_view unit = text.substr(unit_at);
-  if (number.empty() || number.find('.') != number.rfind('.'))
-    throw ConfigError("invalid duration '" + shown + "' (expected e.g. 500ms, 10s, 2m)");
-  double value = 0;
-  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec != std::errc() || end != number.data() + number.size())
-    throw ConfigError("invalid duration '" + shown + "'");
-  double factor = 0;
-  if (unit.empty() || unit == "ms") factor = 1;
-  else if (unit == "s") factor = 1000;
-  else if (unit == "m" || unit == "min") factor = 60'000;
-  else if (unit == "h") factor = 3'600'000;
-  else if (unit == "us") factor = 0.001;
-  else throw ConfigError("invalid duration '" + shown + "': unknown unit (use ms, s, m or h)");
-  const double ms = value * factor;
+  // Parts from the largest unit to the smallest, as Go's time.ParseDuration
+  // reads them ("1h30m", "2m30s", "1s500ms"); a bare number alone is
+  // milliseconds.
+  const bool bare = text.find_first_not_of("0123456789.") == std::string_view::npos;
+  std::string_view rest = text;
+  double ms = 0;
+  int last_rank = 5;
+  while (!rest.empty()) {
+    const DurationPart part = take_duration_part(rest, shown, bare);
+    if (part.rank >= last_rank)
+      throw ConfigError("invalid duration '" + shown + "': units must go from larger to smaller (e.g. 1h30m, 2m30s)");
+    last_rank = part.rank;
+    ms += part.ms;
+  }
   if (!std::isfinite(ms) || ms > 1e15) throw ConfigError("invalid duration '" + shown + "': too large");
   // A positive duration below 1 ms is 1 ms, never 0: a timeout of 0 means
   // "no bound", the opposite of what "100us" asks for (found by review,

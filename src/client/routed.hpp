@@ -26,6 +26,14 @@
 //
 // One server (no cluster): a straight call, no loop; a MOVED or ASK there
 // is a ConfigError (a redis:// URL naming a cluster node).
+// Sentinel: READONLY means the master the client knows is a replica now (a
+// failover, or sentinels naming a demoted server): nothing was written (a
+// replica refuses every write), so the request is sent again, to whatever
+// master a new resolution finds, after the same back-off and within the
+// same bound as a Cluster's CLUSTERDOWN; a resolution that finds no master
+// meanwhile is waited out the same way. At the bound the last error is
+// thrown (before: every call failed at once, ~5,000 a second on one worker
+// of the harness while the sentinels named a replica; issue 33).
 #pragma once
 
 #include <algorithm>
@@ -150,27 +158,52 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
   using Clock = std::chrono::steady_clock;
   if (client.options().deployment != Deployment::cluster) {
     // One server, or Sentinel's current master: a straight call. READONLY
-    // and I/O failures are reported (Sentinel re-resolves the master).
-    const auto node = client.node_for(key, until);  // outlives the lease
-    if (!node) return {};  // the deadline passed while resolving (Sentinel): nothing was sent
-    try {
-      // The caller's deadline bounds the wait for a pooled connection too.
-      auto lease = node->pool().borrow_by(until);
-      if (!lease) return {};  // it passed first: nothing was sent
-      auto& connection = *lease;
-      auto result = exchange(*connection, *node);
-      // A MOVED or ASK here: the URL names a cluster node (a wrong URL, not
-      // a busy server; the redirected requests did not run).
-      check_not_cluster_redirect(result, node->endpoint());
-      if (const redisReply* readonly = first_readonly(result))
-        client.topology().report_error_reply(*node, {readonly->str, readonly->len});
-      return result;
-    } catch (const ReadOnlyError&) {
-      client.topology().report_error_reply(*node, "READONLY");
-      throw;
-    } catch (const IoError&) {
-      client.topology().report_io_failure(*node);
-      throw;
+    // and I/O failures are reported (Sentinel re-resolves the master), and
+    // with Sentinel a READONLY is sent again (above).
+    const bool sentinel = client.options().deployment == Deployment::sentinel;
+    RetryBackoff readonly_backoff(routing_bound(client.options(), until, Clock::now()));
+    bool refused = false;  // a READONLY in this call: waiting for a master
+    const auto wait_for_master = [&] {
+      if (!sentinel || !refused) return false;
+      const auto delay = readonly_backoff.next();
+      if (delay == Clock::duration::zero()) return false;
+      std::this_thread::sleep_for(delay);
+      return true;
+    };
+    for (int attempt = 1;; ++attempt) {
+      std::shared_ptr<Node> node;  // outlives the lease
+      try {
+        node = client.node_for(key, until);
+      } catch (const ConnectError&) {
+        // No master found (the sentinels still name the replica).
+        if (attempt < kMaxRoutedWaits && wait_for_master()) continue;
+        throw;
+      }
+      if (!node) return {};  // the deadline passed while resolving (Sentinel): nothing was sent
+      try {
+        // The caller's deadline bounds the wait for a pooled connection too.
+        auto lease = node->pool().borrow_by(until);
+        if (!lease) return {};  // it passed first: nothing was sent
+        auto& connection = *lease;
+        auto result = exchange(*connection, *node);
+        // A MOVED or ASK here: the URL names a cluster node (a wrong URL, not
+        // a busy server; the redirected requests did not run).
+        check_not_cluster_redirect(result, node->endpoint());
+        if (const redisReply* readonly = first_readonly(result)) {
+          client.topology().report_error_reply(*node, {readonly->str, readonly->len});
+          refused = true;
+          if (attempt < kMaxRoutedWaits && wait_for_master()) continue;
+        }
+        return result;
+      } catch (const ReadOnlyError&) {
+        client.topology().report_error_reply(*node, "READONLY");
+        refused = true;
+        if (attempt < kMaxRoutedWaits && wait_for_master()) continue;
+        throw;
+      } catch (const IoError&) {
+        client.topology().report_io_failure(*node);
+        throw;
+      }
     }
   }
   Topology& topology = client.topology();

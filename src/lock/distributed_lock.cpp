@@ -31,6 +31,15 @@ void LeaseSignal::declare_lost(LossReason reason, std::string detail) noexcept {
 
 }  // namespace detail
 
+std::string_view to_string(LossReason reason) noexcept {
+  switch (reason) {
+    case LossReason::taken: return "taken";
+    case LossReason::unreachable: return "unreachable";
+    case LossReason::max_hold: return "max_hold";
+  }
+  return "unknown";
+}
+
 DistributedLock::DistributedLock(std::string name, LockOptions options) : state_(std::make_shared<State>()) {
   validate_name(name, "lock");
   if (!options.no_expiry) {

@@ -24,6 +24,7 @@
 #include "lockon/key.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/lock_context.hpp"
+#include "lockon/multi_lock.hpp"
 #include "lockon/name.hpp"
 #include "lockon/options.hpp"
 #include "lock/lease.hpp"
@@ -259,10 +260,13 @@ Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> 
                          bool throw_on_busy, bool reusable) {
   const LockerPolicy& policy = site.policy.policy;
   const Clock::time_point start = Clock::now();
-  const bool bounded = policy.timeout.count() > 0;
+  // A try_ call without a policy of its own: one immediate try (issue 35 §6:
+  // try_lock_on with the locker's policy blocked 6 s before saying "busy").
+  const bool single_try = !throw_on_busy && !site.own_policy;
+  const bool bounded = !single_try && policy.timeout.count() > 0;
   const Clock::time_point deadline = bounded ? start + policy.timeout : Clock::time_point::max();
   for (int attempt = 1;; ++attempt) {
-    const milliseconds window = policy.retry_delay + jitter(policy.retry_jitter);
+    const milliseconds window = single_try ? milliseconds(0) : policy.retry_delay + jitter(policy.retry_jitter);
     bool acquired = false;
     try {
       if (window.count() == 0) {
@@ -293,9 +297,13 @@ Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> 
 
     // The deadline wins when both limits are reached by the same attempt.
     const bool timed_out = bounded && Clock::now() >= deadline;
-    if (timed_out || (policy.max_retry > 0 && attempt >= policy.max_retry)) {
+    if (single_try || timed_out || (policy.max_retry > 0 && attempt >= policy.max_retry)) {
       lock->abandon_wait();
       const std::string key = lock->name();
+      // lock_on_each: which of the keys was busy (issue 35 §8).
+      std::string busy;
+      if (const auto* multi = dynamic_cast<const MultiLock*>(lock.get()); multi != nullptr && !multi->busy_key().empty())
+        busy = " (busy: '" + multi->busy_key() + "')";
       const long long waited_ms = elapsed_ms(start).count();
       if (reusable) site.core.idle->put(site.policy, site.digest, std::move(encoded_args), std::move(lock));
       metrics_detail::record_acquire(site.function_name,
@@ -304,12 +312,12 @@ Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> 
       const std::string attempts = std::to_string(attempt) + (attempt == 1 ? " attempt" : " attempts");
       if (timed_out) {
         throw AcquireTimeout(describe(site, key) + ": acquire lock timeout: still held by another owner after " +
-                                 std::to_string(waited_ms) + " ms (" + attempts + ")",
+                                 std::to_string(waited_ms) + " ms (" + attempts + ")" + busy,
                              key);
       }
       throw RetriesExhausted(describe(site, key) + " still busy after " + attempts + " over " +
                                  std::to_string(waited_ms) + " ms (max_retry " + std::to_string(policy.max_retry) +
-                                 "): held by another owner every time",
+                                 "): held by another owner every time" + busy,
                              key);
     }
   }
@@ -430,11 +438,13 @@ RedisLocker RedisLocker::with_policy(LockerPolicy policy) const {
 detail::OwnedSite RedisLocker::site(std::string_view name, LockOnOptions options, bool each) const {
   if (each) options.scope = KeyScope::entity;  // lock_on_each locks each argument as its own entity
   if (name.empty()) throw ConfigError("lockon: lock_on needs a non-empty function name");
+  const bool own_policy = options.policy.has_value();
   std::shared_ptr<const detail::PreparedPolicy> policy =
       options.policy ? std::make_shared<const detail::PreparedPolicy>(detail::PreparedPolicy::prepare(std::move(*options.policy)))
                      : std::shared_ptr<const detail::PreparedPolicy>(core_, &core_->prepared);
   std::string digest = options.scope == KeyScope::entity ? std::string() : function_digest(name);
-  return detail::OwnedSite(core_, std::move(policy), std::string(name), std::move(digest), options.reentrant);
+  return detail::OwnedSite(core_, std::move(policy), std::string(name), std::move(digest), options.reentrant,
+                           own_policy);
 }
 
 // ------------------------------------------------------------ default locker

@@ -6,6 +6,8 @@
 #include <exception>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 
 #include "lock/lease.hpp"
@@ -40,11 +42,15 @@ struct MultiLock::Relay {
 
 namespace {
 
+// The distinct names in the order given: two arguments naming one entity
+// are one key, named once (issue 35 §8: LockContext::key() said "K,K").
 std::string joined(const std::vector<std::string>& names) {
   if (names.empty()) throw ConfigError("lockon: MultiLock needs at least one key");
   std::string text;
+  std::unordered_set<std::string_view> seen;
   for (const std::string& name : names) {
     validate_name(name, "lockon: MultiLock: a key");
+    if (!seen.insert(name).second) continue;
     if (!text.empty()) text.push_back(',');
     text.append(name);
   }
@@ -138,6 +144,7 @@ void MultiLock::release_taken(std::size_t count, Clock::time_point deadline) noe
 bool MultiLock::acquire_until(Clock::time_point deadline) {
   State& s = state();
   if (s.held_here()) throw LockError("lock '" + s.name + "' is already held by this object (not reentrant)", s.name);
+  busy_ = kNone;
   // Every key, or none (released again) and false.
   const auto take_every_key = [&]() -> bool {
     if (one_script_) {
@@ -162,6 +169,7 @@ bool MultiLock::acquire_until(Clock::time_point deadline) {
       throw;
     }
     if (taken < locks_.size()) {
+      busy_ = taken;
       release_taken(taken, deadline);
       return false;
     }
@@ -265,6 +273,11 @@ std::vector<std::uint64_t> MultiLock::fences() const {
   all.reserve(positions_.size());
   for (const std::size_t at : positions_) all.push_back(locks_[at]->fence());
   return all;
+}
+
+const std::string& MultiLock::busy_key() const noexcept {
+  static const std::string none;
+  return busy_ == kNone ? none : locks_[busy_]->name();
 }
 
 std::vector<std::string> MultiLock::keys() const {

@@ -4,8 +4,20 @@
 #include <asio/io_context.hpp>
 
 #include <iostream>
+#include <string>
 
 #include <lockon/async.hpp>
+
+// Compiled, not run (no server): the natural spelling of a command inside
+// co_await, which GCC 12 rejected with async_command(std::vector<std::string>)
+// ("array used as initializer", issue 35 §12). Built by every compiler the
+// consumer check uses (GCC, and clang when installed).
+asio::awaitable<std::string> braced_commands(const lockon::AsyncClient& client, std::string key) {
+  co_await client.async_command({"SET", key, "v"});
+  co_await client.async_command({"PING"});
+  const lockon::Reply reply = co_await client.async_command({"GET", key});
+  co_return reply.is_nil() ? std::string() : reply.as_string();
+}
 
 int main() {
   asio::io_context io;

@@ -106,18 +106,27 @@ if(NOT includes STREQUAL "INTERFACE_INCLUDE_DIRECTORIES \"\${_IMPORT_PREFIX}/inc
   message(FATAL_ERROR "consumer check: include directories should be listed once: ${includes}")
 endif()
 
-# The same program built by a pkg-config user: the compiler driven by hand
-# with `pkg-config --cflags --libs --static lockon` from the installed lockon.pc.
+# The same programs built by a pkg-config user: the compiler driven by hand
+# with `pkg-config --cflags --libs lockon` (no --static: a static liblockon.a
+# must link from Libs alone) from the installed lockon.pc, once with the
+# consumer's own -std=c++23 first (the .pc sets no -std to override it).
 file(GLOB_RECURSE pc_file "${prefix}/*/pkgconfig/lockon.pc")
 if(NOT pc_file)
   message(FATAL_ERROR "consumer check: no lockon.pc installed under ${prefix}")
 endif()
 get_filename_component(pc_dir "${pc_file}" DIRECTORY)
 find_program(PKG_CONFIG_EXECUTABLE pkg-config REQUIRED)
-run_step("pkg-config" "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${pc_dir}"
-  "${PKG_CONFIG_EXECUTABLE}" --cflags --libs --static lockon)
-string(STRIP "${step_output}" pc_flags)
-separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+function(pc_flags out module)
+  run_step("pkg-config ${module}" "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${pc_dir}"
+    "${PKG_CONFIG_EXECUTABLE}" --cflags --libs ${module})
+  string(STRIP "${step_output}" flags)
+  if(flags MATCHES "-std=")
+    message(FATAL_ERROR "consumer check: pkg-config ${module} sets a C++ standard: ${flags}")
+  endif()
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  set(${out} "${flags}" PARENT_SCOPE)
+endfunction()
+pc_flags(pc_sync lockon)
 set(sanitizer_flags)
 if(LOCKON_BUILD_LOCKON_SANITIZE)
   set(sanitizer_flags -fsanitize=address,undefined)
@@ -126,7 +135,39 @@ set(cxx "${LOCKON_BUILD_CMAKE_CXX_COMPILER}")
 if(NOT cxx)
   set(cxx c++)
 endif()
-run_step("pkg-config build" "${cxx}" "${LOCKON_SOURCE_DIR}/tests/consumer/main.cpp" ${pc_flags} ${sanitizer_flags}
-  -o "${WORK_DIR}/consumer-pkg-config")
+run_step("pkg-config build" "${cxx}" -std=c++20 "${LOCKON_SOURCE_DIR}/tests/consumer/main.cpp" ${pc_sync}
+  ${sanitizer_flags} -o "${WORK_DIR}/consumer-pkg-config")
 run_step("pkg-config run" "${WORK_DIR}/consumer-pkg-config")
-message(STATUS "consumer check passed: cmake: ${cmake_consumer_output} pkg-config: ${step_output}")
+set(pc_output "${step_output}")
+run_step("pkg-config build, -std=c++23" "${cxx}" -std=c++23 -DLOCKON_CONSUMER_EXPECT_CXX23
+  "${LOCKON_SOURCE_DIR}/tests/consumer/main.cpp" ${pc_sync} ${sanitizer_flags} -o "${WORK_DIR}/consumer-pkg-config-23")
+run_step("pkg-config run, -std=c++23" "${WORK_DIR}/consumer-pkg-config-23")
+if(LOCKON_BUILD_LOCKON_ASIO_INCLUDE_DIR)
+  if(NOT EXISTS "${pc_dir}/lockon-async.pc")
+    message(FATAL_ERROR "consumer check: lockon was built with the async component, but no lockon-async.pc was installed")
+  endif()
+  pc_flags(pc_async lockon-async)
+  run_step("pkg-config build, async" "${cxx}" -std=c++20 "${LOCKON_SOURCE_DIR}/tests/consumer/async_main.cpp"
+    ${pc_async} ${sanitizer_flags} -o "${WORK_DIR}/async-consumer-pkg-config")
+  run_step("pkg-config run, async" "${WORK_DIR}/async-consumer-pkg-config")
+  string(APPEND pc_output "${step_output}")
+endif()
+
+# clang (when installed, and not for a sanitizer build, whose runtime is
+# GCC's): the async consumer through find_package, which must bring Asio's
+# coroutine switches with it (issue 35 §14), and the braced command
+# arguments of async_main.cpp.
+find_program(LOCKON_CLANG NAMES clang++-16 clang++)
+if(LOCKON_BUILD_LOCKON_ASIO_INCLUDE_DIR AND LOCKON_CLANG AND NOT LOCKON_BUILD_LOCKON_SANITIZE)
+  set(clang_build "${WORK_DIR}/build-clang")
+  set(clang_args -S "${LOCKON_SOURCE_DIR}/tests/consumer" -B "${clang_build}" "-DCMAKE_PREFIX_PATH=${prefix}"
+    "-DCMAKE_CXX_COMPILER=${LOCKON_CLANG}")
+  if(LOCKON_BUILD_CMAKE_GENERATOR)
+    list(APPEND clang_args -G "${LOCKON_BUILD_CMAKE_GENERATOR}")
+  endif()
+  run_step("configure with clang" "${CMAKE_COMMAND}" ${clang_args})
+  run_step("build with clang" "${CMAKE_COMMAND}" --build "${clang_build}" --target async_consumer --parallel 2)
+  run_step("run clang build" "${clang_build}/async_consumer")
+  string(APPEND pc_output " clang: ${step_output}")
+endif()
+message(STATUS "consumer check passed: cmake: ${cmake_consumer_output} pkg-config: ${pc_output}")

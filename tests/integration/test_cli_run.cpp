@@ -338,6 +338,20 @@ TEST_F(CliRun, OnLostIgnoreLetsTheChildFinish) {
   EXPECT_NE(result.err.find("--on-lost=ignore"), std::string::npos) << "the loss is still reported: " << result.err;
 }
 
+// issue 35 §8: after a lost lease -v said "released 'NAME'" although
+// nothing of ours was left to release.
+TEST_F(CliRun, AfterALostLeaseVerboseDoesNotSayReleased) {
+  const std::string name = key("lost-verbose");
+  Child run = spawn_lockon({"run", "-v", "--url", server().url(), "--ttl", "600ms", "--on-lost", "ignore", name, "--",
+                            "sh", "-c", "echo ready; sleep 1; echo finished"});
+  ASSERT_TRUE(run.wait_for_output("ready", 10s)) << run.stderr_text();
+  ASSERT_EQ(server().command({"DEL", name}).integer, 1);
+  const ProcessResult result = run.wait(10s);
+  EXPECT_TRUE(result.succeeded()) << result.describe();
+  EXPECT_EQ(result.err.find("released '" + name + "'"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("nothing released"), std::string::npos) << result.err;
+}
+
 TEST_F(CliRun, SigkilledLockonLeavesALockThatExpiresAfterItsTtl) {
   const std::string name = key("crashed");
   Child run = spawn_lockon({"run", "--url", server().url(), "--ttl", "1s", name, "--", "sh", "-c",

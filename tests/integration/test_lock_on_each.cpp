@@ -62,6 +62,39 @@ TEST_F(LockOnEachTest, ExcludesALockOnEntityCallOnEitherArgument) {
   EXPECT_EQ(transfer("b", "a"), 1);
 }
 
+// issue 35 §8: two arguments naming one entity showed "K,K" as the key,
+// and a busy lock_on_each did not say which of its keys was held.
+TEST_F(LockOnEachTest, OneEntityIsNamedOnceAndTheBusyKeyIsNamed) {
+  const RedisLocker l = locker({.max_retry = 1, .retry_delay = 50ms, .fencing = true});
+  std::string seen_key;
+  std::uint64_t fence0 = 0;
+  std::uint64_t fence1 = 1;
+  const auto transfer = l.lock_on_each<0, 1>("bank::transfer", [&](LockContext& context, const std::string&,
+                                                                   const std::string&) {
+    seen_key = context.key();
+    fence0 = context.fence(0);
+    fence1 = context.fence(1);
+  });
+  const std::vector<std::string> keys = transfer.key_for("same", "same");
+  ASSERT_EQ(keys.size(), 2u);
+  transfer("same", "same");
+  EXPECT_EQ(seen_key, keys[0]) << "one entity, one key";
+  EXPECT_NE(fence0, 0u);
+  EXPECT_EQ(fence0, fence1) << "both positions name the same key";
+
+  const std::vector<std::string> pair = transfer.key_for("x", "y");
+  Lock plain(client(), pair[1]);
+  ASSERT_TRUE(plain.try_lock());
+  try {
+    transfer("x", "y");
+    ADD_FAILURE() << "the second key is held";
+  } catch (const RetriesExhausted& e) {
+    EXPECT_NE(std::string(e.what()).find("busy: '" + pair[1] + "'"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("busy: '" + pair[0] + "'"), std::string::npos) << e.what();
+  }
+  plain.release();
+}
+
 TEST_F(LockOnEachTest, ContextGivesAFencePerArgumentKey) {
   const RedisLocker l = locker({.fencing = true});
   std::uint64_t first_a = 0;

@@ -14,6 +14,7 @@
 
 #include "client/error_map.hpp"
 #include "lockon/errors.hpp"
+#include "lockon/lock.hpp"
 #include "client/server_version.hpp"
 
 namespace {
@@ -79,6 +80,14 @@ TEST(ErrorMap, ErrorCodesMapToDocumentedClassesKeepingCodeEndpointAndOperation) 
       ADD_FAILURE() << "not a ReplyError";
     }
   }
+}
+
+// issue 35 §8: LossReason had no to_string (logs and metrics labels).
+TEST(LossReasonText, EveryReasonHasItsEnumeratorsName) {
+  EXPECT_EQ(to_string(LossReason::taken), "taken");
+  EXPECT_EQ(to_string(LossReason::unreachable), "unreachable");
+  EXPECT_EQ(to_string(LossReason::max_hold), "max_hold");
+  EXPECT_EQ(to_string(static_cast<LossReason>(42)), "unknown");
 }
 
 TEST(ErrorMap, HiredisErrorReplyMapsLikeItsText) {

@@ -332,6 +332,21 @@ TEST(UrlDuration, AcceptsUnitsFractionsAndBareMilliseconds) {
   EXPECT_EQ(parse_duration("0us"), 0ms);
 }
 
+// issue 35 §8: "-w 2m30s" was refused. Parts go from the largest unit to
+// the smallest, each once (Go's spelling).
+TEST(UrlDuration, AcceptsPartsFromTheLargestUnitToTheSmallest) {
+  EXPECT_EQ(parse_duration("2m30s"), 150s);
+  EXPECT_EQ(parse_duration("1h30m"), 90min);
+  EXPECT_EQ(parse_duration("1s500ms"), 1500ms);
+  EXPECT_EQ(parse_duration("1m0.5s"), 60'500ms);
+  EXPECT_EQ(parse_duration("1h1m1s1ms"), 3'661'001ms);
+  EXPECT_EQ(parse_duration("1min30s"), 90s);
+  for (const std::string text : {"30s2m", "1s1s", "2m30", "1s-5ms", "1m 30s", "1m30s ", "2ms1us1s"}) {
+    SCOPED_TRACE("'" + text + "'");
+    EXPECT_THROW(parse_duration(text), ConfigError);
+  }
+}
+
 // A timeout that would overflow now() + timeout (the clock's nanoseconds)
 // is refused: its deadline lay in the past, and every connect failed at once.
 TEST(UrlDuration, TimeoutsBeyondTheClocksRangeAreRefused) {
