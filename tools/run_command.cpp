@@ -28,6 +28,7 @@
 #include "run_settings.hpp"
 #include "servers.hpp"
 #include "signals.hpp"
+#include "status_view.hpp"
 
 namespace lockon::cli {
 namespace {
@@ -55,6 +56,26 @@ std::string random_token() {
     token += kHex[b & 0xF];
   }
   return token;
+}
+
+// Who holds `name` (-v only, one server, one name): the holder record, if
+// it names the current token. Best effort, one round trip; nothing when the
+// holder keeps no record or the key changed hands meanwhile (issue 35 §8:
+// -v said "held by another owner" without the record it could read).
+std::string holder_of(const Servers& servers, const RunOptions& options, Reporter& reporter) {
+  if (!reporter.verbose() || servers.size() != 1 || options.names.size() > 1) return {};
+  try {
+    const Client client = servers.clients().front();
+    const auto replies = client.pipeline({{"GET", options.name}, {"GET", lock_companion_key(options.name, "who")}});
+    if (replies.at(0).is_nil() || replies.at(1).is_nil()) return {};
+    const std::string& token = replies[0].as_string();
+    reporter.redactor().add_token(token);
+    const std::optional<HolderRecord> record = parse_holder_record(replies[1].as_string());
+    if (!record || record->token_prefix.empty() || token.rfind(record->token_prefix, 0) != 0) return {};
+    return " (" + describe_who(*record) + ")";
+  } catch (const std::exception&) {
+    return {};
+  }
 }
 
 std::string reason_text(LossReason reason) {
@@ -263,7 +284,7 @@ int run_command(const RunOptions& options) {
 
   if (acquisition.error) return report_failure(reporter, "cannot acquire '" + options.name + "'", acquisition.error);
   if (acquisition.outcome == Outcome::conflict) {
-    reporter.info("'" + options.name + "' is held by another owner on " + where);
+    reporter.info("'" + options.name + "' is held by another owner on " + where + holder_of(servers, options, reporter));
     return options.conflict_exit_code;
   }
   if (acquisition.outcome == Outcome::timed_out) {

@@ -4,6 +4,7 @@
 // SIGTERM forwarding, a lost lease, fencing, exec failures, unreachable
 // servers. The tool is the binary built from tools/ (LOCKON_CLI).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -161,6 +162,20 @@ TEST_F(CliRun, ConcurrentRunsIncrementACounterExactlyWithRedlock) {
   };
   EXPECT_TRUE(eventually(2s, [&] { return nodes_holding() <= 1; })) << "a run left its lock on a majority";
   EXPECT_TRUE(eventually(32s, [&] { return nodes_holding() == 0; })) << "a run left its lock past its lease";
+}
+
+// issue 35 §8: -v said "held by another owner" without the holder record
+// it could read.
+TEST_F(CliRun, VerboseConflictNamesTheHolderFromItsRecord) {
+  const std::string name = key("held-named");
+  Lock holder(Client(server().url()), name, {.holder_label = "nightly-report"});
+  ASSERT_TRUE(holder.try_lock());
+  const ProcessResult held = lockon({"run", "-v", "--url", server().url(), "-n", name, "--", "true"});
+  EXPECT_EQ(held.exit_code, kConflict) << held.describe();
+  EXPECT_NE(held.err.find("held by another owner"), std::string::npos) << held.err;
+  EXPECT_NE(held.err.find("pid=" + std::to_string(::getpid())), std::string::npos) << held.err;
+  EXPECT_NE(held.err.find("label=nightly-report"), std::string::npos) << held.err;
+  holder.unlock();
 }
 
 TEST_F(CliRun, NonblockOnAHeldLockExitsWithTheConflictCodeAtOnce) {
