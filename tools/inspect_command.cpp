@@ -17,8 +17,14 @@ namespace lockon::cli {
 namespace {
 
 // Deletes the key only if it still holds what we showed the operator.
+// Deletes K if it holds ARGV[1], and its holder record (KEYS[2]) if that
+// names the same holder (ARGV[2]: the record's token prefix and '|'): the
+// next holder's record could not be written over a stale one (issue 35 §1).
 constexpr std::string_view kCompareAndDelete =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "local record = redis.call('GET', KEYS[2])\n"
+    "if record and string.sub(record, 1, #ARGV[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end\n"
+    "return redis.call('DEL', KEYS[1])";
 
 struct NodeView {
   std::string endpoint{};
@@ -235,7 +241,8 @@ int release_command(const InspectOptions& options) {
     ++holding;
     try {
       const Reply reply = clients[i].command(
-          {"EVAL", kCompareAndDelete, "1", options.key, *view.token});
+          {"EVAL", std::string(kCompareAndDelete), "2", options.key, lock_companion_key(options.key, "who"), *view.token,
+           view.token->substr(0, 8) + "|"});
       if (reply.as_integer() == 1) {
         ++deleted;
         std::cout << "node " << view.endpoint << ": deleted (was held by token " << token_prefix(*view.token)

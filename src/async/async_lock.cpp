@@ -218,6 +218,7 @@ asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_po
       // again (routed.hpp, partly_refused); the lock goes without a record.
       if (first_redirect(outcome.replies[1]) == nullptr)
         check_reply(*outcome.replies[1], client_->endpoint(), "record the lock's holder");
+      if (result.granted && outcome.replies[1]->type == REDIS_REPLY_NIL) co_await replace_stale_record(until);
       answer.reply = std::move(outcome.replies[0]);
     }
   }
@@ -270,7 +271,22 @@ asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_
   result.granted = won == 1;
   if (won != 1) co_return won;
   result.fence = static_cast<std::uint64_t>(reply.element[set_won ? 1 : 2]->integer);
+  if (!record_.empty() && outcome.replies.size() > 1 && outcome.replies[1]->type == REDIS_REPLY_NIL)
+    co_await replace_stale_record(until);
   co_return 1;
+}
+
+// The record's SET NX found an earlier holder's record: ours replaces it
+// while K holds our token (the blocking Lock's replace_stale_record).
+asio::awaitable<void> AsyncLockImpl::replace_stale_record(Clock::time_point until) noexcept {
+  try {
+    const std::array<std::string_view, 2> keys{keys_[0], keys_[4]};
+    const std::array<std::string_view, 2> args{token_, record_};
+    co_await client_->script(scripts::replace_record(), keys, args, "replace a stale holder record",
+                             std::min(until, Clock::now() + std::chrono::seconds(1)));
+  } catch (...) {
+    // Best effort: the record informs operators; the holder's renewals drop a stale one.
+  }
 }
 
 asio::awaitable<void> AsyncLockImpl::drop_record() noexcept {

@@ -117,6 +117,7 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   /// Deletes the holder record if it is still this attempt's (a SET that
   /// failed with an error reply). Best effort, bounded by the socket timeout.
   asio::awaitable<void> drop_record() noexcept;
+  asio::awaitable<void> replace_stale_record(Clock::time_point until) noexcept;
   std::string orphan_entry() const;
   bool random_token() const noexcept { return !options_.token.has_value(); }
   [[noreturn]] void throw_token_in_use() const;

@@ -208,6 +208,22 @@ void Lock::Impl::drop_record() noexcept {
   }
 }
 
+// The record's SET NX in the acquiring write found an earlier holder's
+// record (a forced release, an expiry): ours replaces it while K holds our
+// token, one more round trip in that case only (issue 35 §1: `status` said
+// "holder: unknown" and the stale record lived on). Best effort: the
+// record informs operators, it decides nothing.
+void Lock::Impl::replace_stale_record(const redisReply& record_reply, Clock::time_point until) noexcept {
+  if (record_reply.type != REDIS_REPLY_NIL) return;  // OK: ours was written (or an error reply: nothing to fix)
+  try {
+    const std::array<std::string_view, 7> eval{"EVAL", detail::scripts::replace_record().body(), "2", state_.name,
+                                               calls_.who_key(), token_, record_};
+    calls_.command_until(eval, "replace a stale holder record",
+                         std::min(until, Clock::now() + std::chrono::seconds(1)));
+  } catch (...) {
+  }
+}
+
 // Returns 1 acquired, 0 busy or deadline passed, -1 custom token in use,
 // kSetRefused (set_refused).
 int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
@@ -240,6 +256,7 @@ int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
       detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
       result.acks = static_cast<int>(replies.back()->integer);
     }
+    if (result.granted && !record_.empty()) replace_stale_record(*replies[1], until);
   } else {
     reply = calls_.command_until(set, "acquire lock", until);
   }
@@ -297,6 +314,7 @@ int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
     result.acks = static_cast<int>(replies.back()->integer);
   }
   if (won != 1) return won;
+  if (!record_.empty()) replace_stale_record(*replies[1], until);
   result.acquired = true;
   result.fence = static_cast<std::uint64_t>(outcome.element[outcome.element[0]->integer == 1 ? 1 : 2]->integer);
   return 1;

@@ -69,6 +69,7 @@ class Lock::Impl {
   bool locked();
   std::optional<std::chrono::milliseconds> remaining_ttl();
   void stop_renewal() noexcept;
+  void replace_stale_record(const redisReply& record_reply, Clock::time_point until) noexcept;
   /// Without auto_renew: the watchdog watches the end the lease has now
   /// (after an extension moved it, earlier too). No-op otherwise.
   void rewatch_lease_end() noexcept;

@@ -210,7 +210,10 @@ const Script& sharded_variant(const Script& plain, bool sharded) {
   "local _, my_id, my_ttl, my_fenced, my_token = string.match(ARGV[1], '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.+)$')\n"
 
 // Once the lease (KEYS[1]) was renewed or extended, for renew() and
-// extend(): the holder record (KEYS[2], optional) expires with it; the
+// extend() (ARGV[1]: the holder's token): the holder record (KEYS[2],
+// optional) expires with it if it names this token, and goes if it names
+// another (an earlier holder's, left by a forced release or an expiry: a
+// record names the current holder or is absent, issue 35 §1); the
 // record of the hand-over to the holder's process (KEYS[3], optional; only
 // while it names `sid`'s process: a waiter on another Client of this process
 // may have named its own subscriber) one `ttl` after, as a hand-over writes it: a holder
@@ -222,7 +225,10 @@ const Script& sharded_variant(const Script& plain, bool sharded) {
   "  if #KEYS < 2 then return end\n"                                                                \
   "  local p = redis.call('PTTL', KEYS[1])\n"                                                       \
   "  if p <= 0 then return end\n"                                                                   \
-  "  redis.call('PEXPIRE', KEYS[2], p)\n"                                                           \
+  "  local record = redis.call('GET', KEYS[2])\n"                                                   \
+  "  local ours = string.sub(ARGV[1], 1, 8) .. '|'\n"                                               \
+  "  if record and string.sub(record, 1, #ours) == ours then redis.call('PEXPIRE', KEYS[2], p)\n"   \
+  "  elseif record then redis.call('DEL', KEYS[2]) end\n"                                           \
   "  if #KEYS >= 3 and same_process(redis.call('GET', KEYS[3]), sid) then\n"                         \
   "    redis.call('PEXPIRE', KEYS[3], p + tonumber(ttl))\n"                                         \
   "  end\n"                                                                                         \
@@ -394,6 +400,16 @@ const Script& extend() {
 const Script& delete_record() {
   static const Script script(
       "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0");
+  return script;
+}
+
+const Script& replace_record() {
+  static const Script script(
+      "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+      "local p = redis.call('PTTL', KEYS[1])\n"
+      "if p > 0 then redis.call('SET', KEYS[2], ARGV[2], 'PX', p)\n"
+      "elseif p == -1 then redis.call('SET', KEYS[2], ARGV[2]) else return 0 end\n"
+      "return 1\n");
   return script;
 }
 

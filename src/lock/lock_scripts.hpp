@@ -139,6 +139,10 @@ const Script& renew();
 /// that record (an attempt whose SET failed takes its record back, never
 /// the holder's). Returns 1 if deleted, 0 if not.
 const Script& delete_record();
+/// KEYS: K, its holder record key; ARGV: token, record. While K holds the
+/// token, the record is set to ours with K's expiry: the fast path's SET NX
+/// of the record failed (an earlier holder's record, issue 35 §1). 1 if set.
+const Script& replace_record();
 
 /// KEYS: lock, queue, fence counter, hand-over record. ARGV: queue entry.
 /// Removes a waiter that gives up; if K holds its token (handed to it

@@ -224,6 +224,38 @@ TEST_F(CliRelease, ForceDeletesAStuckLockAfterPrintingWhatItHeld) {
   EXPECT_TRUE(contains(again.out, "nothing to release")) << again.out;
 }
 
+// issue 35 §1: after `release --force` (or an expiry) the old holder
+// record stayed: the next holder's record (SET NX) was not written, its
+// renewals kept the stale one alive, and `status` said "holder: unknown"
+// while the lock was held.
+TEST_F(CliRelease, AHolderRecordNamesTheCurrentHolderOrIsAbsent) {
+  const std::string name = key("record");
+  const std::string who = lock_companion_key(name, "who");
+  Lock first(Client(server().url()), name, {.holder_label = "first"});
+  ASSERT_TRUE(first.try_lock());
+  ASSERT_FALSE(server().command({"GET", who}).is_nil());
+  const ProcessResult forced = lockon({"release", "--force", "--url", server().url(), name});
+  EXPECT_TRUE(forced.succeeded()) << forced.describe();
+  EXPECT_TRUE(server().command({"GET", who}).is_nil()) << "the forced release takes the holder's record too";
+
+  // A stale record all the same (an older lockon's forced release, an
+  // expiry): the next holder's acquisition replaces it.
+  server().command({"SET", who, "deadbeef|elsewhere|1|1|stale|1", "PX", "60000"});
+  Lock second(Client(server().url()), name, {.holder_label = "second"});
+  ASSERT_TRUE(second.try_lock());
+  const ProcessResult status = lockon({"status", "--url", server().url(), name});
+  EXPECT_TRUE(contains(status.out, "label=second")) << status.out;
+  EXPECT_FALSE(contains(status.out, "holder: unknown")) << status.out;
+
+  // A stale record written while it is held: its next renewal (here an
+  // extension) drops it rather than keep it alive.
+  server().command({"SET", who, "deadbeef|elsewhere|1|1|stale|1", "PX", "60000"});
+  second.extend(std::chrono::seconds(1));
+  EXPECT_TRUE(server().command({"GET", who}).is_nil()) << server().command({"GET", who}).str;
+  second.unlock();
+  first.unlock();  // its lease was taken: a no-op that records the failure
+}
+
 TEST_F(CliRelease, StatusAndReleaseAcrossRedlockNodes) {
   const auto nodes = start_servers(3);
   std::vector<std::string> urls;
