@@ -40,7 +40,13 @@
 // ALL OR NOTHING: when a key cannot be had before the deadline (or an
 // error occurs), the keys already taken are released in reverse order before
 // the call returns false (or throws); nobody ever observes a half-taken
-// MultiLock as held. The deadline is shared by all keys, not per key.
+// MultiLock as held. The deadline is shared by all keys, not per key, and
+// bounds the give-back too: the releases wait for their replies until the
+// deadline (past it, 25 ms at most), and one not confirmed by then is left
+// to the background clean-up, which releases the key if it still holds
+// this object's token (a Cluster answering CLUSTERDOWN during a failover
+// held a 2 s try_lock_for for up to 2.9 s before). busy_key() names the key
+// that was still held when the call gave up.
 // An earlier key's lease runs on while a later key is awaited; when all are
 // taken, every key must prove at least half a lease left (a single Lock's
 // rule for its own grant): a key with less is confirmed by one round trip

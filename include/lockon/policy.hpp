@@ -92,6 +92,10 @@ struct LockerPolicy {
   /// An exception from it propagates out of the call (a lock the attempt
   /// just took is released first, and fn does not run).
   std::function<void(const AttemptEvent&)> on_attempt{};
+  /// Names this locker's holders in their holder records
+  /// (LockOptions::holder_label): `lockon status` and `lockon list` show it
+  /// beside host and pid. Empty (the default): no label.
+  std::string holder_label{};
 };
 
 /// Which functions share a lock.

@@ -30,7 +30,9 @@
 // failover, or sentinels naming a demoted server): nothing was written (a
 // replica refuses every write), so the request is sent again, to whatever
 // master a new resolution finds, after the same back-off and within the
-// same bound as a Cluster's CLUSTERDOWN; a resolution that finds no master
+// same bound as a Cluster's CLUSTERDOWN, when nothing of it ran (every
+// reply an error: not a pipeline whose PUBLISH a replica ran); a
+// resolution that finds no master
 // meanwhile is waited out the same way. At the bound the last error is
 // thrown (before: every call failed at once, ~5,000 a second on one worker
 // of the harness while the sentinels named a replica; issue 33).
@@ -103,6 +105,17 @@ inline const redisReply* first_readonly(const std::vector<ReplyPtr>& replies) no
   for (const ReplyPtr& reply : replies)
     if (const redisReply* found = first_readonly(reply)) return found;
   return nullptr;
+}
+
+/// Whether nothing of the request ran: every reply is an error reply (a
+/// replica refuses each write; what it accepts, a PUBLISH, a read, answers
+/// otherwise). Only such a request is sent again after a READONLY: a
+/// pipeline whose PUBLISH ran would publish twice.
+inline bool nothing_ran(const ReplyPtr& reply) noexcept { return reply && reply->type == REDIS_REPLY_ERROR; }
+inline bool nothing_ran(const std::vector<ReplyPtr>& replies) noexcept {
+  for (const ReplyPtr& reply : replies)
+    if (!nothing_ran(reply)) return false;
+  return !replies.empty();
 }
 
 /// A client that follows no redirections got one: ConfigError (error_map.hpp).
@@ -192,7 +205,7 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
         if (const redisReply* readonly = first_readonly(result)) {
           client.topology().report_error_reply(*node, {readonly->str, readonly->len});
           refused = true;
-          if (attempt < kMaxRoutedWaits && wait_for_master()) continue;
+          if (nothing_ran(result) && attempt < kMaxRoutedWaits && wait_for_master()) continue;
         }
         return result;
       } catch (const ReadOnlyError&) {

@@ -392,7 +392,11 @@ bool Lock::Impl::confirm_lease(Attempt& attempt, Clock::time_point until) {
   const auto sent_at = Clock::now();
   ReplyPtr reply;
   try {
-    reply = calls_.run_lock_script_until(detail::scripts::renew(), args, "confirm a late grant", until);
+    // The lease's keys (K, its holder record, the hand-over record), as every
+    // renewal: with the lock's seven keys, KEYS[2] was the queue (a LIST),
+    // which the renewal's record check cannot read (found by review,
+    // session 23) and whose expiry the renewal used to shorten.
+    reply = calls_.run1_as_process_until(detail::scripts::renew(), args, "confirm a late grant", until);
   } catch (...) {
     calls_.abandon(orphan_entry(token_), true);
     throw;

@@ -69,23 +69,27 @@ ReplyPtr pipelined_eval(Pipeline& pipeline, const Script& script, const std::arr
 
 // `script` on the node serving `name` (the shared pipeline when on), with
 // `keys` and the arguments `args_for(node)` gives for that node; error
-// replies are thrown (mapped).
+// replies are thrown (mapped). Null when `until` (time_point::max(): none)
+// passed before the reply came.
 template <std::size_t N, class ArgsFor>
 ReplyPtr run_on_key_node(ClientImpl& client, const std::string& name, const std::array<std::string_view, N>& keys,
-                         const Script& script, std::string_view operation, ArgsFor&& args_for) {
+                         const Script& script, std::string_view operation, ArgsFor&& args_for,
+                         SteadyClock::time_point until = SteadyClock::time_point::max()) {
   std::shared_ptr<Node> shared_node;
   if (Pipeline* pipeline = shared_pipeline(client, name, shared_node)) {
-    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args_for(*shared_node), operation, SteadyClock::time_point::max());
+    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args_for(*shared_node), operation, until);
     check_not_cluster_redirect(reply, shared_node->endpoint());
-    check_reply(*reply, shared_node->endpoint(), operation);
+    if (reply) check_reply(*reply, shared_node->endpoint(), operation);
     return reply;
   }
   std::string endpoint;
-  ReplyPtr reply = routed_call(client, name, SteadyClock::time_point::max(), [&](Connection& connection, Node& node) {
+  ReplyPtr reply = routed_call(client, name, until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
-    return eval(connection, script, keys, args_for(node), operation);
+    if (until == SteadyClock::time_point::max()) return eval(connection, script, keys, args_for(node), operation);
+    if (!connection.ensure_connected_by(until)) return nullptr;  // the deadline passed while connecting
+    return eval_bounded(connection, script, keys, args_for(node), operation, until);
   });
-  check_reply(*reply, endpoint, operation);
+  if (reply) check_reply(*reply, endpoint, operation);
   return reply;
 }
 
@@ -97,6 +101,11 @@ ReplyPtr LockCalls::run_lock_script(const Script& script, std::span<const std::s
 
 ReplyPtr LockCalls::run1_as_process(const Script& script, std::span<const std::string_view> args,
                                     std::string_view operation) {
+  return run1_as_process_until(script, args, operation, Clock::time_point::max());
+}
+
+ReplyPtr LockCalls::run1_as_process_until(const Script& script, std::span<const std::string_view> args,
+                                          std::string_view operation, Clock::time_point until) {
   const std::array<std::string_view, 3> keys{name(), who_key(), keys_[6]};
   std::vector<std::string_view> all_args(args.begin(), args.end());
   all_args.emplace_back();
@@ -106,7 +115,7 @@ ReplyPtr LockCalls::run1_as_process(const Script& script, std::span<const std::s
     process = subscriber_or_process_id(node.subscriber_id_if_started());
     all_args.back() = process;
     return std::span<const std::string_view>(all_args);
-  });
+  }, until);
 }
 
 ReplyPtr LockCalls::run1(const Script& script, std::span<const std::string_view> args, std::string_view operation) {

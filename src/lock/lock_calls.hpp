@@ -62,6 +62,9 @@ class LockCalls {
   /// `args` ("" when it has none): for scripts that keep that record alive
   /// while it names the caller's process (scripts::renew(), extend()).
   ReplyPtr run1_as_process(const Script& script, std::span<const std::string_view> args, std::string_view operation);
+  /// The same, its reply awaited until `until` at most: null when it passed first.
+  ReplyPtr run1_as_process_until(const Script& script, std::span<const std::string_view> args,
+                                 std::string_view operation, Clock::time_point until);
   /// One plain command; error replies are thrown.
   ReplyPtr command(std::span<const std::string_view> args, std::string_view operation);
 

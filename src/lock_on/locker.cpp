@@ -98,8 +98,8 @@ PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
   check_duration(policy.timeout, "timeout", true);
   check_duration(policy.ttl, "ttl", false);
   if (policy.max_retry == 0 && policy.retry_delay.count() == 0 && policy.retry_jitter.count() == 0) {
-    throw ConfigError("lockon: LockerPolicy with max_retry = 0 (unlimited) and retry_delay = 0 would retry in a "
-                      "busy loop; set a retry_delay or a max_retry");
+    throw ConfigError("lockon: LockerPolicy with max_retry = 0 (unlimited, the default since 0.2) and retry_delay = 0 "
+                      "would retry in a busy loop; set a retry_delay, or a max_retry for that many immediate tries");
   }
   if (policy.key_prefix.empty()) throw ConfigError("lockon: LockerPolicy::key_prefix must not be empty");
   // Every key starts with it: one over the name limit gives no valid key.
@@ -109,6 +109,7 @@ PreparedPolicy PreparedPolicy::prepare(LockerPolicy policy) {
   options.auto_renew = policy.auto_renew;
   options.fencing = policy.fencing;
   options.replica_acks = policy.replica_acks;
+  options.holder_label = policy.holder_label;
   // One queue place for the whole call: each retry window continues from it.
   options.keep_queue_place = true;
   static std::atomic<std::uint64_t> next_id{1};

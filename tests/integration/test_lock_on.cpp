@@ -56,6 +56,18 @@ class LockOnTest : public RedisTest {
 
 std::string describe(const std::string& card, int amount) { return card + ":" + std::to_string(amount); }
 
+// issue 35 §11: lock_on holders could not be named in `status` / `list`.
+TEST_F(LockOnTest, HolderLabelNamesTheHoldersRecord) {
+  LockerPolicy named;
+  named.holder_label = "payments-api";
+  std::string record;
+  const auto locked = locker(std::move(named)).lock_on<0>("bank::withdraw", [&](LockContext& context, const std::string&) {
+    record = server().command({"GET", lock_companion_key(context.key(), "who")}).str;
+  });
+  locked("card-7");
+  EXPECT_NE(record.find("|payments-api|"), std::string::npos) << record;
+}
+
 TEST_F(LockOnTest, HoldsTheKeyExactlyWhileTheFunctionRuns) {
   const auto locked = locker({.ttl = 5s}).lock_on<0>("bank::withdraw", [&](LockContext& context, const std::string& card, int amount) {
     EXPECT_EQ(context.key(), locker().key_for<0>("bank::withdraw", card, amount));

@@ -60,6 +60,47 @@ TEST_F(LockSafety, WaiterPausedPastAHandedLeaseQueuesAgainInsteadOfRunning) {
   EXPECT_NE(result.out.find("acquired owned=1"), std::string::npos) << result.describe();
 }
 
+// A waiter handed the lock after waiting more than half its ttl confirms
+// the grant with one renewal round trip; a waiter queued behind it must not
+// break that. Found by review (session 23): that renewal ran with the
+// lock's seven keys, so the holder-record check read the queue (a LIST) as
+// the record: WRONGTYPE, and the acquisition threw.
+TEST_F(LockSafety, ALateHandOverIsConfirmedWithAnotherWaiterQueued) {
+  const std::string name = key("late-confirm");
+  Lock holder(client(), name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  Lock first(client(), name, {.ttl = 400ms});
+  Lock second(client(), name, {.ttl = 400ms});
+  std::string first_error;
+  std::atomic<int> first_acquired{-1};
+  std::jthread first_thread([&] {
+    try {
+      first_acquired = first.try_lock_for(8s) ? 1 : 0;
+    } catch (const std::exception& e) {
+      first_error = e.what();
+      first_acquired = 0;
+    }
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; }));
+  std::atomic<int> second_acquired{-1};
+  std::jthread second_thread([&] {
+    try {
+      second_acquired = second.try_lock_for(8s) ? 1 : 0;
+    } catch (const std::exception&) {
+      second_acquired = 0;
+    }
+  });
+  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 2; }));
+  std::this_thread::sleep_for(300ms);  // the first waiter's grant comes later than ttl / 2 after it queued
+  holder.unlock();
+  first_thread.join();
+  EXPECT_EQ(first_acquired.load(), 1) << first_error;
+  if (first_acquired.load() == 1) first.unlock();
+  second_thread.join();
+  EXPECT_EQ(second_acquired.load(), 1);
+  if (second_acquired.load() == 1) second.unlock();
+}
+
 // Fences never go backwards, even when the server restarts empty: a fence
 // is at least the server's clock in microseconds.
 TEST_F(LockSafety, FencesKeepIncreasingAcrossARestartWithoutPersistence) {

@@ -224,15 +224,26 @@ TEST(LockOnKeys, InvalidConfigurationIsRejectedEarly) {
   EXPECT_THROW((void)locker.lock_on<0>("f", [](double) {}).key_for(std::nan("")), lockon::ConfigError);
 }
 
-TEST(LockOnKeys, DefaultPolicyIsTheSeedDecorators) {
+// The defaults say what their names say (issue 35 §6): the timeout is the
+// bound (no attempt count ends the wait first); the seed decorator's "three
+// tries, 2 s apart" stays one spelling away.
+TEST(LockOnKeys, DefaultPolicyWaitsUpToItsTimeoutAndTheSeedsIsReachable) {
   const lockon::LockerPolicy policy;
-  EXPECT_EQ(policy.max_retry, 3);
+  EXPECT_EQ(policy.max_retry, 0);
   EXPECT_EQ(policy.retry_delay, 2s);
   EXPECT_EQ(policy.timeout, 10s);
   EXPECT_EQ(policy.ttl, 30s);
   EXPECT_EQ(policy.key_prefix, lockon::kDefaultKeyPrefix);
   EXPECT_TRUE(policy.auto_renew);
   EXPECT_FALSE(policy.fencing);
+  EXPECT_NO_THROW(offline_locker({.max_retry = 3, .retry_delay = 2s, .timeout = 0ms}));
+  // retry_delay 0 alone would now spin until the timeout: refused, saying why.
+  try {
+    offline_locker({.retry_delay = 0ms});
+    ADD_FAILURE() << "accepted";
+  } catch (const lockon::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_retry"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
