@@ -18,8 +18,7 @@
 // and no attempt count ends it first (max_retry = 0); try_lock_on makes one
 // immediate try unless its LockOnOptions::policy says how to wait. The seed
 // decorator's "three tries, two seconds apart" is `{.max_retry = 3,
-// .retry_delay = 2s, .timeout = 0ms}` (before version 0.2 the defaults were
-// max_retry 3 and retry_delay 2 s, so a `.timeout` above 6 s never applied).
+// .retry_delay = 2s, .timeout = 0ms}` (README: what changed in 0.2).
 //
 // A call keeps ONE place in the lock's FIFO queue across all its attempts
 // (LockOptions::keep_queue_place): attempts are a counting of windows, not

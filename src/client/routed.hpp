@@ -32,10 +32,9 @@
 // master a new resolution finds, after the same back-off and within the
 // same bound as a Cluster's CLUSTERDOWN, when nothing of it ran (every
 // reply an error: not a pipeline whose PUBLISH a replica ran); a
-// resolution that finds no master
-// meanwhile is waited out the same way. At the bound the last error is
-// thrown (before: every call failed at once, ~5,000 a second on one worker
-// of the harness while the sentinels named a replica; issue 33).
+// resolution that finds no master meanwhile is waited out the same way. At
+// the bound the last error is thrown: a caller that retries on errors never
+// spins against a replica.
 #pragma once
 
 #include <algorithm>

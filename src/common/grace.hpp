@@ -10,8 +10,7 @@ namespace lockon::detail {
 /// queue place, deleting a holder record, giving back the keys a MultiLock
 /// took before it failed. A healthy server answers in well under 1 ms; a
 /// frozen master or a Cluster answering CLUSTERDOWN would otherwise keep
-/// the caller past its deadline for a socket timeout or a routing bound
-/// (issue 33: 2.4–2.9 s for a 2 s MultiLock wait).
+/// the caller past its deadline for a socket timeout or a routing bound.
 inline constexpr std::chrono::milliseconds kCancelGrace{25};
 
 }  // namespace lockon::detail

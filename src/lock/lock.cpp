@@ -210,9 +210,9 @@ void Lock::Impl::drop_record() noexcept {
 
 // The record's SET NX in the acquiring write found an earlier holder's
 // record (a forced release, an expiry): ours replaces it while K holds our
-// token, one more round trip in that case only (issue 35 §1: `status` said
-// "holder: unknown" and the stale record lived on). Best effort: the
-// record informs operators, it decides nothing.
+// token, one more round trip in that case only: a record names the current
+// holder or is absent. Best effort: the record informs operators, it
+// decides nothing.
 void Lock::Impl::replace_stale_record(const redisReply& record_reply, Clock::time_point until) noexcept {
   if (record_reply.type != REDIS_REPLY_NIL) return;  // OK: ours was written (or an error reply: nothing to fix)
   try {
@@ -393,9 +393,8 @@ bool Lock::Impl::confirm_lease(Attempt& attempt, Clock::time_point until) {
   ReplyPtr reply;
   try {
     // The lease's keys (K, its holder record, the hand-over record), as every
-    // renewal: with the lock's seven keys, KEYS[2] was the queue (a LIST),
-    // which the renewal's record check cannot read (found by review,
-    // session 23) and whose expiry the renewal used to shorten.
+    // renewal: the renewal script reads KEYS[2] as the holder record and
+    // sets its expiry, so it must never be handed the queue.
     reply = calls_.run1_as_process_until(detail::scripts::renew(), args, "confirm a late grant", until);
   } catch (...) {
     calls_.abandon(orphan_entry(token_), true);

@@ -85,7 +85,6 @@ ReplyPtr run_on_key_node(ClientImpl& client, const std::string& name, const std:
   std::string endpoint;
   ReplyPtr reply = routed_call(client, name, until, [&](Connection& connection, Node& node) -> ReplyPtr {
     endpoint = node.endpoint();
-    if (until == SteadyClock::time_point::max()) return eval(connection, script, keys, args_for(node), operation);
     if (!connection.ensure_connected_by(until)) return nullptr;  // the deadline passed while connecting
     return eval_bounded(connection, script, keys, args_for(node), operation, until);
   });
@@ -175,22 +174,7 @@ ReplyPtr eval_bounded(Connection& connection, const Script& script, std::span<co
 
 ReplyPtr LockCalls::run_lock_script_until(const Script& script, std::span<const std::string_view> args,
                                std::string_view operation, Clock::time_point until) {
-  const auto keys = key_views(keys_);
-  std::shared_ptr<Node> shared_node;
-  if (Pipeline* pipeline = shared_pipeline(*client_, name(), shared_node)) {
-    ReplyPtr reply = pipelined_eval(*pipeline, script, keys, args, operation, until);
-    check_not_cluster_redirect(reply, shared_node->endpoint());
-    if (reply) check_reply(*reply, shared_node->endpoint(), operation);
-    return reply;
-  }
-  std::string endpoint;
-  ReplyPtr reply = routed_call(*client_, name(), until, [&](Connection& connection, Node& node) -> ReplyPtr {
-    endpoint = node.endpoint();
-    if (!connection.ensure_connected_by(until)) return nullptr;  // the deadline passed while connecting
-    return eval_bounded(connection, script, keys, args, operation, until);
-  });
-  if (reply) check_reply(*reply, endpoint, operation);
-  return reply;
+  return run_on_key_node(*client_, name(), key_views(keys_), script, operation, [args](Node&) { return args; }, until);
 }
 
 ReplyPtr LockCalls::command_until(std::span<const std::string_view> args, std::string_view operation,

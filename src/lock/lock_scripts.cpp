@@ -213,7 +213,7 @@ const Script& sharded_variant(const Script& plain, bool sharded) {
 // extend() (ARGV[1]: the holder's token): the holder record (KEYS[2],
 // optional) expires with it if it names this token, and goes if it names
 // another (an earlier holder's, left by a forced release or an expiry: a
-// record names the current holder or is absent, issue 35 §1); the
+// record names the current holder or is absent); the
 // record of the hand-over to the holder's process (KEYS[3], optional; only
 // while it names `sid`'s process: a waiter on another Client of this process
 // may have named its own subscriber) one `ttl` after, as a hand-over writes it: a holder

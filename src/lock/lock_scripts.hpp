@@ -141,7 +141,7 @@ const Script& renew();
 const Script& delete_record();
 /// KEYS: K, its holder record key; ARGV: token, record. While K holds the
 /// token, the record is set to ours with K's expiry: the fast path's SET NX
-/// of the record failed (an earlier holder's record, issue 35 §1). 1 if set.
+/// of the record failed (an earlier holder's record). 1 if set.
 const Script& replace_record();
 
 /// KEYS: lock, queue, fence counter, hand-over record. ARGV: queue entry.

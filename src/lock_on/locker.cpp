@@ -261,8 +261,8 @@ Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> 
                          bool throw_on_busy, bool reusable) {
   const LockerPolicy& policy = site.policy.policy;
   const Clock::time_point start = Clock::now();
-  // A try_ call without a policy of its own: one immediate try (issue 35 §6:
-  // try_lock_on with the locker's policy blocked 6 s before saying "busy").
+  // A try_ call without a policy of its own makes one immediate try: it
+  // waits only when asked to (LockOnOptions::policy).
   const bool single_try = !throw_on_busy && !site.own_policy;
   const bool bounded = !single_try && policy.timeout.count() > 0;
   const Clock::time_point deadline = bounded ? start + policy.timeout : Clock::time_point::max();
@@ -301,7 +301,7 @@ Acquisition attempt_loop(const CallSite& site, std::unique_ptr<DistributedLock> 
     if (single_try || timed_out || (policy.max_retry > 0 && attempt >= policy.max_retry)) {
       lock->abandon_wait();
       const std::string key = lock->name();
-      // lock_on_each: which of the keys was busy (issue 35 §8).
+      // lock_on_each: which of the keys was busy.
       std::string busy;
       if (const auto* multi = dynamic_cast<const MultiLock*>(lock.get()); multi != nullptr && !multi->busy_key().empty())
         busy = " (busy: '" + multi->busy_key() + "')";
@@ -446,56 +446,6 @@ detail::OwnedSite RedisLocker::site(std::string_view name, LockOnOptions options
   std::string digest = options.scope == KeyScope::entity ? std::string() : function_digest(name);
   return detail::OwnedSite(core_, std::move(policy), std::string(name), std::move(digest), options.reentrant,
                            own_policy);
-}
-
-// ------------------------------------------------------------ default locker
-
-namespace {
-
-struct DefaultLocker {
-  std::mutex mutex;
-  std::optional<RedisLocker> locker;
-};
-
-DefaultLocker& default_slot() {
-  static DefaultLocker slot;
-  return slot;
-}
-
-}  // namespace
-
-void set_default_locker(RedisLocker locker) {
-  DefaultLocker& slot = default_slot();
-  const std::lock_guard guard(slot.mutex);
-  slot.locker = std::move(locker);
-}
-
-void reset_default_locker() noexcept {
-  DefaultLocker& slot = default_slot();
-  std::optional<RedisLocker> old;
-  const std::lock_guard guard(slot.mutex);
-  old.swap(slot.locker);  // destroyed after the mutex is released
-}
-
-RedisLocker default_locker() {
-  DefaultLocker& slot = default_slot();
-  const std::lock_guard guard(slot.mutex);
-  if (!slot.locker) {
-    const char* url = std::getenv("LOCKON_REDIS_URL");
-    if (url == nullptr || *url == '\0') {
-      throw ConfigError("lockon: no default locker: call lockon::set_default_locker(...) or set LOCKON_REDIS_URL, "
-                        "or call the decorated function through .with(locker)");
-    }
-    // One meaning everywhere (the CLI reads it the same way): several URLs
-    // separated by whitespace mean Redlock over those masters.
-    std::vector<std::string> urls;
-    std::istringstream words{std::string(url)};
-    for (std::string word; words >> word;) urls.push_back(word);
-    if (urls.size() == 1) slot.locker.emplace(std::string_view(urls.front()));
-    else if (urls.size() > 1) slot.locker.emplace(RedisLocker::redlock(urls));
-    else throw ConfigError("lockon: LOCKON_REDIS_URL is blank: set it to a URL, or several separated by spaces");
-  }
-  return *slot.locker;
 }
 
 }  // namespace lockon

@@ -17,8 +17,7 @@ namespace lockon::detail {
 /// How long the give-back may wait for the servers: until the caller's
 /// deadline, and past it one kCancelGrace at most. A Cluster answering
 /// CLUSTERDOWN while a master fails over (or a frozen master) would
-/// otherwise hold the caller for the routing bound (issue 33: MultiLock
-/// try_lock_for(2 s) returned after 2.4–2.9 s). What is not confirmed in
+/// otherwise hold the caller for the routing bound. What is not confirmed in
 /// time is released by the background clean-up. Without a deadline
 /// (lock()): as unlock().
 inline std::chrono::steady_clock::time_point give_back_bound(std::chrono::steady_clock::time_point deadline) noexcept {

@@ -43,7 +43,7 @@ struct MultiLock::Relay {
 namespace {
 
 // The distinct names in the order given: two arguments naming one entity
-// are one key, named once (issue 35 §8: LockContext::key() said "K,K").
+// are one key, named once (LockContext::key() shows this name).
 std::string joined(const std::vector<std::string>& names) {
   if (names.empty()) throw ConfigError("lockon: MultiLock needs at least one key");
   std::string text;

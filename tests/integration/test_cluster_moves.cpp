@@ -24,7 +24,6 @@
 #include "lockon/lock.hpp"
 #include "lockon/redlock.hpp"
 
-
 #include "cluster_test_fixture.hpp"
 
 namespace lockon::test {
@@ -393,16 +392,11 @@ TEST_F(ClusterMoves, MasterFailoverMidRunRecoversWithTypedErrors) {
   while (ok.load() == at_switch && ms_since(failover_start) < 20'000) std::this_thread::sleep_for(1ms);
   const long long recovered_ms = ms_since(failover_start);
   std::this_thread::sleep_for(300ms);
-  // The test's precondition: the waiter listens on the new master before the
-  // release (its subscriber follows the slot when the demoted master drops
-  // the shard channel). Under ASan on a loaded machine that once took longer
-  // than the 300 ms above, and the hand-over's wake-up went to nobody (the
-  // waiter took the lock 2.3 s later at its lease-end attempt): set up and
-  // bounded, not assumed.
-  const bool listening = eventually(10s, [&] {
+  // Precondition, set up rather than assumed (slow under ASan): the waiter
+  // listens on the new master (its subscriber followed the slot) before the release.
+  EXPECT_TRUE(eventually(10s, [&] {
     return !replica.command({"PUBSUB", "SHARDCHANNELS", "*" + held_name + "*wake:*"}).elements.empty();
-  });
-  EXPECT_TRUE(listening) << "the waiter never listened on the new master";
+  })) << "the waiter never listened on the new master";
   // The held lock survived the coordinated switch (renewed on the new
   // master meanwhile) and its waiter, re-subscribed there, is handed it.
   EXPECT_TRUE(held.owned());
