@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "lockon/client.hpp"
+#include "support/fixtures.hpp"
 #include "support/raw_connection.hpp"
 #include "support/sentinel_fixture.hpp"
 
@@ -32,26 +33,16 @@ inline long long llen(RedisServer& server, const std::string& key) {
   }
 }
 
-/// Polls `done` every 20 ms for at most `timeout`.
-template <typename F>
-bool eventually(std::chrono::milliseconds timeout, F&& done) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
-
 /// Whether `queue` holds `length` entries on the master and, replicated, on
 /// the replica: a waiter's entry must survive the failover that follows.
 inline ::testing::AssertionResult queued_on_master_and_replica(SentinelSet& set, RedisServer& master,
                                                                 const std::string& queue, long long length) {
   using namespace std::chrono_literals;
-  if (!eventually(5s, [&] { return llen(master, queue) == length; }))
+  // Each look opens a connection: every 20 ms, not fixtures.hpp's 2 ms.
+  if (!eventually(5s, [&] { return llen(master, queue) == length; }, 20ms))
     return ::testing::AssertionFailure() << "the waiter did not queue on the first master (LLEN "
                                          << llen(master, queue) << ")";
-  if (!eventually(5s, [&] { return llen(set.replica(), queue) == length; }))
+  if (!eventually(5s, [&] { return llen(set.replica(), queue) == length; }, 20ms))
     return ::testing::AssertionFailure() << "the waiter's entry did not replicate";
   return ::testing::AssertionSuccess();
 }
@@ -76,7 +67,7 @@ inline ::testing::AssertionResult fail_over_and_demote(SentinelSet& set, int old
     } catch (...) {
       return false;
     }
-  });
+  }, 20ms);
   if (!demoted) return ::testing::AssertionFailure() << "the sentinels did not demote the old master:\n" << set.logs();
   return ::testing::AssertionSuccess();
 }
@@ -92,7 +83,7 @@ inline bool follows_to(const Client& client, int port) {
     } catch (...) {
       return false;
     }
-  });
+  }, 20ms);
 }
 
 /// Watches the replicas of `set` (ROLE every 5 ms, on a thread) from
@@ -177,7 +168,7 @@ inline bool listened_on_every_sentinel(SentinelSet& set, int clients) {
     for (std::size_t i = 0; i < set.sentinel_count(); ++i)
       if (subscribed_clients(set, i) < clients) return false;
     return true;
-  });
+  }, 20ms);
 }
 
 }  // namespace lockon::test

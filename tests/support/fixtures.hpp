@@ -96,14 +96,17 @@ inline long long ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// Polls `condition` every 2 ms until it holds (true) or `timeout` passes
-/// (false): a bounded wait instead of a sleep-as-synchronisation.
+/// Polls `condition` every `interval` until it holds (true) or `timeout`
+/// passes (false): a bounded wait instead of a sleep-as-synchronisation. A
+/// condition that opens a connection or asks several servers wants a longer
+/// interval than the 2 ms default.
 template <class F>
-bool eventually(std::chrono::milliseconds timeout, F condition) {
+bool eventually(std::chrono::milliseconds timeout, F condition,
+                std::chrono::milliseconds interval = std::chrono::milliseconds(2)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!condition()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(interval);
   }
   return true;
 }
