@@ -1,8 +1,8 @@
 // `lockon list [PATTERN]`: the locks held now. A lock is a string key with a
 // holder record (src/lock/holder.hpp) whose token prefix matches its value:
-// SCAN MATCH PATTERN over the server (Sentinel: the master; Cluster: only
-// the node the URL names), companion keys skipped. Bounded: at most
-// options.limit locks shown and kMaxScanned keys examined.
+// SCAN MATCH PATTERN over the servers that hold keys (Client::masters:
+// the server, Sentinel's master, every Cluster master), companion keys skipped. Bounded:
+// at most options.limit locks shown and kMaxScanned keys examined.
 #include <algorithm>
 #include <iostream>
 
@@ -67,22 +67,30 @@ int list_command(const InspectOptions& options) {
   std::size_t scanned = 0;
   bool complete = false;
   try {
-    for (const Client& client : servers.clients()) {
-      std::string cursor = "0";
-      complete = false;
-      while (held.size() < options.limit && scanned < kMaxScanned) {
-        const Reply page = client.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-        cursor = page.elements().at(0).as_string();
-        std::vector<std::string> keys;
-        for (const Reply& k : page.elements().at(1).elements()) {
-          ++scanned;
-          if (!is_companion(k.as_string())) keys.push_back(k.as_string());
+    for (const Client& url_client : servers.clients()) {
+      complete = true;  // every target scanned to its end
+      // Each server that holds keys (a Cluster: every master, through a
+      // client of its own: SCAN runs on one server, and one page's keys
+      // span slots, which a Cluster client refuses to probe in one pipeline).
+      for (const ConnectionOptions& master : url_client.masters()) {
+        const Client client(master);
+        std::string cursor = "0";
+        bool scanned_all = false;
+        while (held.size() < options.limit && scanned < kMaxScanned) {
+          const Reply page = client.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+          cursor = page.elements().at(0).as_string();
+          std::vector<std::string> keys;
+          for (const Reply& k : page.elements().at(1).elements()) {
+            ++scanned;
+            if (!is_companion(k.as_string())) keys.push_back(k.as_string());
+          }
+          examine(client, keys, held, reporter);
+          if (cursor == "0") {
+            scanned_all = true;
+            break;
+          }
         }
-        examine(client, keys, held, reporter);
-        if (cursor == "0") {
-          complete = true;
-          break;
-        }
+        complete = complete && scanned_all;
       }
       if (!held.empty()) break;  // Redlock: the first node that answers with locks
     }

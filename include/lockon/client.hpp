@@ -124,6 +124,14 @@ class Client {
   /// PING the server; connects if needed. Throws like command().
   void ping() const;
 
+  /// The servers that hold this client's keys now, each as options a Client
+  /// can be made from (this client's credentials, TLS and timeouts): the
+  /// server; a Sentinel deployment's current master; every master of a
+  /// Cluster, from a fresh read of its slot map. For tools that must visit
+  /// every key (SCAN runs on one server). Throws what connecting or
+  /// resolving throws; on a Cluster ServerBusyError if a slot has no master.
+  std::vector<ConnectionOptions> masters() const;
+
   const ConnectionOptions& options() const noexcept;
   /// "host:port" of the server (no credentials).
   std::string endpoint() const;

@@ -253,6 +253,12 @@ void Client::ping() const {
     throw ProtocolError("PING on " + impl_->endpoint() + ": unexpected reply");
 }
 
+std::vector<ConnectionOptions> Client::masters() const {
+  std::vector<ConnectionOptions> found;
+  for (const std::shared_ptr<detail::Node>& node : impl_->topology().masters()) found.push_back(node->options());
+  return found;
+}
+
 const ConnectionOptions& Client::options() const noexcept { return impl_->options(); }
 std::string Client::endpoint() const { return impl_->endpoint(); }
 

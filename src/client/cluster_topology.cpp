@@ -106,6 +106,21 @@ std::shared_ptr<Node> ClusterTopology::node_at(const NodeAddress& address) {
   return node_locked(address);
 }
 
+std::vector<std::shared_ptr<Node>> ClusterTopology::masters() {
+  refresh();
+  std::vector<std::shared_ptr<Node>> masters;
+  std::shared_lock lock(map_mutex_);
+  for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
+    const std::shared_ptr<Node>& owner = slots_[slot];
+    if (!owner)
+      throw ServerBusyError("list the masters of " + options_.endpoint() + ": no master serves hash slot " +
+                                std::to_string(slot) + " (cluster down, or a failover under way?)",
+                            "CLUSTERDOWN");
+    if (std::find(masters.begin(), masters.end(), owner) == masters.end()) masters.push_back(owner);
+  }
+  return masters;
+}
+
 std::shared_ptr<Node> ClusterTopology::node_locked(const NodeAddress& address) {
   auto& node = nodes_[address_text(address)];
   if (!node) {

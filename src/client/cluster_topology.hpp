@@ -54,6 +54,9 @@ class ClusterTopology final : public Topology {
   /// Null when `until` passed while waiting for a map read (nothing sent).
   std::shared_ptr<Node> node_for(std::string_view key, Clock::time_point until) override;
   std::shared_ptr<Node> any_node() override;
+  /// The masters of a fresh map read, each once, in slot order. Throws what
+  /// refresh() throws, and ServerBusyError if a slot has no master.
+  std::vector<std::shared_ptr<Node>> masters() override;
   std::shared_ptr<Node> node_at(const NodeAddress& address) override;
   void report_error_reply(const Node& node, std::string_view text) noexcept override;
   void report_io_failure(const Node& node) noexcept override;

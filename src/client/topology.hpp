@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "client/pool.hpp"
 #include "lockon/options.hpp"
@@ -95,6 +96,9 @@ class Topology {
   }
   /// A node for commands without a key (PING, Client::command).
   virtual std::shared_ptr<Node> any_node() = 0;
+  /// Every node that holds keys now (Client::masters): by default the one
+  /// any_node() names; a Cluster's masters after a fresh map read.
+  virtual std::vector<std::shared_ptr<Node>> masters() { return {any_node()}; }
   /// The node at `address` (a Cluster ASK redirection's target), created
   /// if unknown; null where redirections do not exist.
   virtual std::shared_ptr<Node> node_at(const NodeAddress& address) {

@@ -9,12 +9,14 @@
 #include <csignal>
 #include <future>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
+#include "support/cluster_fixture.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -246,6 +248,29 @@ TEST(CliStatusAuth, WrongPasswordExits77OnAServerAndOnAClusterUrl) {
     EXPECT_EQ(r.exit_code, kAuth) << scheme << ": " << r.describe();
     EXPECT_FALSE(contains(r.err, "Bad-Pw2")) << r.err;
   }
+}
+
+// Issue 35 §4: `list` on a Cluster URL failed with CROSSSLOT (one page's
+// keys span slots; the probe pipeline went through the Cluster client) and
+// scanned only the node the URL names. It lists the locks of every master.
+TEST(CliListCluster, ListsTheLocksOfEveryMaster) {
+  RedisCluster cluster(3, 0);
+  Client client(cluster.url());
+  const std::string base = unique_key("cluster-list");
+  std::vector<std::unique_ptr<Lock>> locks;
+  for (int i = 0; i < 12; ++i) {
+    locks.push_back(std::make_unique<Lock>(client, base + ":" + std::to_string(i), LockOptions{.ttl = 60s}));
+    ASSERT_TRUE(locks.back()->try_lock_for(5s)) << "lock " << i;
+  }
+  Client(cluster.url()).command({"SET", base + ":not-a-lock", "x"});  // an application key beside them
+  const ProcessResult r = lockon({"list", "--url", cluster.url(), base + ":*"});
+  ASSERT_TRUE(r.succeeded()) << r.describe();
+  EXPECT_TRUE(contains(r.out, "\n12 locks held\n")) << r.out;
+  for (int i = 0; i < 12; ++i) EXPECT_TRUE(contains(r.out, base + ":" + std::to_string(i) + "  held for ")) << i;
+  EXPECT_FALSE(contains(r.out, "not-a-lock")) << r.out;
+  const ProcessResult json = lockon({"list", "--json", "--url", cluster.url(), base + ":*"});
+  EXPECT_TRUE(contains(json.out, "\"complete\":true")) << json.out;
+  for (auto& lock : locks) lock->unlock();
 }
 
 }  // namespace
