@@ -22,7 +22,8 @@
 // place across windows too; jitter is not applied, it only matters for
 // polling backends); attempts() reports how many windows had begun when
 // the lock was acquired. on_attempt is called once per call, with the
-// outcome. Arguments are copied (decayed) into the coroutine frame, since
+// outcome. Calls are counted in lockon/metrics.hpp's registry (all but
+// hand-overs and renewal failures). Arguments are copied (decayed) into the coroutine frame, since
 // the call outlives the caller's full expression.
 #pragma once
 
@@ -88,6 +89,9 @@ struct AsyncLockerCore {
 /// AcquireTimeout / RetriesExhausted.
 asio::awaitable<int> async_acquire_for_call(const AsyncLockerCore& core, AsyncLock& lock,
                                             std::string_view function_name);
+/// Records a call that held the lock since `acquired_at` (lockon/metrics.hpp).
+void record_async_release(std::string_view function_name, std::chrono::steady_clock::time_point acquired_at,
+                          bool lost) noexcept;
 
 template <class T>
 struct AwaitableValue;
@@ -136,6 +140,7 @@ class AsyncLockedFunction {
                                 std::string key, F fn, V... args) {
     AsyncLock lock(core->client, std::move(key), core->prepared.lock_options);
     const int attempts = co_await detail::async_acquire_for_call(*core, lock, name);
+    const auto acquired_at = std::chrono::steady_clock::now();
     AsyncLockContext context(lock, name, attempts);
     std::exception_ptr failure;
     std::optional<std::conditional_t<std::is_void_v<R>, int, R>> result;
@@ -154,6 +159,7 @@ class AsyncLockedFunction {
     // Released before the caller sees anything. (If the calling coroutine
     // was cancelled, this co_await throws and ~AsyncLock releases instead.)
     co_await lock.async_unlock(asio::use_awaitable);
+    detail::record_async_release(name, acquired_at, lock.lost());
     if (failure) std::rethrow_exception(failure);
     context.throw_if_lost();
     if constexpr (!std::is_void_v<R>) co_return std::move(*result);

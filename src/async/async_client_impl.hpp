@@ -120,6 +120,16 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
  private:
   // The connection for the next request (Sentinel: resolves when stale).
   asio::awaitable<std::shared_ptr<AsyncConnection>> route(Clock::time_point until);
+  struct OnMaster {
+    std::shared_ptr<AsyncConnection> connection;  // the one that answered
+    AsyncConnection::Outcome outcome;
+  };
+  // Not Cluster: `resp` (owing `replies` replies) to the one server or
+  // Sentinel's current master; with Sentinel sent again after a READONLY as
+  // ReadOnlyRetry says (client/retry_rules.hpp: the blocking front's rule).
+  // Error replies are returned, I/O errors thrown (the master marked stale).
+  asio::awaitable<OnMaster> on_master(std::string resp, std::size_t replies, Clock::time_point until,
+                                      std::string_view operation);
   asio::awaitable<void> resolve(Clock::time_point until);
   // One resolution, run on its own (co_spawn): callers wait for it.
   asio::awaitable<void> resolve_now(std::shared_ptr<AsyncClientImpl> self);

@@ -15,6 +15,7 @@
 #include "common/token.hpp"
 #include "lock/eviction_check.hpp"
 #include "lock/lock_scripts.hpp"
+#include "protocol/queue_entry.hpp"
 
 namespace lockon::detail {
 namespace {
@@ -177,7 +178,7 @@ asio::awaitable<void> AsyncLockImpl::release() noexcept {
   } catch (const std::exception& e) {
     // Whether the release ran is unknown: the clean-up releases the key if
     // it still holds our token.
-    client_->abandon(keys_, "-|-|" + ttl_text_ + "|" + (options_.fencing ? "1" : "0") + "|" + token);
+    client_->abandon(keys_, queue_entry(kNotQueued, kNotQueued, ttl_text_, exclusive_kind(options_.fencing), token));
     lease->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
     last_unlock_error_ = std::current_exception();
   }

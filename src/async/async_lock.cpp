@@ -18,6 +18,7 @@
 #include "lock/holder.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/name.hpp"
+#include "protocol/queue_entry.hpp"
 
 namespace lockon::detail {
 namespace {
@@ -73,7 +74,7 @@ AsyncLockImpl::AsyncLockImpl(std::shared_ptr<AsyncClientImpl> client, std::strin
 }
 
 std::string AsyncLockImpl::orphan_entry() const {
-  return "-|-|" + ttl_text_ + "|" + (options_.fencing ? "1" : "0") + "|" + token_;
+  return queue_entry(kNotQueued, kNotQueued, ttl_text_, exclusive_kind(options_.fencing), token_);
 }
 
 void AsyncLockImpl::throw_token_in_use() const {

@@ -10,40 +10,37 @@
 #include "async/async_lock_impl.hpp"
 #include "common/token.hpp"
 #include "lock/lock_scripts.hpp"
+#include "protocol/queue_entry.hpp"
+#include "protocol/wait_attempt.hpp"
+#include "protocol/wake_proof.hpp"
 
 namespace lockon::detail {
 namespace {
 
 using Ended = AsyncConnection::Ended;
-// Queue entries outlive any wait; emptied lists vanish by themselves.
-constexpr std::string_view kQueueTtl = "600000";
 
 }  // namespace
 
 asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::wait_attempt(const std::string& entry, bool enqueue,
                                                                      Clock::time_point deadline) {
-  // The 5th argument (optional) is this waiter's holder record.
-  const std::array<std::string_view, 5> all{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0", record_};
-  const auto args = std::span<const std::string_view>(all).first(record_.empty() ? 4 : 5);
+  const WaitAttemptArgs args(entry, enqueue, random_token(), record_);
   Attempt result;
   result.sent_at = Clock::now();
-  auto answer = co_await client_->script(scripts::wait_attempt(client_->sharded()), keys(), args, "acquire lock", deadline);
+  auto answer =
+      co_await client_->script(scripts::wait_attempt(client_->sharded()), keys(), args.view(), "acquire lock", deadline);
   if (answer.ended != Ended::replied) {
     result.cancelled = answer.ended == Ended::cancelled;
     result.deadline_passed = !result.cancelled;
     co_return result;
   }
-  const redisReply& reply = *answer.reply;
-  // The 4th element (entries ahead) serves the blocking Lock's spin window;
-  // an event loop never spins.
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 4 || reply.element[0]->type != REDIS_REPLY_INTEGER ||
-      reply.element[1]->type != REDIS_REPLY_INTEGER || reply.element[2]->type != REDIS_REPLY_INTEGER)
-    throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
-  if (reply.element[2]->integer == 1) warn_publish_denied(*client_);
-  if (reply.element[0]->integer < 0) throw_token_in_use();
-  result.acquired = reply.element[0]->integer == 1;
-  if (result.acquired) result.fence = static_cast<std::uint64_t>(reply.element[1]->integer);
-  else result.pttl = reply.element[1]->integer;
+  const std::optional<WaitAttemptReply> read = read_wait_attempt(*answer.reply);
+  if (!read) throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
+  if (read->publish_denied) warn_publish_denied(*client_);
+  if (read->token_in_use) throw_token_in_use();
+  // (read->ahead serves the blocking Lock's spin window; an event loop never spins.)
+  result.acquired = read->acquired;
+  result.fence = read->fence;
+  result.pttl = read->pttl;
   co_return result;
 }
 
@@ -56,8 +53,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
   // A Cluster's map read outlasted the deadline (issue 33): nothing was queued.
   if (!subscriber) co_return false;
   const std::string waiter_id = random_hex(8);
-  std::string entry = subscriber->id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (options_.fencing ? "1" : "0") +
-                      "|" + token_;
+  std::string entry = queue_entry(subscriber->id(), waiter_id, ttl_text_, exclusive_kind(options_.fencing), token_);
   std::optional<AsyncSubscriber::Watch> watch;
   watch.emplace(subscriber->watch(waiter_id, wake_channel(name(), subscriber->id())));
   const auto poll = options_.wait_poll_interval;
@@ -109,22 +105,13 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
     const std::array<std::string_view, 2> args{old_entry, entry};
     static_cast<void>(co_await client_->script(scripts::move_wait(), keys(), args, "move wait", deadline));
   };
-  // A hand-over message proves that K holds our token only if (a) it came
-  // from the subscriber of the master as the client knows it now, and (b)
-  // over the connection that was up, our channel subscribed, when our last
-  // attempt reached that master. Outside a cluster Redis propagates PUBLISH
-  // to the replicas, which deliver it to their subscribers, while the
-  // master's receiver count (the hand-over's liveness check) counts only
-  // its own: a subscriber reconnected to a demoted master (the sentinels
-  // kill its pub/sub clients) hears grants the new master withdrew — two
-  // holders (the blocking Lock's SentinelReplicaWake tests). This client
-  // closes the old master's subscriber when it switches, so (a) holds only
-  // while it has not switched, and (b) then refuses a connection made
-  // after the attempt. Otherwise the next attempt decides.
+  // Whether a hand-over message proves that K holds our token
+  // (protocol/wake_proof.hpp). This client closes the old master's
+  // subscriber when it switches, so "the node serving the name now" is: it
+  // has not switched since this wait's subscriber was made.
   const auto trusted = [&] {
-    const std::uint64_t generation = watch->slot().handed_generation;
-    if (generation == 0 || generation != heard) return false;
-    return client_->sharded() || client_->subscriber_if_made() == subscriber;
+    return wake_proves_grant(watch->slot().handed_generation, heard, client_->sharded(),
+                             [&] { return client_->subscriber_if_made() == subscriber; });
   };
   try {
     // Subscribed before queueing: a hand-over cannot precede our ability to

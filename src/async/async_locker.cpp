@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <string>
 
+#include "lock_on/metrics_internal.hpp"
 #include "lockon/async.hpp"
 
 namespace lockon {
@@ -14,10 +15,8 @@ std::string describe(std::string_view function_name, const std::string& key) {
   return "async_lock_on '" + std::string(function_name) + "' (lock '" + key + "')";
 }
 
-}  // namespace
-
-asio::awaitable<int> async_acquire_for_call(const AsyncLockerCore& core, AsyncLock& lock,
-                                            std::string_view function_name) {
+asio::awaitable<int> acquire_under_policy(const AsyncLockerCore& core, AsyncLock& lock,
+                                          std::string_view function_name) {
   const LockerPolicy& policy = core.prepared.policy;
   const auto start = Clock::now();
   const bool bounded = policy.timeout.count() > 0;
@@ -60,7 +59,10 @@ asio::awaitable<int> async_acquire_for_call(const AsyncLockerCore& core, AsyncLo
       throw;
     }
   }
-  if (acquired) co_return attempts;
+  if (acquired) {
+    metrics_detail::record_acquire(function_name, metrics_detail::Outcome::acquired, Clock::now() - start);
+    co_return attempts;
+  }
   const std::string counted = std::to_string(attempts) + (attempts == 1 ? " attempt" : " attempts");
   // The deadline wins when both limits are reached.
   if (bounded && Clock::now() >= deadline)
@@ -72,6 +74,31 @@ asio::awaitable<int> async_acquire_for_call(const AsyncLockerCore& core, AsyncLo
                              ": acquire lock exceed max retry: held by another owner on all " + counted + " (" +
                              std::to_string(elapsed().count()) + " ms)",
                          lock.name());
+}
+
+}  // namespace
+
+asio::awaitable<int> async_acquire_for_call(const AsyncLockerCore& core, AsyncLock& lock,
+                                            std::string_view function_name) {
+  // Recorded into the same registry as lock_on's (lockon/metrics.hpp): an
+  // error here is an infrastructure failure, busy and timeouts are counted below.
+  try {
+    co_return co_await acquire_under_policy(core, lock, function_name);
+  } catch (const AcquireTimeout&) {
+    metrics_detail::record_acquire(function_name, metrics_detail::Outcome::timeout, {});
+    throw;
+  } catch (const RetriesExhausted&) {
+    metrics_detail::record_acquire(function_name, metrics_detail::Outcome::busy, {});
+    throw;
+  } catch (const Error&) {
+    metrics_detail::record_acquire(function_name, metrics_detail::Outcome::error, {});
+    throw;
+  }
+}
+
+void record_async_release(std::string_view function_name, std::chrono::steady_clock::time_point acquired_at,
+                          bool lost) noexcept {
+  metrics_detail::record_release(function_name, std::chrono::steady_clock::now() - acquired_at, lost);
 }
 
 namespace {

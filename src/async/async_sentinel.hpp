@@ -37,7 +37,4 @@ asio::awaitable<std::shared_ptr<AsyncConnection>> async_resolve_master(asio::any
 /// before `until` (false: another role, no answer in time, or an error).
 asio::awaitable<bool> async_says_master(AsyncConnection& connection, std::chrono::steady_clock::time_point until);
 
-/// Whether an error reply says the server is a replica now (READONLY).
-bool is_readonly_reply(const redisReply& reply) noexcept;
-
 }  // namespace lockon::detail

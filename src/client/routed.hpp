@@ -26,15 +26,9 @@
 //
 // One server (no cluster): a straight call, no loop; a MOVED or ASK there
 // is a ConfigError (a redis:// URL naming a cluster node).
-// Sentinel: READONLY means the master the client knows is a replica now (a
-// failover, or sentinels naming a demoted server): nothing was written (a
-// replica refuses every write), so the request is sent again, to whatever
-// master a new resolution finds, after the same back-off and within the
-// same bound as a Cluster's CLUSTERDOWN, when nothing of it ran (every
-// reply an error: not a pipeline whose PUBLISH a replica ran); a
-// resolution that finds no master meanwhile is waited out the same way. At
-// the bound the last error is thrown: a caller that retries on errors never
-// spins against a replica.
+// Sentinel: a READONLY is sent again to whatever master a new resolution
+// finds, as ReadOnlyRetry says (client/retry_rules.hpp, the Asio front's
+// rule too); at the bound the last error is thrown.
 #pragma once
 
 #include <algorithm>
@@ -48,6 +42,7 @@
 #include "client/client_impl.hpp"
 #include "client/error_map.hpp"
 #include "client/hiredis_handles.hpp"
+#include "client/retry_rules.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
@@ -95,28 +90,6 @@ inline bool partly_refused(std::span<const std::span<const std::string_view>> co
 inline bool has_replies(const ReplyPtr& reply) noexcept { return reply != nullptr; }
 inline bool has_replies(const std::vector<ReplyPtr>& replies) noexcept { return !replies.empty(); }
 
-inline const redisReply* first_readonly(const ReplyPtr& reply) noexcept {
-  return reply && reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).starts_with("READONLY")
-             ? reply.get()
-             : nullptr;
-}
-inline const redisReply* first_readonly(const std::vector<ReplyPtr>& replies) noexcept {
-  for (const ReplyPtr& reply : replies)
-    if (const redisReply* found = first_readonly(reply)) return found;
-  return nullptr;
-}
-
-/// Whether nothing of the request ran: every reply is an error reply (a
-/// replica refuses each write; what it accepts, a PUBLISH, a read, answers
-/// otherwise). Only such a request is sent again after a READONLY: a
-/// pipeline whose PUBLISH ran would publish twice.
-inline bool nothing_ran(const ReplyPtr& reply) noexcept { return reply && reply->type == REDIS_REPLY_ERROR; }
-inline bool nothing_ran(const std::vector<ReplyPtr>& replies) noexcept {
-  for (const ReplyPtr& reply : replies)
-    if (!nothing_ran(reply)) return false;
-  return !replies.empty();
-}
-
 /// A client that follows no redirections got one: ConfigError (error_map.hpp).
 inline void check_not_cluster_redirect(const ReplyPtr& reply, std::string_view endpoint) {
   if (reply) check_not_cluster_redirect(*reply, endpoint, "request");
@@ -124,42 +97,6 @@ inline void check_not_cluster_redirect(const ReplyPtr& reply, std::string_view e
 inline void check_not_cluster_redirect(const std::vector<ReplyPtr>& replies, std::string_view endpoint) {
   for (const ReplyPtr& reply : replies) check_not_cluster_redirect(reply, endpoint);
 }
-
-inline constexpr int kMaxRoutedAttempts = 16;
-inline constexpr int kMaxRoutedWaits = 1000;
-
-/// What bounds a routed request on a cluster (both fronts): the caller's
-/// deadline, or without one (time_point::max()) the larger of the socket
-/// timeout and one second from `now`.
-inline std::chrono::steady_clock::time_point routing_bound(const ConnectionOptions& options,
-                                                           std::chrono::steady_clock::time_point until,
-                                                           std::chrono::steady_clock::time_point now) {
-  if (until != std::chrono::steady_clock::time_point::max()) return until;
-  return now + std::max<std::chrono::steady_clock::duration>(options.socket_timeout, std::chrono::seconds(1));
-}
-
-/// The pause before resending a request a cluster refused for now
-/// (TRYAGAIN, CLUSTERDOWN, no owner for the slot, connection refused, a
-/// MOVED right after a MOVED): doubling from 1 ms to 100 ms, and never one
-/// that would end at or after the bound — the caller gives up instead of
-/// sleeping past its deadline (both fronts: routed_call, AsyncCluster).
-class RetryBackoff {
- public:
-  using Clock = std::chrono::steady_clock;
-  explicit RetryBackoff(Clock::time_point bound) noexcept : bound_(bound) {}
-  /// The next pause, or zero when none fits before the bound (give up).
-  Clock::duration next() noexcept {
-    if (Clock::now() + delay_ >= bound_) return Clock::duration::zero();
-    const Clock::duration pause = delay_;
-    delay_ = std::min(delay_ * 2, kLongest);
-    return pause;
-  }
-
- private:
-  static constexpr Clock::duration kLongest = std::chrono::milliseconds(100);
-  Clock::time_point bound_;
-  Clock::duration delay_ = std::chrono::milliseconds(1);
-};
 
 /// Runs `exchange(Connection&, Node&)` (returning ReplyPtr or
 /// std::vector<ReplyPtr>; null/empty = the caller's deadline passed) on the
@@ -172,23 +109,19 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
     // One server, or Sentinel's current master: a straight call. READONLY
     // and I/O failures are reported (Sentinel re-resolves the master), and
     // with Sentinel a READONLY is sent again (above).
-    const bool sentinel = client.options().deployment == Deployment::sentinel;
-    RetryBackoff readonly_backoff(routing_bound(client.options(), until, Clock::now()));
-    bool refused = false;  // a READONLY in this call: waiting for a master
-    const auto wait_for_master = [&] {
-      if (!sentinel || !refused) return false;
-      const auto delay = readonly_backoff.next();
-      if (delay == Clock::duration::zero()) return false;
-      std::this_thread::sleep_for(delay);
-      return true;
+    ReadOnlyRetry readonly_retry(client.options().deployment == Deployment::sentinel,
+                                 routing_bound(client.options(), until, Clock::now()));
+    const auto wait = [](std::optional<Clock::duration> pause) {
+      if (pause) std::this_thread::sleep_for(*pause);
+      return pause.has_value();
     };
-    for (int attempt = 1;; ++attempt) {
+    for (;;) {
       std::shared_ptr<Node> node;  // outlives the lease
       try {
         node = client.node_for(key, until);
       } catch (const ConnectError&) {
         // No master found (the sentinels still name the replica).
-        if (attempt < kMaxRoutedWaits && wait_for_master()) continue;
+        if (wait(readonly_retry.after_no_master())) continue;
         throw;
       }
       if (!node) return {};  // the deadline passed while resolving (Sentinel): nothing was sent
@@ -203,14 +136,12 @@ auto routed_call(ClientImpl& client, std::string_view key, std::chrono::steady_c
         check_not_cluster_redirect(result, node->endpoint());
         if (const redisReply* readonly = first_readonly(result)) {
           client.topology().report_error_reply(*node, {readonly->str, readonly->len});
-          refused = true;
-          if (nothing_ran(result) && attempt < kMaxRoutedWaits && wait_for_master()) continue;
+          if (wait(readonly_retry.after_readonly(!nothing_ran(result)))) continue;
         }
         return result;
       } catch (const ReadOnlyError&) {
         client.topology().report_error_reply(*node, "READONLY");
-        refused = true;
-        if (attempt < kMaxRoutedWaits && wait_for_master()) continue;
+        if (wait(readonly_retry.after_readonly(false))) continue;
         throw;
       } catch (const IoError&) {
         client.topology().report_io_failure(*node);

@@ -8,77 +8,10 @@
 
 #include "client/connection.hpp"
 #include "client/error_map.hpp"
+#include "common/inline_task.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
-
-namespace {
-
-std::string_view text_of(const redisReply& reply) {
-  if (reply.type == REDIS_REPLY_STRING || reply.type == REDIS_REPLY_STATUS || reply.type == REDIS_REPLY_ERROR)
-    return {reply.str, reply.len};
-  return {};
-}
-
-}  // namespace
-
-// Options for one sentinel: its address, the sentinel credentials, db 0.
-ConnectionOptions sentinel_options(const ConnectionOptions& base, const NodeAddress& address) {
-  ConnectionOptions out = base;
-  out.deployment = Deployment::standalone;
-  out.seeds.clear();
-  out.host = address.host;
-  out.port = address.port;
-  out.unix_path.clear();
-  out.db = 0;
-  out.user = base.sentinel_user;
-  out.password = base.sentinel_password;
-  return out;
-}
-
-// Options for the master at `host:port`: the URL's credentials and db.
-ConnectionOptions master_options(const ConnectionOptions& base, std::string host, int port) {
-  ConnectionOptions out = base;
-  out.deployment = Deployment::standalone;
-  out.seeds.clear();
-  out.host = std::move(host);
-  out.port = port;
-  out.unix_path.clear();
-  return out;
-}
-
-ConnectionOptions candidate_probe_options(const ConnectionOptions& base, const NodeAddress& candidate) {
-  ConnectionOptions out = master_options(base, candidate.host, candidate.port);
-  constexpr auto kProbeBound = std::chrono::milliseconds(250);
-  for (auto* timeout : {&out.connect_timeout, &out.socket_timeout})
-    if (timeout->count() <= 0 || *timeout > kProbeBound) *timeout = kProbeBound;
-  return out;
-}
-
-std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options) {
-  if (!options.seeds.empty()) return options.seeds;
-  return {NodeAddress{options.host, options.port}};
-}
-
-MasterAddressAnswer read_master_address(const redisReply& reply) {
-  MasterAddressAnswer answer;
-  if (reply.type == REDIS_REPLY_NIL) {
-    answer.unknown = true;
-  } else if (reply.type == REDIS_REPLY_ERROR) {
-    answer.problem = scrub_server_error(text_of(reply).substr(0, 120));
-  } else if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2) {
-    answer.problem = "unexpected reply";
-  } else {
-    answer.address = NodeAddress{std::string(text_of(*reply.element[0])),
-                                 std::atoi(std::string(text_of(*reply.element[1])).c_str())};
-  }
-  return answer;
-}
-
-bool role_is_master(const redisReply* reply) {
-  return reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
-         text_of(*reply->element[0]) == "master";
-}
 
 SentinelTopology::SentinelTopology(ConnectionOptions options, PoolOptions limits)
     : options_(std::move(options)), limits_(limits) {
@@ -157,77 +90,46 @@ void SentinelTopology::resolve_and_apply() {
   master_ = std::make_shared<Node>(found, limits_);
 }
 
+namespace {
+
+// The blocking port of resolve_master: plain calls on short-lived
+// connections whose timeouts bound each step (resolution_bounds).
+struct BlockingResolutionPort {
+  template <class T>
+  using Task = InlineTask<T>;
+  using Master = ConnectionOptions;
+
+  static ReplyPtr ask(const ConnectionOptions& options, ServerRole role, std::span<const std::string_view> args,
+                      std::string_view operation) {
+    Connection connection(step_bounded(options), role);
+    return connection.command(args, operation);
+  }
+  Task<ReplyPtr> ask_sentinel(const ConnectionOptions& sentinel, std::chrono::steady_clock::time_point) {
+    const std::array<std::string_view, 3> question{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", sentinel.master_name};
+    co_return ask(sentinel, ServerRole::sentinel, question, "SENTINEL GET-MASTER-ADDR-BY-NAME");
+  }
+  Task<std::optional<Master>> master_if_role(const ConnectionOptions& master, std::chrono::steady_clock::time_point) {
+    const std::array<std::string_view, 1> role{"ROLE"};
+    const ReplyPtr answer = ask(master, ServerRole::data, role, "ROLE");
+    co_return role_is_master(answer.get()) ? std::optional<Master>(master) : std::nullopt;
+  }
+};
+
+}  // namespace
+
 ConnectionOptions SentinelTopology::resolve() {
-  const auto sentinels = sentinels_of(options_);
-  // Bounded as a whole: one sentinel's connect + reply, and the master's,
-  // plus slack; a list of dead sentinels costs at most this.
-  const auto budget = 2 * (options_.connect_timeout + options_.socket_timeout) + std::chrono::milliseconds(100);
-  const auto give_up_at = Clock::now() + budget;
   std::size_t first;
   {
     std::lock_guard lock(mutex_);
     first = preferred_;
   }
-  std::string tried;
-  NodeFailures failed;
-  bool unknown_everywhere = true;
-  if (const std::optional<NodeAddress> hint = take_hint()) {
-    // Failover news named it: no sentinel's answer can be newer. Its
-    // failure decides nothing (the sentinels are asked next, the news's
-    // sender first), so it is only listed.
-    ConnectionOptions master = master_options(options_, hint->host, hint->port);
-    try {
-      Connection probe(master);
-      const std::array<std::string_view, 1> role{"ROLE"};
-      if (role_is_master(probe.command(role, "ROLE").get())) return master;
-      tried += "; failover news named " + master.endpoint() + ", which is not a master (ROLE)";
-    } catch (const Error& e) {
-      tried += "; failover news named " + master.endpoint() + ": " + e.what();
-    }
+  BlockingResolutionPort port;
+  auto resolved = resolve_master(port, options_, first, take_hint()).get();
+  if (resolved.sentinel) {
+    std::lock_guard lock(mutex_);
+    preferred_ = *resolved.sentinel;
   }
-  for (std::size_t i = 0; i < sentinels.size(); ++i) {
-    if (i > 0 && Clock::now() >= give_up_at) {
-      tried += "; resolution budget of " + std::to_string(budget.count()) + " ms spent";
-      failed.add_unclassified();  // the sentinels left untried might have answered
-      break;
-    }
-    const std::size_t index = (first + i) % sentinels.size();
-    const ConnectionOptions sentinel = sentinel_options(options_, sentinels[index]);
-    const std::string where = sentinel.endpoint();
-    try {
-      Connection connection(sentinel, ServerRole::sentinel);
-      const std::array<std::string_view, 3> ask{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name};
-      const ReplyPtr reply = connection.command(ask, "SENTINEL GET-MASTER-ADDR-BY-NAME");
-      const MasterAddressAnswer named = read_master_address(*reply);
-      if (!named.unknown) unknown_everywhere = false;
-      if (!named.address) {
-        tried += "; " + where + ": " + (named.unknown ? std::string("unknown master") : named.problem);
-        failed.add_unclassified();
-        continue;
-      }
-      ConnectionOptions master = master_options(options_, named.address->host, named.address->port);
-      Connection probe(master);
-      const std::array<std::string_view, 1> role{"ROLE"};
-      const ReplyPtr answer = probe.command(role, "ROLE");
-      if (!role_is_master(answer.get())) {
-        tried += "; " + where + " named " + master.endpoint() + ", which is not a master (ROLE)";
-        failed.add_unclassified();
-        continue;
-      }
-      std::lock_guard lock(mutex_);
-      preferred_ = index;
-      return master;
-    } catch (const Error& e) {  // the sentinel's or the master's
-      unknown_everywhere = false;
-      tried += "; " + where + ": " + e.what();
-      failed.add(e);
-    }
-  }
-  if (unknown_everywhere)
-    throw ConnectError("Sentinel: no sentinel of " + options_.endpoint() + " knows master '" + options_.master_name +
-                       "' (SENTINEL GET-MASTER-ADDR-BY-NAME answered nil)");
-  // A wrong password (sentinels' or master's) everywhere is an AuthError here too.
-  failed.throw_summary("Sentinel: cannot find master '" + options_.master_name + "'" + tried);
+  return std::move(resolved.master);
 }
 
 void SentinelTopology::mark_stale(const Node& node) noexcept {

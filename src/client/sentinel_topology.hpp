@@ -44,37 +44,12 @@
 #include <vector>
 
 #include "client/sentinel_events.hpp"
+#include "client/sentinel_resolution.hpp"
 #include "client/topology.hpp"
 
 namespace lockon::detail {
 
 class Connection;
-
-/// Options for one sentinel: its address, the sentinel credentials, db 0
-/// (shared with the async front, async/async_sentinel.cpp).
-ConnectionOptions sentinel_options(const ConnectionOptions& base, const NodeAddress& address);
-/// Options for the master at `host:port`: the URL's credentials and db.
-ConnectionOptions master_options(const ConnectionOptions& base, std::string host, int port);
-/// Options for probing the replica a failover is promoting (its ROLE):
-/// the master's, with each step bounded by 250 ms at most — a slow
-/// candidate delays only one sentinel's news, which the others repeat.
-ConnectionOptions candidate_probe_options(const ConnectionOptions& base, const NodeAddress& candidate);
-/// The sentinels of a Sentinel URL, in its order.
-std::vector<NodeAddress> sentinels_of(const ConnectionOptions& options);
-
-/// What one sentinel's reply to SENTINEL GET-MASTER-ADDR-BY-NAME says (both
-/// fronts read it alike): the master's address, or `unknown` (nil: this
-/// sentinel does not know the name), or `problem` (why the reply is unusable,
-/// for the error listing every sentinel tried).
-struct MasterAddressAnswer {
-  std::optional<NodeAddress> address;
-  bool unknown = false;
-  std::string problem;
-};
-MasterAddressAnswer read_master_address(const redisReply& reply);
-
-/// Whether a ROLE reply says "master".
-bool role_is_master(const redisReply* reply);
 
 class SentinelTopology final : public Topology {
  public:

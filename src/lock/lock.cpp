@@ -19,6 +19,7 @@
 #include "client/routed.hpp"
 #include "lock/lock_impl.hpp"
 #include "lock/orphans.hpp"
+#include "protocol/queue_entry.hpp"
 
 namespace lockon {
 
@@ -136,7 +137,8 @@ void Lock::Impl::stop_renewal() noexcept {
 
 // An entry for the clean-up of an acquisition that has no queue place.
 std::string Lock::Impl::orphan_entry(const std::string& token) const {
-  return "-|-|" + ttl_text_ + "|" + (state_.options.fencing ? "1" : "0") + "|" + token;
+  return detail::queue_entry(detail::kNotQueued, detail::kNotQueued, ttl_text_,
+                             detail::exclusive_kind(state_.options.fencing), token);
 }
 
 void Lock::Impl::throw_token_in_use() const {

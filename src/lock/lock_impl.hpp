@@ -34,8 +34,6 @@ void warn_publish_denied(const ClientImpl& client);
 
 class Lock::Impl {
   static constexpr std::chrono::milliseconds kCancelGrace = detail::kCancelGrace;
-  // Queue entries outlive any wait; emptied lists vanish by themselves.
-  static constexpr std::string_view kQueueTtl = "600000";
 
  public:
   Impl(Client client, State& state)

@@ -42,22 +42,6 @@ bool sharded_wake(const ClientImpl& client) noexcept {
   return client.options().deployment == Deployment::cluster;
 }
 
-std::string entry_token(std::string_view entry) {
-  std::size_t at = 0;
-  for (int field = 0; field < 4; ++field) {
-    at = entry.find('|', at);
-    if (at == std::string_view::npos) return {};
-    ++at;
-  }
-  return std::string(entry.substr(at));
-}
-
-std::string entry_for_subscriber(std::string_view entry, std::string_view subscriber_id) {
-  std::string renamed(subscriber_id);
-  renamed.append(entry.substr(std::min(entry.find('|'), entry.size())));
-  return renamed;
-}
-
 std::string wake_channel(std::string_view key, std::string_view subscriber_id) {
   std::string suffix("wake:");
   suffix.append(subscriber_id);

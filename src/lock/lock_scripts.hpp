@@ -37,6 +37,7 @@
 #include <string_view>
 
 #include "client/script.hpp"
+#include "protocol/queue_entry.hpp"
 
 namespace lockon::detail {
 class ClientImpl;
@@ -48,15 +49,6 @@ namespace lockon::detail {
 /// non-empty hash tag, "{K}:suffix" if K has no '}', else "{T}K:suffix"
 /// with T = tag_for_slot(slot of K). Distinct keys give distinct results.
 std::string companion_key(std::string_view key, std::string_view suffix);
-
-/// The token of a queue entry "<sid>|<waiter id>|<ttl>|<fenced>|<token>"
-/// (a custom token may itself hold '|'); empty if it has fewer fields.
-std::string entry_token(std::string_view entry);
-
-/// The same waiter's entry under another subscriber id (its other fields,
-/// token included, unchanged): a wait that follows a failover to the new
-/// master's subscriber (scripts::move_wait).
-std::string entry_for_subscriber(std::string_view entry, std::string_view subscriber_id);
 
 /// The keys the queue scripts (wait_attempt, release,
 /// cancel_wait) are given, in KEYS order: K, "q", "fence", "hf", "who",

@@ -3,6 +3,8 @@
 // lock.cpp for the safety rules both files keep).
 #include "lock/lock_impl.hpp"
 #include "lock/wake_proof.hpp"
+#include "protocol/queue_entry.hpp"
+#include "protocol/wait_attempt.hpp"
 
 namespace lockon {
 
@@ -30,15 +32,14 @@ void Lock::Impl::cancel_wait_place(bool late_request) noexcept {
 
 // One scripted attempt of a queued waiter (see scripts::wait_attempt).
 Lock::Impl::Attempt Lock::Impl::wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline) {
-  // The 5th argument (optional) is this waiter's holder record.
-  std::array<std::string_view, 5> all{entry, enqueue ? "1" : "0", kQueueTtl, random_token() ? "1" : "0", record_};
-  const auto args = std::span<const std::string_view>(all).first(record_.empty() ? 4 : 5);
   Attempt result;
   result.sent_at = Clock::now();  // the first send: a grant by a lost attempt cannot precede it
   ReplyPtr reply;
   for (int round = 0;; ++round) {
     try {
-      reply = calls_.run_lock_script_until(detail::scripts::wait_attempt(calls_.sharded()), args, "acquire lock", deadline);
+      const detail::WaitAttemptArgs args(entry, enqueue && round == 0, random_token(), record_);
+      reply = calls_.run_lock_script_until(detail::scripts::wait_attempt(calls_.sharded()), args.view(), "acquire lock",
+                                           deadline);
       break;
     } catch (const ClosedError&) {
       // The connection closed under the request. Typical: a proxy or the
@@ -50,26 +51,21 @@ Lock::Impl::Attempt Lock::Impl::wait_attempt(const std::string& entry, bool enqu
       // repeat, not queueing blindly, finds our entry if the lost attempt
       // queued it (LPOS), and K holding our token if it won.
       if (round > 0 || !random_token()) throw;
-      all[1] = "0";
     }
   }
   if (!reply) {
     result.deadline_passed = true;
     return result;
   }
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 4 || reply->element[0]->type != REDIS_REPLY_INTEGER ||
-      reply->element[1]->type != REDIS_REPLY_INTEGER || reply->element[2]->type != REDIS_REPLY_INTEGER ||
-      reply->element[3]->type != REDIS_REPLY_INTEGER)
+  const std::optional<detail::WaitAttemptReply> read = detail::read_wait_attempt(*reply);
+  if (!read)
     throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
-  if (reply->element[2]->integer == 1) warn_publish_denied(*client_.impl());
-  if (reply->element[0]->integer < 0) throw_token_in_use();
-  result.acquired = reply->element[0]->integer == 1;
-  if (result.acquired) {
-    result.fence = static_cast<std::uint64_t>(reply->element[1]->integer);
-  } else {
-    result.pttl = reply->element[1]->integer;
-    result.ahead = reply->element[3]->integer;
-  }
+  if (read->publish_denied) warn_publish_denied(*client_.impl());
+  if (read->token_in_use) throw_token_in_use();
+  result.acquired = read->acquired;
+  result.fence = read->fence;
+  result.pttl = read->pttl;
+  result.ahead = read->ahead;
   return result;
 }
 
@@ -90,8 +86,8 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
     wait_->waiter_id = waiter_id;
     wait_->token = token_;
     wait_->queued_at = Clock::now();
-    wait_->entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + (state_.options.fencing ? "1" : "0") +
-                   "|" + token_;
+    wait_->entry =
+        detail::queue_entry(subscriber.id(), waiter_id, ttl_text_, detail::exclusive_kind(state_.options.fencing), token_);
     wait_->watch = std::make_unique<detail::Subscriber::Watch>(
         subscriber.watch(waiter_id, detail::wake_channel(state_.name, subscriber.id())));
     // Subscribed before queueing: a hand-over can't precede our ability

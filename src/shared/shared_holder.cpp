@@ -24,13 +24,13 @@
 #include "lockon/errors.hpp"
 #include "lockon/name.hpp"
 #include "shared/shared_scripts.hpp"
+#include "protocol/queue_entry.hpp"
 
 namespace lockon::detail {
 
 namespace {
 
 using detail::kCancelGrace;  // a waiter's cancel, then retried in the background (cancel_now)
-constexpr std::string_view kQueueTtl = "600000";
 constexpr long long kMaxTtlMs = 1LL << 40;
 
 // Runs `script` on the node serving `name` with the keys every shared script
@@ -96,12 +96,12 @@ std::stop_token SharedHolder::lost_token() const noexcept { return lease_ ? leas
 std::string SharedHolder::orphan_entry() const {
   // A caller-chosen token's direct grant is recorded under this process's
   // id (shared_scripts::attempt); a random one names its process itself.
-  const std::string sid = fixed_token_.empty() ? std::string("-") : subscriber_or_process_id(std::string());
-  return sid + "|-|" + ttl_text_ + "|" + kind_ + "|" + token_;
+  const std::string sid = fixed_token_.empty() ? std::string(kNotQueued) : subscriber_or_process_id(std::string());
+  return queue_entry(sid, kNotQueued, ttl_text_, std::string_view(&kind_, 1), token_);
 }
 
 SharedHolder::Attempt SharedHolder::attempt(const std::string& entry, const char* mode, Clock::time_point until) {
-  const std::array<std::string_view, 6> args{wake_prefix_, limit_text_, entry, mode, kQueueTtl,
+  const std::array<std::string_view, 6> args{wake_prefix_, limit_text_, entry, mode, kQueueTtlMs,
                                              fixed_token_.empty() ? "0" : "1"};
   Attempt result;
   result.sent_at = Clock::now();
@@ -156,7 +156,7 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
   auto node = client_.impl()->node_for(name_);  // kept alive while we listen on its subscriber
   auto& subscriber = node->subscriber();
   const std::string waiter_id = random_hex(8);
-  std::string entry = subscriber.id() + "|" + waiter_id + "|" + ttl_text_ + "|" + kind_ + "|" + token_;
+  std::string entry = queue_entry(subscriber.id(), waiter_id, ttl_text_, std::string_view(&kind_, 1), token_);
   std::optional<Subscriber::Watch> watch;
   watch.emplace(subscriber.watch(waiter_id, wake_channel(name_, subscriber.id())));
   // The watch's connection, sampled before each attempt from our place: a

@@ -14,6 +14,7 @@
 #include "integration/async_support.hpp"
 #include "lockon/async.hpp"
 #include "lockon/locker.hpp"
+#include "lockon/metrics.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -178,6 +179,38 @@ TEST_F(AsyncLockOnTest, ExceptionsPropagateAfterReleaseAndLostLeaseThrowsLockLos
     }
     EXPECT_TRUE(lost);
   }));
+}
+
+// Issue 36, D6: async_lock_on calls never appeared in the metrics; they are
+// counted in the same registry as lock_on's, under the function's name.
+TEST_F(AsyncLockOnTest, CallsAreCountedInTheMetricsLikeLockOnCalls) {
+  AsyncClient client(io.get_executor(), server().url());
+  const std::string function = key("async-metrics");
+  AsyncLocker locker(client, {.max_retry = 1, .retry_delay = 0ms, .timeout = 0ms});
+  auto body = [](int) -> asio::awaitable<int> { co_return 1; };
+  auto counted = locker.async_lock_on<0>(function, body);
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    EXPECT_EQ(co_await counted(1), 1);
+    EXPECT_EQ(co_await counted(2), 1);
+    AsyncLock holder(client, counted.key_for(3));
+    co_await holder.async_lock();
+    try {
+      co_await counted(3);
+      ADD_FAILURE() << "the lock was held";
+    } catch (const RetriesExhausted&) {
+    }
+    co_await holder.async_unlock();
+  }));
+  bool found = false;
+  for (const FunctionMetrics& m : metrics_snapshot()) {
+    if (m.function != function) continue;
+    found = true;
+    EXPECT_EQ(m.acquisitions, 2u);
+    EXPECT_EQ(m.busy, 1u);
+    EXPECT_EQ(m.errors, 0u);
+    EXPECT_EQ(m.hold.count, 2u) << "each call that held the lock";
+  }
+  EXPECT_TRUE(found) << prometheus_text();
 }
 
 }  // namespace

@@ -5,19 +5,13 @@
 #include <string>
 
 #include "client/cluster_map.hpp"
+#include "resp_reply.hpp"
 
 namespace lockon::detail {
 namespace {
 
-ReplyPtr parse(const std::string& resp) {
-  ReaderPtr reader(redisReaderCreate());
-  EXPECT_EQ(redisReaderFeed(reader.get(), resp.data(), resp.size()), REDIS_OK);
-  void* reply = nullptr;
-  EXPECT_EQ(redisReaderGetReply(reader.get(), &reply), REDIS_OK);
-  return ReplyPtr(static_cast<redisReply*>(reply));
-}
-
-std::string bulk(const std::string& text) { return "$" + std::to_string(text.size()) + "\r\n" + text + "\r\n"; }
+using test_resp::bulk;
+using test_resp::parse;
 
 // One CLUSTER SHARDS node entry as a RESP2 flat map.
 std::string node(const std::string& endpoint, int port, const std::string& role, const std::string& health) {

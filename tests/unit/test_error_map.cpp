@@ -16,6 +16,7 @@
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "client/server_version.hpp"
+#include "resp_reply.hpp"
 
 namespace {
 
@@ -128,18 +129,9 @@ TEST(ServerVersion, SevenPointZeroIsTheMinimum) {
     EXPECT_FALSE(detail::is_supported(*detail::parse_server_version(old))) << old;
 }
 
-// Parses RESP bytes with hiredis' own reader: the reply exactly as the
-// connection would see it.
-ReplyPtr parse_resp(std::string_view bytes) {
-  std::unique_ptr<redisReader, decltype(&redisReaderFree)> reader(redisReaderCreate(), &redisReaderFree);
-  EXPECT_EQ(redisReaderFeed(reader.get(), bytes.data(), bytes.size()), REDIS_OK);
-  void* raw = nullptr;
-  EXPECT_EQ(redisReaderGetReply(reader.get(), &raw), REDIS_OK);
-  EXPECT_NE(raw, nullptr) << "incomplete RESP in the test";
-  return ReplyPtr(static_cast<redisReply*>(raw));
-}
-
-std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+// Replies as the connection would see them (unit/resp_reply.hpp).
+const auto& parse_resp = detail::test_resp::parse;
+using detail::test_resp::bulk;
 
 // HELLO 2's reply: a flat array of field, value pairs.
 std::string hello_reply(std::string_view server, std::string_view version) {

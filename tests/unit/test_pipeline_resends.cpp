@@ -12,17 +12,12 @@
 
 #include "client/routed_pipeline.hpp"
 #include "lockon/errors.hpp"
+#include "resp_reply.hpp"
 
 namespace lockon::detail {
 namespace {
 
-ReplyPtr parse(const std::string& resp) {
-  ReaderPtr reader(redisReaderCreate());
-  EXPECT_EQ(redisReaderFeed(reader.get(), resp.data(), resp.size()), REDIS_OK);
-  void* reply = nullptr;
-  EXPECT_EQ(redisReaderGetReply(reader.get(), &reply), REDIS_OK);
-  return ReplyPtr(static_cast<redisReply*>(reply));
-}
+using test_resp::parse;
 
 std::vector<ReplyPtr> replies(std::initializer_list<std::string> resp) {
   std::vector<ReplyPtr> parsed;
