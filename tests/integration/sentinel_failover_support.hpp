@@ -23,6 +23,12 @@
 
 namespace lockon::test {
 
+/// Whether `server` answers ROLE "slave" (a master demoted by hand or by the sentinels).
+inline bool is_replica(RedisServer& server) {
+  const RawReply role = server.command({"ROLE"});
+  return !role.elements.empty() && role.elements[0].str == "slave";
+}
+
 /// LLEN of `key` on `server`; -1 if it cannot be read (e.g. mid-switch).
 inline long long llen(RedisServer& server, const std::string& key) {
   try {

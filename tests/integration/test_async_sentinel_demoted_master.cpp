@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "integration/async_support.hpp"
+#include "integration/sentinel_failover_support.hpp"
 #include "lockon/async.hpp"
 #include "lockon/errors.hpp"
 #include "support/fixtures.hpp"
@@ -33,11 +34,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
-
-bool is_replica(RedisServer& server) {
-  const RawReply role = server.command({"ROLE"});
-  return !role.elements.empty() && role.elements[0].str == "slave";
-}
 
 // One async_try_lock_for(wait) on a fresh AsyncLock: whether it acquired
 // (and released), and whether it failed with a typed error instead.

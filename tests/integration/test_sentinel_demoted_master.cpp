@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "integration/sentinel_failover_support.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
@@ -31,12 +32,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
-
-// The master, demoted, answers ROLE "slave".
-bool is_replica(RedisServer& server) {
-  const RawReply role = server.command({"ROLE"});
-  return !role.elements.empty() && role.elements[0].str == "slave";
-}
 
 TEST(SentinelDemotedMaster, ReadOnlyWaitsForAMasterWithinTheDeadlineAndTakesItBack) {
   SentinelSet set;
