@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "async/async_lock_impl.hpp"
+#include "async/async_lock_port.hpp"
 #include "client/error_map.hpp"
 #include "client/routed.hpp"
 #include "common/diagnostics.hpp"
@@ -24,18 +25,6 @@ namespace lockon::detail {
 namespace {
 
 using Ended = AsyncConnection::Ended;
-
-// A slot being migrated refused the SET (or the fenced script: ASK,
-// TRYAGAIN) while the holder record's SET ran: the pipeline is not resent
-// (routed.hpp, partly_refused), so the SET never ran. The attempt fails
-// (its record, if written, is dropped): the safe reading, as the blocking
-// Lock's.
-// fast_request's result then (fast_attempt decides about the record). Only
-// in a cluster: elsewhere a TRYAGAIN reply is an error, thrown as one.
-constexpr int kSetRefused = 2;
-bool set_refused(const std::vector<ReplyPtr>& replies) noexcept {
-  return replies.size() >= 2 && first_redirect(replies[0]) != nullptr && first_redirect(replies[1]) == nullptr;
-}
 
 }  // namespace
 
@@ -149,132 +138,19 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
 }
 
 asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::fast_attempt(Clock::time_point deadline) {
-  Attempt result;
-  result.sent_at = Clock::now();
-  const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
-  for (int round = 0;; ++round) {
-    int outcome = 0;
-    try {
-      outcome = co_await fast_request(result, until);
-    } catch (const ClosedError&) {
-      // The reply was lost with the connection: the same random token tells
-      // a win of the first request on the retry (SET ... GET).
-      if (round == 0 && random_token()) continue;
-      client_->abandon(keys_, orphan_entry());
-      throw;
-    } catch (const TimeoutError&) {
-      client_->abandon(keys_, orphan_entry());
-      throw;
-    } catch (...) {
-      // The SET won but a later step failed (the holder record, the fence,
-      // a reply check): K holds our token and nobody would release it. So
-      // too when an earlier round's reply was lost (it may have won; found
-      // by review, session 18) or this request's outcome is unknown.
-      if (result.granted || round > 0 || outcome_unknown(std::current_exception()))
-        client_->abandon(keys_, orphan_entry());
-      throw;
-    }
-    if (outcome < 0) throw_token_in_use();
-    if (outcome == kSetRefused) {
-      // As the blocking Lock's: on a retry after a lost reply the first
-      // request may have won on the node K moved to (unknown: the clean-up
-      // releases it if ours, the record left to it); else our record goes.
-      if (round > 0) client_->abandon(keys_, orphan_entry());
-      else co_await drop_record();
-      co_return result;
-    }
-    result.acquired = outcome == 1;
-    co_return result;
-  }
-}
-
-// Returns 1 acquired, 0 busy / deadline passed / cancelled, -1 custom token in use,
-// kSetRefused (set_refused).
-asio::awaitable<int> AsyncLockImpl::fast_request(Attempt& result, Clock::time_point until) {
-  if (options_.fencing) {
-    const int outcome = co_await fenced_request(result, until);
-    co_return outcome;
-  }
-  AsyncClientImpl::Answer answer;
-  const std::array<std::string_view, 5> set_forever{"SET", keys_[0], token_, "NX", "GET"};
-  const std::array<std::string_view, 7> set_lease{"SET", keys_[0], token_, "NX", "PX", ttl_text_, "GET"};
-  const auto set = options_.no_expiry ? std::span<const std::string_view>(set_forever)
-                                      : std::span<const std::string_view>(set_lease);
-  if (record_.empty()) {
-    answer = co_await client_->command(set, "acquire lock", until);
-  } else {
-    // The holder record rides in the same write (as the blocking Lock's).
-    std::array<std::string_view, 6> who;
-    const std::array<std::span<const std::string_view>, 2> commands{set, who_args(who)};
-    auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
-    answer.ended = outcome.ended;
-    if (outcome.ended == Ended::replied && client_->sharded() && set_refused(outcome.replies)) co_return kSetRefused;
-    if (outcome.ended == Ended::replied) {
-      if (outcome.replies[0]->type == REDIS_REPLY_ERROR) {
-        co_await drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
-        check_reply(*outcome.replies[0], client_->endpoint(), "acquire lock");
-      }
-      result.granted = outcome.replies[0]->type == REDIS_REPLY_NIL || previous_holder_is_us(*outcome.replies[0]) == 1;
-      // The record refused by a migrating slot while the SET ran: not sent
-      // again (routed.hpp, partly_refused); the lock goes without a record.
-      if (first_redirect(outcome.replies[1]) == nullptr)
-        check_reply(*outcome.replies[1], client_->endpoint(), "record the lock's holder");
-      if (result.granted && outcome.replies[1]->type == REDIS_REPLY_NIL) co_await replace_stale_record(until);
-      answer.reply = std::move(outcome.replies[0]);
-    }
-  }
-  if (answer.ended != Ended::replied) {
-    // No answer: the request may still win; the caller passes it on.
-    result.cancelled = answer.ended == Ended::cancelled;
-    result.deadline_passed = !result.cancelled;
-    if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
-    co_return 0;
-  }
-  if (answer.reply->type == REDIS_REPLY_NIL) co_return 1;
-  co_return previous_holder_is_us(*answer.reply);
-}
-
-// SET NX and the fence in one script, as the blocking Lock's (every fence
-// max(last + 1, the server's clock): a stale counter cannot repeat one).
-asio::awaitable<int> AsyncLockImpl::fenced_request(Attempt& result, Clock::time_point until) {
-  const auto& script = scripts::fenced_acquire();
-  std::array<std::string_view, 7> eval{"EVALSHA", script.sha(), "2", keys_[0], keys_[2], token_, ttl_text_};
-  // The holder record (NX: never the holder's) follows in the same write.
-  std::array<std::string_view, 6> who;
-  const std::array<std::span<const std::string_view>, 2> all{eval, who_args(who)};
-  const auto commands = std::span<const std::span<const std::string_view>>(all).first(record_.empty() ? 1 : 2);
-  auto outcome = co_await client_->pipeline(commands, "acquire lock", until);
-  if (outcome.ended == Ended::replied && is_noscript(*outcome.replies[0])) {
-    // First use on this server: the same write with the body (the record's
-    // SET NX, if it ran, was ours and stays).
-    eval[0] = "EVAL";
-    eval[1] = script.body();
-    outcome = co_await client_->pipeline(commands, "acquire lock", until);
-  }
-  if (outcome.ended != Ended::replied) {
-    result.cancelled = outcome.ended == Ended::cancelled;
-    result.deadline_passed = !result.cancelled;
-    if (result.deadline_passed) client_->abandon(keys_, orphan_entry());
-    co_return 0;
-  }
-  if (client_->sharded() && set_refused(outcome.replies)) co_return kSetRefused;
-  const redisReply& reply = *outcome.replies[0];
-  if (reply.type == REDIS_REPLY_ERROR) {
-    if (!record_.empty()) co_await drop_record();  // nothing was acquired: the record must not stay behind
-    check_reply(reply, client_->endpoint(), "acquire lock");
-  }
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 2 || reply.element[0]->type != REDIS_REPLY_INTEGER)
-    throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
-  const bool set_won = reply.element[0]->integer == 1;
-  const int won = set_won ? 1 : previous_holder_is_us(*reply.element[1]);
-  if (won == 1 && !set_won && (reply.elements < 3 || reply.element[2]->type != REDIS_REPLY_INTEGER))
-    throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
-  result.granted = won == 1;
-  if (won != 1) co_return won;
-  result.fence = static_cast<std::uint64_t>(reply.element[set_won ? 1 : 2]->integer);
-  if (!record_.empty() && outcome.replies.size() > 1 && outcome.replies[1]->type == REDIS_REPLY_NIL)
-    co_await replace_stale_record(until);
-  co_return 1;
+  core::FastRequest request;
+  request.name = keys_[0];
+  request.fence_key = keys_[2];
+  request.who_key = keys_[4];
+  request.token = token_;
+  request.record = record_;
+  request.ttl_text = ttl_text_;
+  request.fencing = options_.fencing;
+  request.no_expiry = options_.no_expiry;
+  request.random_token = random_token();
+  Port port(*this);
+  Attempt attempt = co_await core::fast_attempt(port, request, deadline);
+  co_return attempt;
 }
 
 // The record's SET NX found an earlier holder's record: ours replaces it
@@ -305,11 +181,6 @@ asio::awaitable<void> AsyncLockImpl::drop_record() noexcept {
   } catch (...) {
     // A record left behind expires with the lease it was written for.
   }
-}
-
-int AsyncLockImpl::previous_holder_is_us(const redisReply& previous) const {
-  if (previous.type != REDIS_REPLY_STRING || std::string_view(previous.str, previous.len) != token_) return 0;
-  return random_token() ? 1 : -1;
 }
 
 asio::awaitable<bool> AsyncLockImpl::confirm_lease(Attempt& attempt, Clock::time_point until) {

@@ -28,6 +28,7 @@
 
 #include "async/async_client_impl.hpp"
 #include "common/grace.hpp"
+#include "core/attempt.hpp"
 #include "lock/lease.hpp"
 #include "lockon/async.hpp"
 
@@ -87,15 +88,8 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   std::exception_ptr last_unlock_error() const noexcept { return last_unlock_error_; }
 
  private:
-  struct Attempt {
-    bool acquired = false;
-    bool deadline_passed = false;
-    bool cancelled = false;  // the awaiting coroutine was cancelled mid-request
-    std::uint64_t fence = 0;
-    long long pttl = -2;
-    Clock::time_point sent_at;
-    bool granted = false;  // the fast path's SET won, whatever fails after it (fast_attempt)
-  };
+  using Attempt = core::Attempt;
+  class Port;  // the Asio port of the core (async/async_lock_port.hpp)
   struct Renewal;
 
   std::array<std::string_view, kLockScriptKeys> keys() const noexcept { return key_views(keys_); }
@@ -108,12 +102,6 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
     storage = {keys_[0], keys_[4], keys_[6]};
     return std::span<const std::string_view>(storage).first(for_process ? 3 : with_record ? 2 : 1);
   }
-  /// SET <who> <record> NX [PX ttl]: the fast path's holder record (NX: an
-  /// attempt that loses never overwrites the holder's).
-  std::span<const std::string_view> who_args(std::array<std::string_view, 6>& storage) const noexcept {
-    storage = {"SET", keys_[4], record_, "NX", "PX", ttl_text_};
-    return std::span<const std::string_view>(storage).first(options_.no_expiry ? 4 : 6);
-  }
   /// Deletes the holder record if it is still this attempt's (a SET that
   /// failed with an error reply). Best effort, bounded by the socket timeout.
   asio::awaitable<void> drop_record() noexcept;
@@ -124,9 +112,6 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
 
   asio::awaitable<bool> acquire_inner(Clock::time_point deadline);
   asio::awaitable<Attempt> fast_attempt(Clock::time_point deadline);
-  asio::awaitable<int> fast_request(Attempt& result, Clock::time_point until);
-  asio::awaitable<int> fenced_request(Attempt& result, Clock::time_point until);
-  int previous_holder_is_us(const redisReply& previous) const;
   asio::awaitable<Attempt> wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline);
   asio::awaitable<bool> wait_for_turn(Clock::time_point deadline);
   asio::awaitable<bool> confirm_lease(Attempt& attempt, Clock::time_point until);

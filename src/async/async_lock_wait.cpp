@@ -8,10 +8,11 @@
 #include <optional>
 
 #include "async/async_lock_impl.hpp"
+#include "async/async_lock_port.hpp"
+#include "core/wait_attempt.hpp"
 #include "common/token.hpp"
 #include "lock/lock_scripts.hpp"
 #include "protocol/queue_entry.hpp"
-#include "protocol/wait_attempt.hpp"
 #include "protocol/wake_proof.hpp"
 
 namespace lockon::detail {
@@ -21,27 +22,13 @@ using Ended = AsyncConnection::Ended;
 
 }  // namespace
 
+// One scripted attempt of a queued waiter (core/wait_attempt.hpp).
 asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::wait_attempt(const std::string& entry, bool enqueue,
                                                                      Clock::time_point deadline) {
-  const WaitAttemptArgs args(entry, enqueue, random_token(), record_);
-  Attempt result;
-  result.sent_at = Clock::now();
-  auto answer =
-      co_await client_->script(scripts::wait_attempt(client_->sharded()), keys(), args.view(), "acquire lock", deadline);
-  if (answer.ended != Ended::replied) {
-    result.cancelled = answer.ended == Ended::cancelled;
-    result.deadline_passed = !result.cancelled;
-    co_return result;
-  }
-  const std::optional<WaitAttemptReply> read = read_wait_attempt(*answer.reply);
-  if (!read) throw ProtocolError("acquire lock '" + name() + "' on " + client_->endpoint() + ": unexpected script reply");
-  if (read->publish_denied) warn_publish_denied(*client_);
-  if (read->token_in_use) throw_token_in_use();
-  // (read->ahead serves the blocking Lock's spin window; an event loop never spins.)
-  result.acquired = read->acquired;
-  result.fence = read->fence;
-  result.pttl = read->pttl;
-  co_return result;
+  const core::WaitRequest request{name(), entry, record_, random_token()};
+  Port port(*this);
+  Attempt attempt = co_await core::wait_attempt(port, request, enqueue, deadline);
+  co_return attempt;
 }
 
 asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {

@@ -12,23 +12,51 @@
 
 #include <coroutine>
 #include <exception>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
 namespace lockon::detail {
 
 template <class T>
+class InlineTask;
+
+namespace inline_task {
+// The promise's result: the value (none for T = void) or the exception.
+template <class T>
+struct Result {
+  std::variant<std::monostate, T, std::exception_ptr> value;
+  void return_value(T result) { value.template emplace<1>(std::move(result)); }
+  T take() {
+    if (value.index() == 2) std::rethrow_exception(std::get<2>(value));
+    return std::move(std::get<1>(value));
+  }
+};
+template <>
+struct Result<void> {
+  std::exception_ptr failure;
+  void return_void() noexcept {}
+  void take() {
+    if (failure) std::rethrow_exception(failure);
+  }
+};
+}  // namespace inline_task
+
+template <class T>
 class [[nodiscard]] InlineTask {
  public:
-  struct promise_type {
-    std::variant<std::monostate, T, std::exception_ptr> result;
+  struct promise_type : inline_task::Result<T> {
     InlineTask get_return_object() noexcept {
       return InlineTask(std::coroutine_handle<promise_type>::from_promise(*this));
     }
     std::suspend_never initial_suspend() const noexcept { return {}; }
     std::suspend_always final_suspend() const noexcept { return {}; }  // kept for get()
-    void return_value(T value) { result.template emplace<1>(std::move(value)); }
-    void unhandled_exception() noexcept { result.template emplace<2>(std::current_exception()); }
+    void unhandled_exception() noexcept {
+      if constexpr (std::is_void_v<T>)
+        this->failure = std::current_exception();
+      else
+        this->value.template emplace<2>(std::current_exception());
+    }
   };
 
   InlineTask(InlineTask&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
@@ -40,9 +68,7 @@ class [[nodiscard]] InlineTask {
   /// The result, or the exception the coroutine ended with.
   T get() {
     if (!handle_ || !handle_.done()) std::terminate();  // suspended: not a blocking-port coroutine
-    auto& result = handle_.promise().result;
-    if (result.index() == 2) std::rethrow_exception(std::get<2>(result));
-    return std::move(std::get<1>(result));
+    return handle_.promise().take();
   }
 
   // Awaited from another InlineTask: finished already.

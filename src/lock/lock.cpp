@@ -17,6 +17,8 @@
 //   and removes its queue place.
 // - A release that fails for any reason surfaces as a lost lease.
 #include "client/routed.hpp"
+#include "core/fast_path.hpp"
+#include "lock/lock_port.hpp"
 #include "lock/lock_impl.hpp"
 #include "lock/orphans.hpp"
 #include "protocol/queue_entry.hpp"
@@ -148,59 +150,31 @@ void Lock::Impl::throw_token_in_use() const {
                   state_.name);
 }
 
-// SET NX [PX] GET (or the fenced script): what the raw floor costs. GET
-// makes a key of the wrong type fail with WRONGTYPE instead of looking
-// held. A reply lost with the connection is retried once with the same
-// token: finding the key already holding our random token means the first
-// request won.
+// SET NX [PX] GET (or the fenced script), the record and WAIT in one write:
+// what the raw floor costs. GET makes a key of the wrong type fail with
+// WRONGTYPE instead of looking held.
 Lock::Impl::Attempt Lock::Impl::fast_attempt(Clock::time_point deadline) {
-  Attempt result;
-  result.sent_at = Clock::now();
-  const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
-  for (int round = 0;; ++round) {
-    try {
-      const int outcome = fast_request(result, until);
-      if (outcome < 0) throw_token_in_use();
-      if (outcome == kSetRefused) {
-        // A migrating slot refused the SET while the record's SET ran. On a
-        // retry after a lost reply the first request may have won (K moved
-        // to the target with our token): unknown, so the clean-up releases
-        // it if it is ours, and our record is left to it. Else nothing of
-        // ours holds K: the record, if written, goes (review, session 19).
-        if (round > 0) calls_.abandon(orphan_entry(token_), true);
-        else drop_record();
-        return result;
-      }
-      result.acquired = outcome == 1;
-      return result;
-    } catch (const ClosedError&) {
-      if (round == 0 && random_token()) continue;
-      calls_.abandon(orphan_entry(token_), true);
-      throw;
-    } catch (const TimeoutError&) {
-      calls_.abandon(orphan_entry(token_), true);
-      throw;
-    } catch (...) {
-      // The SET won but a later step failed (WAIT refused, the fence's
-      // round trip, an error reply after EXEC): K holds our token and
-      // nobody will release it. The clean-up hands it on (or deletes it
-      // and its record) as a release would. So too when an earlier round's
-      // reply was lost (it may have won; found by review, session 18) or
-      // this request's outcome is unknown.
-      const bool unknown = round > 0 || detail::outcome_unknown(std::current_exception());
-      if (result.granted || unknown) calls_.abandon(orphan_entry(token_), unknown);
-      else drop_record();  // the SET failed (WRONGTYPE, OOM...): its record must not stay behind
-      throw;
-    }
-  }
+  detail::core::FastRequest request;
+  request.name = state_.name;
+  request.fence_key = calls_.fence_key();
+  request.who_key = calls_.who_key();
+  request.token = token_;
+  request.record = record_;
+  request.ttl_text = ttl_text_;
+  if (acks_required()) request.wait = wait_args();
+  request.fencing = state_.options.fencing;
+  request.no_expiry = state_.options.no_expiry;
+  request.random_token = random_token();
+  Port port(*this);
+  return detail::core::fast_attempt(port, request, deadline).get();
 }
 
 // Deletes the who key if it still holds this attempt's record. Best effort:
 // a record left behind expires with the lease it was written for. Within a
 // short grace, as a cancel's (kCancelGrace): it follows a failed attempt,
 // often at the caller's deadline, and unbounded it retried a Cluster's
-// CLUSTERDOWN for a second after a try_lock_for(200 ms) had failed (issue
-// 33). A late run deletes only this attempt's record.
+// CLUSTERDOWN for a second after a try_lock_for(200 ms) had failed. A late
+// run deletes only this attempt's record.
 void Lock::Impl::drop_record() noexcept {
   if (record_.empty()) return;
   try {
@@ -215,8 +189,7 @@ void Lock::Impl::drop_record() noexcept {
 // token, one more round trip in that case only: a record names the current
 // holder or is absent. Best effort: the record informs operators, it
 // decides nothing.
-void Lock::Impl::replace_stale_record(const redisReply& record_reply, Clock::time_point until) noexcept {
-  if (record_reply.type != REDIS_REPLY_NIL) return;  // OK: ours was written (or an error reply: nothing to fix)
+void Lock::Impl::replace_stale_record(Clock::time_point until) noexcept {
   try {
     const std::array<std::string_view, 7> eval{"EVAL", detail::scripts::replace_record().body(), "2", state_.name,
                                                calls_.who_key(), token_, record_};
@@ -224,136 +197,6 @@ void Lock::Impl::replace_stale_record(const redisReply& record_reply, Clock::tim
                          std::min(until, Clock::now() + std::chrono::seconds(1)));
   } catch (...) {
   }
-}
-
-// Returns 1 acquired, 0 busy or deadline passed, -1 custom token in use,
-// kSetRefused (set_refused).
-int Lock::Impl::fast_request(Attempt& result, Clock::time_point until) {
-  if (state_.options.fencing) return fenced_request(result, until);
-  ReplyPtr reply;
-  const std::array<std::string_view, 5> set_forever{"SET", state_.name, token_, "NX", "GET"};
-  const std::array<std::string_view, 7> set_lease{"SET", state_.name, token_, "NX", "PX", ttl_text_, "GET"};
-  const auto set = state_.options.no_expiry ? std::span<const std::string_view>(set_forever)
-                                            : std::span<const std::string_view>(set_lease);
-  if (acks_required() || !record_.empty()) {
-    // The holder record rides in the same write (lock/holder.hpp): NX, so
-    // an attempt that loses never overwrites the holder's record.
-    // WAIT in the same write, on the same connection as the SET: it covers
-    // exactly this connection's writes. A SET that did not win wrote
-    // nothing, and WAIT then returns at once.
-    std::array<std::span<const std::string_view>, 3> all{set};
-    std::size_t count = 1;
-    if (!record_.empty()) all[count++] = who_args();
-    if (acks_required()) all[count++] = wait_args();
-    const std::span<const std::span<const std::string_view>> commands(all.data(), count);
-    std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
-    if (replies.empty()) return deadline_passed(result);
-    if (set_refused(replies)) return kSetRefused;
-    reply = std::move(replies[0]);
-    detail::check_reply(*reply, client_.endpoint(), "acquire lock");
-    // The SET's outcome before WAIT's: a refused WAIT after a won SET must
-    // not leave K held (fast_attempt).
-    result.granted = reply->type == REDIS_REPLY_NIL || previous_holder_is_us(*reply) == 1;
-    if (acks_required()) {
-      detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
-      result.acks = static_cast<int>(replies.back()->integer);
-    }
-    if (result.granted && !record_.empty()) replace_stale_record(*replies[1], until);
-  } else {
-    reply = calls_.command_until(set, "acquire lock", until);
-  }
-  if (!reply) return deadline_passed(result);
-  if (reply->type == REDIS_REPLY_NIL) {
-    result.acquired = true;
-    return 1;
-  }
-  return previous_holder_is_us(*reply);
-}
-
-// Fencing: SET NX and the fence in one script (scripts::fenced_acquire():
-// every fence is max(last + 1, the server's clock), so a counter that came
-// back stale after a restart or failover cannot repeat one). The holder
-// record and WAIT ride in the same write, as on the plain path.
-int Lock::Impl::fenced_request(Attempt& result, Clock::time_point until) {
-  const auto& script = detail::scripts::fenced_acquire();
-  // With WAIT in the write, the body itself: a NOSCRIPT would have WAIT
-  // wait for the holder record alone, and the retry wait again.
-  std::array<std::string_view, 7> eval{acks_required() ? "EVAL" : "EVALSHA",
-                                       acks_required() ? std::string_view(script.body()) : std::string_view(script.sha()),
-                                       "2", state_.name, calls_.fence_key(), token_, ttl_text_};
-  std::array<std::span<const std::string_view>, 3> commands_buffer{eval};
-  std::size_t count = 1;
-  if (!record_.empty()) commands_buffer[count++] = who_args();
-  if (acks_required()) commands_buffer[count++] = wait_args();
-  const std::span<const std::span<const std::string_view>> commands(commands_buffer.data(), count);
-  std::vector<ReplyPtr> replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
-  if (replies.empty()) return deadline_passed(result);
-  if (eval[0] == "EVALSHA" && detail::is_noscript(*replies[0])) {
-    // First use on this server (or after a restart or SCRIPT FLUSH): the
-    // same write with the body. The holder record's SET NX, if it ran, was
-    // ours and stays.
-    eval[0] = "EVAL";
-    eval[1] = script.body();
-    replies = calls_.pipeline_until(commands, "acquire lock", until, replica_wait());
-    if (replies.empty()) return deadline_passed(result);
-  }
-  if (set_refused(replies)) return kSetRefused;
-  // The script's outcome before any other reply: a failure after a won SET
-  // must not leave K held (fast_attempt).
-  const redisReply& outcome = *replies[0];
-  detail::check_reply(outcome, client_.endpoint(), "acquire lock");
-  if (outcome.type != REDIS_REPLY_ARRAY || outcome.elements < 2 || outcome.element[0]->type != REDIS_REPLY_INTEGER)
-    throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
-  int won = 1;
-  if (outcome.element[0]->integer != 1) {
-    won = previous_holder_is_us(*outcome.element[1]);
-    if (won == 1 && (outcome.elements < 3 || outcome.element[2]->type != REDIS_REPLY_INTEGER))
-      throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
-  }
-  result.granted = won == 1;
-  if (acks_required()) {
-    detail::check_reply(*replies.back(), client_.endpoint(), "WAIT for replicas");
-    result.acks = static_cast<int>(replies.back()->integer);
-  }
-  if (won != 1) return won;
-  if (!record_.empty()) replace_stale_record(*replies[1], until);
-  result.acquired = true;
-  result.fence = static_cast<std::uint64_t>(outcome.element[outcome.element[0]->integer == 1 ? 1 : 2]->integer);
-  return 1;
-}
-
-// A slot being migrated refused the SET (or the fenced script: ASK,
-// TRYAGAIN) while the holder record's SET ran: the pipeline is not resent
-// (LockCalls::pipeline_until), so this SET never ran. Not acquired
-// (fast_attempt decides what becomes of the record). Failing the attempt is
-// the safe reading: resending only the SET would need the WAIT and the
-// record on the node it then runs on.
-bool Lock::Impl::set_refused(const std::vector<ReplyPtr>& replies) noexcept {
-  // Only a cluster redirects: elsewhere a TRYAGAIN (say) is an error reply,
-  // thrown as one (LockFaults.ErrorReplyToTheAcquisitionLeavesThePoolInStep).
-  if (!calls_.sharded() || record_.empty() || replies.size() < 2) return false;
-  return detail::first_redirect(replies[0]) != nullptr && detail::first_redirect(replies[1]) == nullptr;
-}
-
-// SET ... GET answered with the previous value: our own random token means
-// a first request whose reply was lost won (its lease started at
-// result.sent_at); a custom token held by someone else is misuse.
-int Lock::Impl::previous_holder_is_us(const redisReply& previous) const {
-  if (previous.type != REDIS_REPLY_STRING || std::string_view(previous.str, previous.len) != token_) return 0;
-  return random_token() ? 1 : -1;
-}
-
-int Lock::Impl::deadline_passed(Attempt& result) {
-  // No answer before the deadline: the request may still win later.
-  calls_.abandon(orphan_entry(token_), true);
-  result.deadline_passed = true;
-  return 0;
-}
-
-// SET who <record> NX [PX ttl]: the fast path's holder record.
-std::span<const std::string_view> Lock::Impl::who_args() {
-  who_command_ = {"SET", calls_.who_key(), record_, "NX", "PX", ttl_text_};
-  return std::span<const std::string_view>(who_command_).first(state_.options.no_expiry ? 4 : 6);
 }
 
 std::span<const std::string_view> Lock::Impl::wait_args() {

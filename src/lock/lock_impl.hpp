@@ -11,6 +11,7 @@
 
 #include "common/diagnostics.hpp"
 #include "common/grace.hpp"
+#include "core/attempt.hpp"
 #include "client/error_map.hpp"
 #include "lock/holder.hpp"
 #include "lock/lease.hpp"
@@ -42,20 +43,7 @@ class Lock::Impl {
         state_(state),
         ttl_text_(state.options.no_expiry ? "0" : std::to_string(state.options.ttl.count())) {}
 
-  struct Attempt {
-    bool acquired = false;
-    bool deadline_passed = false;  // no reply before the caller's deadline
-    std::uint64_t fence = 0;
-    long long pttl = -2;
-    Clock::time_point sent_at;     // precedes the grant: the lease starts here
-    int acks = -1;                 // WAIT's reply in the same pipeline (-1: none)
-    bool handed = false;           // granted by a release's hand-over message
-    long long ahead = -1;          // queued entries before ours (-1: unknown)
-    // The fast path's SET granted K to our token, whatever fails after it
-    // (WAIT, the fence, a reply check): K must then be handed on, not left
-    // held by a token nobody holds for a whole lease (fast_attempt).
-    bool granted = false;
-  };
+  using Attempt = detail::core::Attempt;
   bool acquire_until(Clock::time_point deadline);
   /// Waits for the release's reply until `until` at most (time_point::max():
   /// the routing bound); unanswered by then, the background clean-up
@@ -67,7 +55,7 @@ class Lock::Impl {
   bool locked();
   std::optional<std::chrono::milliseconds> remaining_ttl();
   void stop_renewal() noexcept;
-  void replace_stale_record(const redisReply& record_reply, Clock::time_point until) noexcept;
+  void replace_stale_record(Clock::time_point until) noexcept;
   /// Without auto_renew: the watchdog watches the end the lease has now
   /// (after an extension moved it, earlier too). No-op otherwise.
   void rewatch_lease_end() noexcept;
@@ -152,11 +140,8 @@ class Lock::Impl {
   }
   std::string orphan_entry(const std::string& token) const;
   [[noreturn]] void throw_token_in_use() const;
+  class Port;  // the blocking port of the core (lock/lock_port.hpp)
   Attempt fast_attempt(Clock::time_point deadline);
-  int fast_request(Attempt& result, Clock::time_point until);
-  int fenced_request(Attempt& result, Clock::time_point until);
-  int previous_holder_is_us(const redisReply& previous) const;
-  int deadline_passed(Attempt& result);
   Attempt wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline);
   bool wait_for_turn(Clock::time_point deadline);
   Attempt attempt_in_line(bool enqueue, Clock::time_point deadline);
@@ -179,12 +164,7 @@ class Lock::Impl {
     return acks_required() ? state_.options.replica_acks.timeout : std::chrono::milliseconds(0);
   }
   std::span<const std::string_view> wait_args();
-  std::span<const std::string_view> who_args();
   void drop_record() noexcept;
-  // The SET refused by a migrating slot while the record ran (lock.cpp).
-  bool set_refused(const std::vector<ReplyPtr>& replies) noexcept;
-  // fast_request's result when set_refused: see fast_attempt.
-  static constexpr int kSetRefused = 2;
   void replicate_grant();
   void require_acks(int acks);
   bool confirm_lease(Attempt& attempt, Clock::time_point until = Clock::time_point::max());
@@ -208,7 +188,6 @@ class Lock::Impl {
   Clock::time_point queue_directly_until_{};  // see queue_directly()
   std::string wait_replicas_, wait_timeout_;  // WAIT's arguments (wait_args)
   std::array<std::string_view, 3> wait_command_{};
-  std::array<std::string_view, 6> who_command_{};
   std::shared_ptr<detail::RenewalEntry> renewal_;
 };
 

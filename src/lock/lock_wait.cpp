@@ -1,10 +1,11 @@
 // The waiting path of lockon::Lock: a waiter subscribes to the lock's wake
 // channel, queues itself, and sleeps until a release hands it the key (see
 // lock.cpp for the safety rules both files keep).
+#include "core/wait_attempt.hpp"
 #include "lock/lock_impl.hpp"
+#include "lock/lock_port.hpp"
 #include "lock/wake_proof.hpp"
 #include "protocol/queue_entry.hpp"
-#include "protocol/wait_attempt.hpp"
 
 namespace lockon {
 
@@ -30,43 +31,11 @@ void Lock::Impl::cancel_wait_place(bool late_request) noexcept {
   calls_.cancel_now(entry, kCancelGrace, late_request);
 }
 
-// One scripted attempt of a queued waiter (see scripts::wait_attempt).
+// One scripted attempt of a queued waiter (core/wait_attempt.hpp).
 Lock::Impl::Attempt Lock::Impl::wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline) {
-  Attempt result;
-  result.sent_at = Clock::now();  // the first send: a grant by a lost attempt cannot precede it
-  ReplyPtr reply;
-  for (int round = 0;; ++round) {
-    try {
-      const detail::WaitAttemptArgs args(entry, enqueue && round == 0, random_token(), record_);
-      reply = calls_.run_lock_script_until(detail::scripts::wait_attempt(calls_.sharded()), args.view(), "acquire lock",
-                                           deadline);
-      break;
-    } catch (const ClosedError&) {
-      // The connection closed under the request. Typical: a proxy or the
-      // server dropped every connection at once; the subscriber saw it first
-      // and woke us, and this attempt went out on a pooled connection closed
-      // by the same event, too recently used to have been probed
-      // (HandoffSpinFaults.AllConnectionsClosedWhilePollingStillHandsOver).
-      // Repeated once, as the fast path does, with a random token only: the
-      // repeat, not queueing blindly, finds our entry if the lost attempt
-      // queued it (LPOS), and K holding our token if it won.
-      if (round > 0 || !random_token()) throw;
-    }
-  }
-  if (!reply) {
-    result.deadline_passed = true;
-    return result;
-  }
-  const std::optional<detail::WaitAttemptReply> read = detail::read_wait_attempt(*reply);
-  if (!read)
-    throw ProtocolError("acquire lock '" + state_.name + "' on " + client_.endpoint() + ": unexpected script reply");
-  if (read->publish_denied) warn_publish_denied(*client_.impl());
-  if (read->token_in_use) throw_token_in_use();
-  result.acquired = read->acquired;
-  result.fence = read->fence;
-  result.pttl = read->pttl;
-  result.ahead = read->ahead;
-  return result;
+  const detail::core::WaitRequest request{state_.name, entry, record_, random_token()};
+  Port port(*this);
+  return detail::core::wait_attempt(port, request, enqueue, deadline).get();
 }
 
 // Queues behind the current holder and sleeps until a release hands us

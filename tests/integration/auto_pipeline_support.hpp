@@ -1,13 +1,16 @@
 // integration/auto_pipeline_support.hpp — helpers shared by the automatic
 // pipelining tests (test_auto_pipeline*.cpp): a Client's shared Pipeline,
-// options turning it on, a reply's text, a call run on its own thread.
+// options turning it on, a reply's text, a SET/GET round trip, a call run on
+// its own thread.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <exception>
 #include <future>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "client/client_impl.hpp"
 #include "client/pipeline.hpp"
@@ -33,6 +36,19 @@ inline detail::Pipeline& pipeline_of(Client& client) {
 
 inline std::string text_of(const detail::ReplyPtr& reply) {
   return reply && reply->str ? std::string(reply->str, reply->len) : "<none>";
+}
+
+/// SET then GET of a per-thread key through the shared connection: the GET
+/// must return this thread's value (a misdelivered reply would not). Throws
+/// std::runtime_error on any other answer.
+inline void set_get(detail::Pipeline& pipeline, const std::string& key, const std::string& value,
+                    std::chrono::steady_clock::time_point deadline) {
+  const std::array<std::string_view, 3> set{"SET", key, value};
+  const detail::ReplyPtr ok = pipeline.call(set, deadline, "SET");
+  if (text_of(ok) != "OK") throw std::runtime_error("SET " + key + " answered " + text_of(ok));
+  const std::array<std::string_view, 2> get{"GET", key};
+  const detail::ReplyPtr got = pipeline.call(get, deadline, "GET");
+  if (text_of(got) != value) throw std::runtime_error("GET " + key + " answered " + text_of(got) + ", wanted " + value);
 }
 
 /// How a call run by start() ended.

@@ -2,9 +2,10 @@
 // shared by the replica-wake tests (test_sentinel_replica_wake.cpp,
 // test_async_sentinel_replica_wake.cpp): a waiter queued on the first
 // master, SENTINEL FAILOVER, the old master demoted, a client that follows;
-// and by the failover-window tests (test_sentinel_failover_window.cpp,
+// by the failover-window tests (test_sentinel_failover_window.cpp,
 // test_async_sentinel_failover_window.cpp): when a replica was promoted, and
-// which sentinels a client listens on.
+// which sentinels a client listens on; and by the move-deadline tests
+// (test_sentinel_move_deadline.cpp): which lock a scenario runs on.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -22,6 +23,11 @@
 #include "support/sentinel_fixture.hpp"
 
 namespace lockon::test {
+
+/// Which exclusive lock a failover scenario runs on: a Lock, or a
+/// ReadWriteLock's writer side (the shared locks' hand-over:
+/// shared_holder.cpp).
+enum class ExclusiveKind { lock, writer };
 
 /// Whether `server` answers ROLE "slave" (a master demoted by hand or by the sentinels).
 inline bool is_replica(RedisServer& server) {

@@ -358,7 +358,7 @@ TEST_F(AsyncCluster, WaiterFollowsItsSlotToTheNewMaster) {
   cluster().finish_migration(back);
 }
 
-std::string kind_of(const std::exception& e) {
+std::string outage_error_kind(const std::exception& e) {
   if (dynamic_cast<const ConnectError*>(&e)) return "ConnectError";
   if (dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError";
   if (dynamic_cast<const ClosedError*>(&e)) return "ClosedError";
@@ -412,7 +412,7 @@ TEST_F(AsyncCluster, ZzKilledMasterGivesTypedErrorsWithinDeadlinesThenRecovers) 
               }
             }
           } catch (const std::exception& e) {
-            ++errors[kind_of(e)];
+            ++errors[outage_error_kind(e)];
             pause = true;
           }
           longest_call_ms = std::max<long long>(longest_call_ms.load(), ms_since(start));

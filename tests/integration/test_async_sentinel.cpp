@@ -31,7 +31,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
 const std::string kLock = "asentinel:lock";
 const std::string kCounter = "asentinel:counter";
 
@@ -39,7 +38,7 @@ std::string to_ns(Clock::time_point t) {
   return std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
 }
 
-std::string kind_of(const std::exception& e) {
+std::string switch_error_kind(const std::exception& e) {
   if (dynamic_cast<const ReadOnlyError*>(&e)) return "ReadOnlyError";
   if (dynamic_cast<const TlsError*>(&e)) return "TlsError";
   if (dynamic_cast<const ConnectError*>(&e)) return "ConnectError";
@@ -78,7 +77,7 @@ void contend(asio::io_context& io, AsyncClient& client, int n, Clock::time_point
         try {
           std::rethrow_exception(error);
         } catch (const std::exception& e) {
-          ++tally.errors[kind_of(e)];
+          ++tally.errors[switch_error_kind(e)];
         }
       }
       if (++done == n) io.stop();
@@ -124,7 +123,7 @@ void exact_window(asio::io_context& io, AsyncClient& client, const std::string& 
 TEST(AsyncSentinel, ReachesTheMasterAndLocks) {
   SentinelSet set;
   asio::io_context io;
-  AsyncClient client(io.get_executor(), set.url(kQuery));
+  AsyncClient client(io.get_executor(), set.url(kShortTimeouts));
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     std::vector<std::string> args3{"SET", "asentinel:probe", "1"};
     co_await client.async_command(args3);
@@ -139,7 +138,7 @@ TEST(AsyncSentinel, ReachesTheMasterAndLocks) {
 TEST(AsyncSentinel, UnknownMasterNameIsConnectErrorNamingIt) {
   SentinelSet set;
   asio::io_context io;
-  std::string url = set.url(kQuery);
+  std::string url = set.url(kShortTimeouts);
   url = url.substr(0, url.find('#')) + "#nosuchmaster";
   AsyncClient client(io.get_executor(), url);
   bool typed = false;
@@ -193,7 +192,7 @@ int contend_through_switch(SentinelSet& set, asio::io_context& io, AsyncClient& 
             if (switched_ticks.load() != 0 && Clock::now() > switched()) ++during.after_switch;
             continue;
           } catch (const std::exception& e) {
-            ++during.errors[kind_of(e)];
+            ++during.errors[switch_error_kind(e)];
           }
           co_await sleep_for(20ms);  // back off while the switch lasts
         }
@@ -229,7 +228,7 @@ TEST(AsyncSentinel, FailoverUnderContentionWithBlockingProcesses) {
   const int old_port = set.master_port_by_sentinel();
   ASSERT_NE(old_port, 0);
   asio::io_context io;
-  const std::string url = set.url(kQuery);
+  const std::string url = set.url(kShortTimeouts);
   AsyncClient client(io.get_executor(), url);
   exact_window(io, client, url, set.master(), "before the failover");
   const int new_port = contend_through_switch(
@@ -250,7 +249,7 @@ TEST(AsyncSentinel, MasterKilledUnderContentionFailsOverAndRecovers) {
   const int old_port = set.master_port_by_sentinel();
   ASSERT_NE(old_port, 0);
   asio::io_context io;
-  const std::string url = set.url(kQuery);
+  const std::string url = set.url(kShortTimeouts);
   AsyncClient client(io.get_executor(), url);
   const int new_port =
       contend_through_switch(set, io, client, old_port, [&] { set.master().kill(); }, "SIGKILL master");

@@ -33,8 +33,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
-
 // One async_try_lock_for(wait) on a fresh AsyncLock: whether it acquired
 // (and released), and whether it failed with a typed error instead.
 struct Try {
@@ -64,7 +62,7 @@ Try try_once(asio::io_context& io, AsyncClient& client, const std::string& name,
 TEST(AsyncSentinelDemotedMaster, ReadOnlyWaitsForAMasterWithinTheDeadlineAndTakesItBack) {
   SentinelSet set;
   asio::io_context io;
-  AsyncClient client(io.get_executor(), set.url(kQuery));
+  AsyncClient client(io.get_executor(), set.url(kShortTimeouts));
   const std::string name = unique_key("async-demoted");
   ASSERT_TRUE(try_once(io, client, name, 2000ms).acquired);  // resolved, connected
 

@@ -16,6 +16,7 @@
 #include "integration/async_support.hpp"
 #include "integration/sentinel_failover_support.hpp"
 #include "lockon/async.hpp"
+#include "support/sentinel_fixture.hpp"
 
 namespace lockon::test {
 namespace {
@@ -23,7 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
 constexpr auto kBound = 1000ms;  // the target; see test_sentinel_failover_window.cpp
 
 // The port of the server `client`'s requests run on now (0: none answered).
@@ -46,7 +46,7 @@ TEST(AsyncSentinelFailoverWindow, EveryClientLeavesTheOldMasterSoonAfterThePromo
   // Sentinel 0 leads the failover (SENTINEL FAILOVER is sent to it).
   std::vector<std::unique_ptr<AsyncClient>> clients;
   for (const auto& order : {std::vector<std::size_t>{0, 1, 2}, std::vector<std::size_t>{2, 1, 0}})
-    clients.push_back(std::make_unique<AsyncClient>(io.get_executor(), set.url_in_order(order, kQuery)));
+    clients.push_back(std::make_unique<AsyncClient>(io.get_executor(), set.url_in_order(order, kShortTimeouts)));
   for (auto& client : clients) {
     int port = 0;
     ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { port = co_await port_of(*client); }, 10s));

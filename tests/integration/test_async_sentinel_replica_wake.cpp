@@ -36,7 +36,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
 const std::string kKey = "areplica_wake:lock";
 
 struct Turn {
@@ -64,7 +63,7 @@ TEST(AsyncSentinelReplicaWake, WaiterKeepsItsTurnThroughTheFailover) {
   RedisServer& m1 = set.server_on(old_port);
   const std::string queue = detail::companion_key(kKey, "q");
 
-  Client h_client(set.url(kQuery));
+  Client h_client(set.url(kShortTimeouts));
   LockOptions h_options;
   h_options.ttl = 60s;
   Lock h(h_client, kKey, h_options);
@@ -74,7 +73,7 @@ TEST(AsyncSentinelReplicaWake, WaiterKeepsItsTurnThroughTheFailover) {
   std::atomic<int> inside{0};
   Turn w;
   asio::io_context io;
-  AsyncClient w_client(io.get_executor(), set.url(kQuery));
+  AsyncClient w_client(io.get_executor(), set.url(kShortTimeouts));
   std::thread w_thread([&] {
     try {
       run_on(io, [&]() -> asio::awaitable<void> {
@@ -100,7 +99,7 @@ TEST(AsyncSentinelReplicaWake, WaiterKeepsItsTurnThroughTheFailover) {
 
   // X (blocking) queues on M2 behind W's entry.
   Turn x;
-  Client x_client(set.url(kQuery));
+  Client x_client(set.url(kShortTimeouts));
   std::thread x_thread([&] {
     try {
       LockOptions options;

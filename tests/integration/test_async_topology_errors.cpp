@@ -30,7 +30,7 @@ using namespace std::chrono_literals;
 
 const std::string kFastTimeouts = "connect_timeout=500ms&socket_timeout=500ms";
 
-std::string class_of(const std::exception& e) {
+std::string topology_error_class(const std::exception& e) {
   if (dynamic_cast<const AuthError*>(&e)) return "AuthError";
   if (dynamic_cast<const TlsError*>(&e)) return "TlsError";
   if (dynamic_cast<const ConnectError*>(&e)) return "ConnectError";
@@ -63,7 +63,7 @@ void expect_ping_error(const ConnectionOptions& options, const std::vector<std::
             EXPECT_EQ(message.find(secret), std::string::npos) << "the password leaked: " << message;
           }
         } catch (const std::exception& error) {
-          ADD_FAILURE() << "wrong class: " << class_of(error) << ": " << error.what();
+          ADD_FAILURE() << "wrong class: " << topology_error_class(error) << ": " << error.what();
         }
       },
       20s));
@@ -92,7 +92,7 @@ TEST(AsyncClusterErrors, WrongPasswordOnOneSeedAndARefusedPortIsAConnectError) {
       co_await client.async_command(ping);
       outcome = "no error";
     } catch (const std::exception& error) {
-      outcome = class_of(error) + ": " + error.what();
+      outcome = topology_error_class(error) + ": " + error.what();
     }
   }));
   release_free_port(refusing);

@@ -33,9 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 const std::string kSecretToken = "tok-SECRET-async-8e21c4d09b7a";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::string class_of(const std::exception& e) {
+std::string deployment_error_class(const std::exception& e) {
   if (dynamic_cast<const ConfigError*>(&e)) return "ConfigError";
   if (dynamic_cast<const ServerBusyError*>(&e)) return "ServerBusyError";
   if (dynamic_cast<const ReplyError*>(&e)) return "ReplyError";
@@ -65,7 +63,7 @@ Clock::duration expect_try_lock_error(const std::string& url, const std::string&
           for (const std::string& part : parts) EXPECT_TRUE(contains(message, part)) << part << " in: " << message;
           EXPECT_FALSE(contains(message, kSecretToken)) << "the token leaked: " << message;
         } catch (const std::exception& e) {
-          ADD_FAILURE() << "wrong class: " << class_of(e) << ": " << e.what();
+          ADD_FAILURE() << "wrong class: " << deployment_error_class(e) << ": " << e.what();
         }
         EXPECT_FALSE(lock.held());
       },

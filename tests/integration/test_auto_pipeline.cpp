@@ -33,19 +33,6 @@ using Clock = std::chrono::steady_clock;
 using detail::Pipeline;
 using detail::ReplyPtr;
 
-ConnectionOptions pipelined_options(int port) { return test::pipelined_options(port, 2000ms); }
-
-// SET then GET of a per-thread key through the shared connection: the GET
-// must return this thread's value (a misdelivered reply would not).
-void set_get(Pipeline& pipeline, const std::string& key, const std::string& value, Clock::time_point deadline) {
-  const std::array<std::string_view, 3> set{"SET", key, value};
-  const ReplyPtr ok = pipeline.call(set, deadline, "SET");
-  if (text_of(ok) != "OK") throw std::runtime_error("SET " + key + " answered " + text_of(ok));
-  const std::array<std::string_view, 2> get{"GET", key};
-  const ReplyPtr got = pipeline.call(get, deadline, "GET");
-  if (text_of(got) != value) throw std::runtime_error("GET " + key + " answered " + text_of(got) + ", wanted " + value);
-}
-
 TEST(AutoPipeline, UrlParameterAndDefaultOn) {
   EXPECT_TRUE(ConnectionOptions{}.auto_pipeline);
   EXPECT_TRUE(ConnectionOptions::from_url("redis://127.0.0.1:6379").auto_pipeline);
@@ -57,7 +44,7 @@ TEST(AutoPipeline, UrlParameterAndDefaultOn) {
 
 TEST(AutoPipeline, SixtyFourThreadsGetTheirOwnRepliesInFewBatches) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 2000ms));
   Pipeline& pipeline = pipeline_of(client);
   constexpr int kThreads = 64;
   constexpr int kRounds = 100;
@@ -90,7 +77,7 @@ TEST(AutoPipeline, SixtyFourThreadsGetTheirOwnRepliesInFewBatches) {
 // counters are deliberately non-atomic read-modify-writes.
 void run_counters(int key_count) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 2000ms));
   constexpr int kThreads = 64;
   constexpr int kRounds = 20;
   std::vector<long> counters(static_cast<std::size_t>(key_count), 0);
@@ -130,7 +117,7 @@ TEST(AutoPipeline, LocksOnTenSharedKeysKeepExactCounters) { run_counters(10); }
 
 TEST(AutoPipeline, StalledServerTimesOutEveryWaiterAndMisdeliversNothing) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 2000ms));
   Pipeline& pipeline = pipeline_of(client);
   constexpr int kThreads = 16;
   for (int t = 0; t < kThreads; ++t) set_get(pipeline, "ap:stall:" + std::to_string(t), "v" + std::to_string(t), Clock::now() + 2s);
@@ -174,7 +161,7 @@ TEST(AutoPipeline, StalledServerTimesOutEveryWaiterAndMisdeliversNothing) {
 
 TEST(AutoPipeline, KilledServerGivesTypedErrorsThenRecovers) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 2000ms));
   Pipeline& pipeline = pipeline_of(client);
   constexpr int kThreads = 16;
   std::atomic<bool> stop{false};
@@ -215,7 +202,7 @@ TEST(AutoPipeline, DelayingProxyDoesNotMisorderReplies) {
   proxy.set_latency(300us);
   // Some GETs held back by the proxy: later commands queue behind them.
   proxy.add_rule({.command = "GET", .action = FaultAction::delay, .delay = 3ms, .times = 200});
-  Client client(pipelined_options(proxy.port()));
+  Client client(pipelined_options(proxy.port(), 2000ms));
   Pipeline& pipeline = pipeline_of(client);
   constexpr int kThreads = 32;
   std::atomic<int> failures{0};
@@ -237,7 +224,7 @@ TEST(AutoPipeline, DelayingProxyDoesNotMisorderReplies) {
 
 TEST(AutoPipeline, MultiExecFromManyThreadsStaysContiguous) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 2000ms));
   Pipeline& pipeline = pipeline_of(client);
   constexpr int kThreads = 32;
   std::atomic<int> failures{0};
@@ -268,7 +255,7 @@ TEST(AutoPipeline, MultiExecFromManyThreadsStaysContiguous) {
 
 TEST(AutoPipeline, ForkedChildGetsItsOwnSharedConnection) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 2000ms));
   Pipeline& parent = pipeline_of(client);
   set_get(parent, "ap:fork:parent", "p1", Clock::now() + 2s);
   const pid_t child = fork();

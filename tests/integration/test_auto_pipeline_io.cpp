@@ -33,21 +33,9 @@ using Clock = std::chrono::steady_clock;
 using detail::Pipeline;
 using detail::ReplyPtr;
 
-ConnectionOptions pipelined_options(int port) { return test::pipelined_options(port, 3000ms); }
-
-// SET then GET of a per-thread key; the GET must return this thread's value.
-void set_get(Pipeline& pipeline, const std::string& key, const std::string& value, Clock::time_point deadline) {
-  const std::array<std::string_view, 3> set{"SET", key, value};
-  const ReplyPtr ok = pipeline.call(set, deadline, "SET");
-  if (text_of(ok) != "OK") throw std::runtime_error("SET " + key + " answered " + text_of(ok));
-  const std::array<std::string_view, 2> get{"GET", key};
-  const ReplyPtr got = pipeline.call(get, deadline, "GET");
-  if (text_of(got) != value) throw std::runtime_error("GET " + key + " answered " + text_of(got) + ", wanted " + value);
-}
-
 TEST(AutoPipelineIoThread, FrozenServerUnderTrafficWakesEveryWaiterOnTimeTypedAndMisdeliversNothing) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 3000ms));
   Pipeline& pipeline = pipeline_of(client);
   constexpr int kThreads = 32;
   constexpr auto kDeadline = 250ms;
@@ -105,7 +93,7 @@ TEST(AutoPipelineIoThread, FrozenServerUnderTrafficWakesEveryWaiterOnTimeTypedAn
 // shows it.
 TEST(AutoPipelineIoThread, WakeChainLosesNobody) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 3000ms));
   Pipeline& pipeline = pipeline_of(client);
   constexpr int kThreads = 64;
   constexpr int kRounds = 150;
@@ -143,7 +131,7 @@ TEST(AutoPipelineIoThread, DeadlineWhileQueuedBehindASlowReplyFailsUnsent) {
   server.command({"SET", "ap:io:slow:b", "B"});
   FaultProxy proxy("127.0.0.1", server.port());
   proxy.add_rule({.command = "GET", .action = FaultAction::delay, .delay = 700ms, .times = 2});
-  Client client(pipelined_options(proxy.port()));
+  Client client(pipelined_options(proxy.port(), 3000ms));
   Pipeline& pipeline = pipeline_of(client);
   const std::array<std::string_view, 2> get_a{"GET", "ap:io:slow:a"};
   const std::array<std::string_view, 2> get_b{"GET", "ap:io:slow:b"};
@@ -192,7 +180,7 @@ TEST(AutoPipelineIoThread, ShortDeadlineInFlightFailsAloneAndItsLateReplyReaches
   server.command({"SET", "ap:io:batch:c", "C"});
   FaultProxy proxy("127.0.0.1", server.port());
   proxy.add_rule({.command = "GET", .action = FaultAction::delay, .delay = 800ms, .times = 2});
-  Client client(pipelined_options(proxy.port()));
+  Client client(pipelined_options(proxy.port(), 3000ms));
   Pipeline& pipeline = pipeline_of(client);
   const std::array<std::string_view, 2> get_a{"GET", "ap:io:batch:a"};
   const std::array<std::string_view, 2> get_c{"GET", "ap:io:batch:c"};
@@ -239,7 +227,7 @@ TEST(AutoPipelineIoThread, ShortDeadlineInFlightFailsAloneAndItsLateReplyReaches
 // connection for all in flight) the long callers failed by the hundred.
 TEST(AutoPipelineIoThread, ShortDeadlinesFailAloneUnderStallsAndMisdeliverNothing) {
   RedisServer server;
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 3000ms));
   Pipeline& pipeline = pipeline_of(client);
   constexpr int kLong = 12, kShort = 4;
   std::atomic<bool> stop{false};
@@ -294,7 +282,7 @@ TEST(AutoPipelineIoThread, ShortDeadlinesFailAloneUnderStallsAndMisdeliverNothin
 TEST(AutoPipelineIoThread, OwnExchangePastItsDeadlineKeepsTheConnection) {
   RedisServer server;
   server.command({"SET", "ap:io:own", "V"});
-  Client client(pipelined_options(server.port()));
+  Client client(pipelined_options(server.port(), 3000ms));
   Pipeline& pipeline = pipeline_of(client);
   const std::array<std::string_view, 2> client_id{"CLIENT", "ID"};
   const ReplyPtr id_before = pipeline.call(client_id, Clock::now() + 2s, "CLIENT ID");

@@ -18,28 +18,13 @@
 #include "lockon/lock_on.hpp"
 #include "lockon/locker.hpp"
 #include "lockon/redlock.hpp"
+#include "support/cli_support.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-const std::string kLockon = LOCKON_CLI;
-constexpr int kUsage = 64;
-constexpr int kNotALock = 65;
-
-ProcessResult lockon(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, 20s, env);
-}
-
-std::size_t line_count(const std::string& text) {
-  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // ------------------------------------------------------------------ key
 
@@ -326,7 +311,7 @@ TEST(CliUsage, AUrlInTheWrongPlaceIsNeverEchoedWithItsPassword) {
            {"run", url, "--", "true"},
            {"run", "--nonblock", "k", url, "--", "true"},
        }) {
-    const ProcessResult result = lockon(args, {{"LOCKON_REDIS_URL", "redis://127.0.0.1:1"}});
+    const ProcessResult result = lockon(args, 20s, {{"LOCKON_REDIS_URL", "redis://127.0.0.1:1"}});
     EXPECT_EQ(result.exit_code, kUsage) << args[1] << ": " << result.describe();
     EXPECT_FALSE(contains(result.err, secret)) << result.err;
     EXPECT_FALSE(contains(result.out, secret)) << result.out;
@@ -335,7 +320,7 @@ TEST(CliUsage, AUrlInTheWrongPlaceIsNeverEchoedWithItsPassword) {
   const std::string sentinel_url = "redis-sentinel://127.0.0.1:1?sentinel_user=u&sentinel_password=" + secret + "#m";
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"status", sentinel_url}, {"run", sentinel_url, "--", "true"}, {"status", "k", sentinel_url}}) {
-    const ProcessResult result = lockon(args, {{"LOCKON_REDIS_URL", "redis://127.0.0.1:1"}});
+    const ProcessResult result = lockon(args, 20s, {{"LOCKON_REDIS_URL", "redis://127.0.0.1:1"}});
     EXPECT_NE(result.exit_code, 0) << result.describe();
     EXPECT_FALSE(contains(result.err, secret)) << result.err;
   }
@@ -345,7 +330,8 @@ TEST(CliUsage, AUrlInTheWrongPlaceIsNeverEchoedWithItsPassword) {
   const ProcessResult child_url = lockon({"run", "-v", "--url", "redis://127.0.0.1:1", "lk", "--", "true", "http://o@x"});
   EXPECT_FALSE(contains(child_url.err, "***")) << child_url.err;
   // The same password in $LOCKON_REDIS_URL, with a space the URL parser splits at.
-  const ProcessResult spaced = lockon({"status", "k"}, {{"LOCKON_REDIS_URL", "redis://default:S3cr3t PW@127.0.0.1:1"}});
+  const ProcessResult spaced =
+      lockon({"status", "k"}, 20s, {{"LOCKON_REDIS_URL", "redis://default:S3cr3t PW@127.0.0.1:1"}});
   EXPECT_NE(spaced.exit_code, 0) << spaced.describe();
   EXPECT_FALSE(contains(spaced.err, "S3cr3t")) << spaced.err;
 }

@@ -10,6 +10,7 @@
 
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
+#include "support/cli_support.hpp"
 #include "support/fixtures.hpp"
 #include "support/redis_server.hpp"
 
@@ -18,20 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-const std::string kLockon = LOCKON_CLI;
-constexpr int kUsage = 64;
-constexpr int kWaitTimedOut = 75;
-
-ProcessResult lockon(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, 20s, env);
-}
-
-long long ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
 
 class CliOps : public RedisTest {};
 

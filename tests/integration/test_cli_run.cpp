@@ -20,6 +20,7 @@
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/redlock.hpp"
+#include "support/cli_support.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -28,48 +29,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kLockon = LOCKON_CLI;
-
-// Exit statuses documented in docs/cli.md.
-constexpr int kConflict = 1;
-constexpr int kUsage = 64;
-constexpr int kUnavailable = 69;
-constexpr int kWaitTimedOut = 75;
-constexpr int kLost = 79;
-
-ProcessResult lockon(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 20s,
-                     const std::map<std::string, std::string>& env = {}) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, timeout, env);
-}
-
-Child spawn_lockon(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return spawn(argv, env);
-}
-
-long long ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
-
-std::size_t line_count(const std::string& text) {
-  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-}
-
 bool key_exists(const RedisServer& server, const std::string& key) {
   return server.command({"EXISTS", key}).integer == 1;
-}
-
-template <class F>
-bool eventually(std::chrono::milliseconds timeout, F condition) {
-  const auto deadline = Clock::now() + timeout;
-  while (!condition()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 // A private directory for scripts, counters and markers, removed afterwards.
@@ -160,8 +121,8 @@ TEST_F(CliRun, ConcurrentRunsIncrementACounterExactlyWithRedlock) {
   const auto nodes_holding = [&] {
     return std::count_if(nodes.begin(), nodes.end(), [&](const auto& node) { return key_exists(*node, name); });
   };
-  EXPECT_TRUE(eventually(2s, [&] { return nodes_holding() <= 1; })) << "a run left its lock on a majority";
-  EXPECT_TRUE(eventually(32s, [&] { return nodes_holding() == 0; })) << "a run left its lock past its lease";
+  EXPECT_TRUE(eventually(2s, [&] { return nodes_holding() <= 1; }, 5ms)) << "a run left its lock on a majority";
+  EXPECT_TRUE(eventually(32s, [&] { return nodes_holding() == 0; }, 5ms)) << "a run left its lock past its lease";
 }
 
 // issue 35 §8: -v said "held by another owner" without the holder record
@@ -380,7 +341,7 @@ TEST_F(CliRun, SigkilledLockonLeavesALockThatExpiresAfterItsTtl) {
   const auto killed = Clock::now();
   EXPECT_TRUE(key_exists(server(), name)) << "nobody released it";
   EXPECT_LE(server().command({"PTTL", name}).integer, 1000);
-  EXPECT_TRUE(eventually(3s, [&] { return !key_exists(server(), name); })) << "the lock must expire by its TTL";
+  EXPECT_TRUE(eventually(3s, [&] { return !key_exists(server(), name); }, 5ms)) << "the lock must expire by its TTL";
   EXPECT_LT(ms_since(killed), 1500);
   ::kill(child, SIGKILL);  // the orphaned command (reparented, reaped by init)
 }

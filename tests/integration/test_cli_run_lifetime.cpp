@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/cli_support.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
@@ -19,17 +20,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kLockon = LOCKON_CLI;
-constexpr int kLost = 79;
-
-Child spawn_lockon(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return spawn(argv);
-}
-
 /// Gone: no such process, or a zombie waiting to be reaped by its new parent.
-bool process_gone(pid_t pid) {
+bool no_such_process_or_zombie(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
@@ -66,7 +58,7 @@ TEST_F(CliRunLifetime, SigkilledLockonTakesItsCommandAlongAndTheNextRunNeverOver
   first.kill(SIGKILL);
   EXPECT_EQ(first.wait(5s).signal, SIGKILL);
   const auto killed = Clock::now();
-  const bool gone = eventually(1s, [&] { return process_gone(command); });
+  const bool gone = eventually(1s, [&] { return no_such_process_or_zombie(command); });
   if (!gone) ::kill(command, SIGKILL);  // do not leave it behind for 30 s
   ASSERT_TRUE(gone) << "COMMAND (pid " << command << ") outlived its lockon";
   EXPECT_LT(ms_since(killed), 500);
@@ -96,7 +88,7 @@ TEST_F(CliRunLifetime, LockonKilledRightAfterStartingTheCommandLeavesNoCommand) 
     run.kill(SIGKILL);
     run.wait(5s);
     const pid_t command = static_cast<pid_t>(std::stol(read_file(marker)));
-    const bool gone = eventually(1s, [&] { return process_gone(command); });
+    const bool gone = eventually(1s, [&] { return no_such_process_or_zombie(command); });
     if (!gone) ::kill(command, SIGKILL);
     EXPECT_TRUE(gone) << "round " << i << ": COMMAND (pid " << command << ") outlived its lockon";
   }

@@ -12,21 +12,13 @@
 
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
+#include "support/cli_support.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-const std::string kLockon = LOCKON_CLI;
-constexpr int kConflict = 1;
-
-ProcessResult lockon(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 20s) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, timeout, {});
-}
 
 class CliRunMulti : public RedisTest {
  protected:

@@ -9,6 +9,7 @@
 
 #include "lockon/client.hpp"
 #include "lockon/read_write_lock.hpp"
+#include "support/cli_support.hpp"
 #include "support/fixtures.hpp"
 #include "support/process.hpp"
 
@@ -18,17 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kLockon = LOCKON_CLI;
-constexpr int kConflict = 1;
-constexpr int kUsage = 64;
-
 class CliShared : public RedisTest {};
-
-std::vector<std::string> lockon_argv(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
 
 // COMMAND for the permit runs: counts itself in, records the peak of
 // concurrent runs, holds 300 ms, counts itself out.

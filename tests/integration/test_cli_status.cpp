@@ -16,6 +16,7 @@
 
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
+#include "support/cli_support.hpp"
 #include "support/cluster_fixture.hpp"
 #include "support/fixtures.hpp"
 
@@ -23,22 +24,6 @@ namespace lockon::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-const std::string kLockon = LOCKON_CLI;
-
-ProcessResult lockon(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, 20s, {});
-}
-
-Child spawn_lockon(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return spawn(argv, {});
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::string host_name() {
   char name[256] = {};

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/cli_support.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
 #include "support/tls_certs.hpp"
@@ -16,16 +17,6 @@ namespace lockon::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-const std::string kLockon = LOCKON_CLI;
-constexpr int kUsage = 64;
-constexpr int kUnavailable = 69;
-
-ProcessResult lockon(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 20s) {
-  std::vector<std::string> argv{kLockon};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, timeout);
-}
 
 TlsServerOptions tls_server(bool auth_clients = false) {
   TlsServerOptions options;

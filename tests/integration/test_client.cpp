@@ -265,14 +265,6 @@ TEST_F(ClientCommands, PipelineWithAnErrorReplyThrowsAfterReadingEverything) {
 
 // ----------------------------------------------------------------- scripts
 
-/// Integer field `name` of INFO commandstats' `cmdstat_<command>` line.
-long long command_calls(const RedisServer& server, const std::string& command) {
-  const std::string info = server.command({"INFO", "commandstats"}).str;
-  const std::string needle = "cmdstat_" + command + ":calls=";
-  const auto at = info.find(needle);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + needle.size()));
-}
-
 bool script_cached(const RedisServer& server, const detail::Script& script) {
   const RawReply reply = server.command({"SCRIPT", "EXISTS", script.sha()});
   return reply.elements.size() == 1 && reply.elements[0].integer == 1;
@@ -296,10 +288,10 @@ TEST(ClientScripts, EvalshaFallsBackToEvalAfterScriptFlushAndAfterARestart) {
   EXPECT_FALSE(script_cached(server, script));
   EXPECT_EQ(run(), 1);  // NOSCRIPT, then EVAL (which caches it)
   EXPECT_TRUE(script_cached(server, script));
-  EXPECT_EQ(command_calls(server, "eval"), 1);
+  EXPECT_EQ(commandstats_calls(server, "eval"), 1);
   EXPECT_EQ(run(), 2);  // EVALSHA alone
-  EXPECT_EQ(command_calls(server, "eval"), 1);
-  EXPECT_EQ(command_calls(server, "evalsha"), 2);
+  EXPECT_EQ(commandstats_calls(server, "eval"), 1);
+  EXPECT_EQ(commandstats_calls(server, "evalsha"), 2);
 
   ASSERT_TRUE(server.command({"SCRIPT", "FLUSH"}).is("OK"));
   EXPECT_FALSE(script_cached(server, script));

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "support/fixtures.hpp"
+#include "support/steady_time.hpp"
 #include "client/cluster_topology.hpp"
 #include "client/slots.hpp"
 #include "lock/lock_scripts.hpp"
@@ -28,7 +29,11 @@
 
 #include "cluster_test_fixture.hpp"
 
-namespace lockon::test {
+// A namespace of its own: its stall hooks and llen() are not those of the
+// same names in test_untrusted_handover_deadline.cpp and
+// sentinel_failover_support.hpp, which a unity build may compile into the
+// same translation unit.
+namespace lockon::test::cluster_wake_trust {
 namespace {
 
 using namespace std::chrono_literals;
@@ -47,8 +52,6 @@ long long llen(RedisServer& server, const std::string& key) {
     return -1;
   }
 }
-
-long long now_ns() { return Clock::now().time_since_epoch().count(); }
 
 // Attacks: "on a Cluster the hand-over is taken without the node check,
 // whose map lookup could re-read the map inside a hand-over" (wake_proof.hpp,
@@ -402,4 +405,4 @@ TEST_F(ClusterWakeTrust, WakeUpDeliveredByADemotedMasterIsNotAGrant) {
 }
 
 }  // namespace
-}  // namespace lockon::test
+}  // namespace lockon::test::cluster_wake_trust

@@ -11,7 +11,6 @@
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -32,15 +31,6 @@ bool process_gone(pid_t pid) {
   const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
   const auto paren = stat.rfind(')');
   return paren == std::string::npos || (paren + 2 < stat.size() && stat[paren + 2] == 'Z');
-}
-
-bool eventually(std::chrono::milliseconds timeout, const std::function<bool()>& condition) {
-  const auto deadline = Clock::now() + timeout;
-  while (!condition()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 bool refuses_connections(int port) {
@@ -325,7 +315,7 @@ TEST(HarnessServer, ServersDieWithACrashedTestProcess) {
   ASSERT_TRUE(status.has_value()) << "redis-server " << pid << " outlived its crashed parent";
   EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL) << "status " << *status;
   EXPECT_TRUE(process_gone(pid));
-  EXPECT_TRUE(eventually(2s, [&] { return refuses_connections(port); })) << "port " << port;
+  EXPECT_TRUE(eventually(2s, [&] { return refuses_connections(port); }, 5ms)) << "port " << port;
   if (!dir.empty()) {  // the crashed worker could not clean up after itself
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);

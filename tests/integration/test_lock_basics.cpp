@@ -26,11 +26,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A token as redis-py's Lock makes them (uuid4().hex).
-constexpr const char* kForeignToken = "6f1c2a4e9b7d4c1f8e2a3b5c7d9e0f12";  // a uuid4().hex
-
-
-
 // TimedLockable, checked at compile time (std::unique_lock & co. rely on it).
 template <class L>
 concept TimedLockable = requires(L& l) {

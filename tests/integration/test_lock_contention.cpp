@@ -21,18 +21,13 @@
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "support/fixtures.hpp"
+#include "support/steady_time.hpp"
 
 namespace lockon::test {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-
-long long ns_of(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
 
 // The racy read-modify-write that only the lock makes correct.
 void increment(const Client& data, const std::string& counter) {

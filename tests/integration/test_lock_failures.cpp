@@ -30,7 +30,6 @@ constexpr const char* kRedisPyRelease =
     "if not token or token ~= ARGV[1] then return 0 end\n"
     "redis.call('del', KEYS[1])\n"
     "return 1\n";
-constexpr const char* kForeignToken = "6f1c2a4e9b7d4c1f8e2a3b5c7d9e0f12";  // a uuid4().hex
 
 class LockFailures : public ClientTest {
  protected:

@@ -28,6 +28,7 @@
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
 #include "support/process.hpp"
+#include "support/steady_time.hpp"
 #include "support/worker_registry.hpp"
 
 namespace lockon::test {
@@ -52,14 +53,6 @@ const LockOptions kHolderOptions{.ttl = 10s, .handoff_spin = 0us};
 
 std::atomic<int> g_polls{0};  // direct reads begun in this process
 void count_poll(Subscriber::Slot&) { g_polls.fetch_add(1); }
-
-long long ms_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
-}
-
-long long ns_of(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
 
 // CPU time of another thread, through its own clock.
 long long cpu_us(pthread_t thread) {

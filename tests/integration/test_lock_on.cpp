@@ -26,17 +26,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-
-
-// "calls=N" of one command in INFO commandstats (0 if never called).
-long long command_calls(const RedisServer& server, const std::string& command) {
-  const std::string info = server.command({"INFO", "commandstats"}).str;
-  const std::string marker = "cmdstat_" + command + ":calls=";
-  const auto at = info.find(marker);
-  if (at == std::string::npos) return 0;
-  return std::stoll(info.substr(at + marker.size()));
-}
-
 class LockOnTest : public RedisTest {
  protected:
   // Every test gets its own key namespace.
@@ -54,7 +43,7 @@ class LockOnTest : public RedisTest {
   const std::string prefix_ = key("lock-on");
 };
 
-std::string describe(const std::string& card, int amount) { return card + ":" + std::to_string(amount); }
+std::string card_and_amount(const std::string& card, int amount) { return card + ":" + std::to_string(amount); }
 
 // issue 35 §11: lock_on holders could not be named in `status` / `list`.
 TEST_F(LockOnTest, HolderLabelNamesTheHoldersRecord) {
@@ -79,7 +68,7 @@ TEST_F(LockOnTest, HoldsTheKeyExactlyWhileTheFunctionRuns) {
     EXPECT_LE(pttl, 5000);
     EXPECT_GT(context.remaining(), 4000ms);
     EXPECT_EQ(context.attempts(), 1);
-    return describe(card, amount);
+    return card_and_amount(card, amount);
   });
   EXPECT_EQ(locked("card-1", 100), "card-1:100");
   EXPECT_FALSE(exists(locked.key_for("card-1", 100)));
@@ -114,14 +103,14 @@ TEST_F(LockOnTest, MaxRetryCountsAttemptsExactlyAsSeenByTheServer) {
                             .on_attempt = [&](const AttemptEvent&) { ++hook_attempts; }});
     const auto locked = lk.lock_on<0>("busy", [](int) { ADD_FAILURE() << "must not run"; });
     hold_from_outside(locked.key_for(max_retry));
-    const long long sets_before = command_calls(server(), "set");
+    const long long sets_before = commandstats_calls(server(), "set");
     const auto start = Clock::now();
     EXPECT_THROW(locked(max_retry), RetriesExhausted);
     const long long took = ms_since(start);
     // One SET NX (the fast path) for the whole call, plus the holder
     // record's SET NX in the same write: the later attempts continue from
     // the queue place the first one took (keep_queue_place).
-    EXPECT_EQ(command_calls(server(), "set") - sets_before, 2);
+    EXPECT_EQ(commandstats_calls(server(), "set") - sets_before, 2);
     EXPECT_EQ(hook_attempts, max_retry);
     EXPECT_GE(took, 100 * max_retry - 5);
     EXPECT_LT(took, 100 * max_retry + 300);

@@ -28,10 +28,6 @@ class LockOnEachTest : public ClientTest {
   }
 };
 
-long long ms_since(Clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
-}
-
 TEST_F(LockOnEachTest, EachKeyIsTheEntityKeyOfThatArgumentAlone) {
   const RedisLocker l = locker();
   const auto transfer = l.lock_on_each<0, 1>(

@@ -17,6 +17,7 @@
 #include "lockon/lock.hpp"
 #include "support/fixtures.hpp"
 #include "support/process.hpp"
+#include "support/steady_time.hpp"
 #include "support/worker_registry.hpp"
 
 namespace lockon::test {
@@ -24,10 +25,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-long long ns_of(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
 
 class LockPausedWaiters : public ClientTest {
  protected:

@@ -22,18 +22,13 @@
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "support/fixtures.hpp"
+#include "support/steady_time.hpp"
 
 namespace lockon::test {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
 
 // Collects on_lost events (called from the watchdog thread).
 struct LossLog {

@@ -23,10 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 class MultiLockTest : public ClientTest {};
 
-long long ms_since(Clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
-}
-
 TEST_F(MultiLockTest, AllOrNothingAgainstAPlainLockOnOneKey) {
   const std::string a = key("a");
   const std::string b = key("b");

@@ -35,7 +35,7 @@ using Clock = std::chrono::steady_clock;
 
 class RedlockBackgroundAttack : public RedlockServers {};
 
-long long script_calls(RedisServer& server) {
+long long scripts_run_on(RedisServer& server) {
   const RawReply info = server.command({"INFO", "commandstats"});
   long long total = 0;
   for (const char* name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
@@ -203,7 +203,7 @@ TEST_F(RedlockBackgroundAttack, RetriedReleaseNeverDeletesANewHoldersKey) {
     const int ping = proxy.add_rule({.command = "PING", .action = FaultAction::delay, .delay = 300ms, .times = 1});
     const int retry =
         proxy.add_rule({.argument_contains = name, .action = FaultAction::delay, .delay = 400ms, .times = 1});
-    const long long calls_before = script_calls(server(2));
+    const long long calls_before = scripts_run_on(server(2));
     lock.unlock();
     // Our key on node 2 "expires", and someone else takes it.
     server(2).command({"PEXPIRE", name, "1"});
@@ -213,7 +213,7 @@ TEST_F(RedlockBackgroundAttack, RetriedReleaseNeverDeletesANewHoldersKey) {
     const auto took = Clock::now();
     // The retried release reaches the server (or, if the fan-out did send it
     // after all, that one does), after the take-over.
-    const bool retried = eventually(3000ms, [&] { return script_calls(server(2)) > calls_before; });
+    const bool retried = eventually(3000ms, [&] { return scripts_run_on(server(2)) > calls_before; });
     if (retried && proxy.matched(retry) == 1) ++rounds_attacked;
     EXPECT_TRUE(retried) << "round " << round << ": no release reached node 2 within 3 s";
     std::this_thread::sleep_for(100ms);

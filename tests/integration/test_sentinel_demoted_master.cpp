@@ -31,11 +31,9 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
-
 TEST(SentinelDemotedMaster, ReadOnlyWaitsForAMasterWithinTheDeadlineAndTakesItBack) {
   SentinelSet set;
-  Client client(set.url(kQuery));
+  Client client(set.url(kShortTimeouts));
   const std::string name = unique_key("demoted");
   {
     Lock lock(client, name);

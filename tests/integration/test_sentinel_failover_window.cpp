@@ -23,6 +23,7 @@
 #include "integration/sentinel_failover_support.hpp"
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
+#include "support/sentinel_fixture.hpp"
 
 namespace lockon::test {
 namespace {
@@ -30,7 +31,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
 // The target: 1 s after the promotion. Clients that probe the
 // replica being promoted switch 0–25 ms after it (20 ms probes), so the
 // bound leaves a loaded 2-core VM 40 times that; a client that waits for
@@ -39,7 +39,7 @@ const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
 constexpr auto kBound = 1000ms;
 
 // The port of the server `client`'s calls run on now (0: none answered).
-int port_of(Client& client) {
+int serving_port(Client& client) {
   try {
     const std::string info = client.command({"INFO", "server"}).as_string();
     const auto at = info.find("tcp_port:");
@@ -55,14 +55,15 @@ TEST(SentinelFailoverWindow, EveryClientLeavesTheOldMasterSoonAfterThePromotionW
   SentinelSet set(SentinelSetOptions{.replicas = 2, .failover_timeout = 10s, .replica_sync_delay = 5s});
   const int old_port = set.master().port();
   // Sentinel 0 leads the failover (SENTINEL FAILOVER is sent to it).
-  const std::vector<std::string> urls{set.url_in_order({0, 1, 2}, kQuery), set.url_in_order({2, 1, 0}, kQuery)};
+  const std::vector<std::string> urls{set.url_in_order({0, 1, 2}, kShortTimeouts),
+                                      set.url_in_order({2, 1, 0}, kShortTimeouts)};
   std::vector<std::unique_ptr<Client>> clients;
   for (const std::string& url : urls) {
     clients.push_back(std::make_unique<Client>(url));
     Lock lock(*clients.back(), "window:probe");
     ASSERT_TRUE(lock.try_lock());  // resolves: the listeners start
     lock.unlock();
-    ASSERT_EQ(port_of(*clients.back()), old_port);
+    ASSERT_EQ(serving_port(*clients.back()), old_port);
   }
   const bool listening = listened_on_every_sentinel(set, static_cast<int>(clients.size()));
   std::printf("[failover window] every sentinel has %zu listening clients: %s\n", clients.size(),
@@ -77,7 +78,7 @@ TEST(SentinelFailoverWindow, EveryClientLeavesTheOldMasterSoonAfterThePromotionW
     followers.emplace_back([&, i] {
       const auto until = Clock::now() + 30s;
       while (!stop && Clock::now() < until) {
-        const int port = port_of(*clients[i]);
+        const int port = serving_port(*clients[i]);
         if (port != 0 && port != old_port) {
           moved[i] = Clock::now();
           moved_to[i] = port;

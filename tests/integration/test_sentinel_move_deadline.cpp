@@ -46,6 +46,7 @@
 
 #include "support/fixtures.hpp"
 #include "client/script.hpp"
+#include "integration/sentinel_failover_support.hpp"
 #include "lock/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
@@ -53,6 +54,7 @@
 #include "lockon/read_write_lock.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/sentinel_fixture.hpp"
+#include "support/steady_time.hpp"
 
 namespace lockon::test {
 namespace {
@@ -73,14 +75,9 @@ constexpr auto kAllowedOverrun = 500ms;
 
 const std::string kQuery = "?connect_timeout=300&socket_timeout=" +
                            std::to_string(std::chrono::milliseconds(kSocketTimeout).count());
-const std::string kKey = "move_deadline:lock";
+const std::string kMoveDeadlineKey = "move_deadline:lock";
 
-enum class Kind { lock, writer };
 enum class MoveScript { new_to_the_master, cached };
-
-long long ms_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
-}
 
 RawReply queue_of(RedisServer& server, const std::string& queue) {
   try {
@@ -93,24 +90,24 @@ RawReply queue_of(RedisServer& server, const std::string& queue) {
   }
 }
 
-// One exclusive holder of kKey of either kind.
+// One exclusive holder of kMoveDeadlineKey of either kind.
 class Holder {
  public:
-  Holder(Kind kind, Client& client) : kind_(kind) {
+  Holder(ExclusiveKind kind, Client& client) : kind_(kind) {
     LockOptions lock_options;
     lock_options.ttl = 60s;
     ReadWriteLockOptions rw_options;
     rw_options.ttl = 60s;
-    if (kind_ == Kind::lock) lock_.emplace(client, kKey, lock_options);
-    else rw_.emplace(client, kKey, rw_options);
+    if (kind_ == ExclusiveKind::lock) lock_.emplace(client, kMoveDeadlineKey, lock_options);
+    else rw_.emplace(client, kMoveDeadlineKey, rw_options);
   }
-  bool try_lock() { return kind_ == Kind::lock ? lock_->try_lock() : rw_->try_lock(); }
+  bool try_lock() { return kind_ == ExclusiveKind::lock ? lock_->try_lock() : rw_->try_lock(); }
   bool try_lock_until(Clock::time_point deadline) {
-    return kind_ == Kind::lock ? lock_->try_lock_until(deadline) : rw_->try_lock_until(deadline);
+    return kind_ == ExclusiveKind::lock ? lock_->try_lock_until(deadline) : rw_->try_lock_until(deadline);
   }
   // The release's error, if any.
   std::exception_ptr unlock() {
-    if (kind_ == Kind::lock) {
+    if (kind_ == ExclusiveKind::lock) {
       lock_->unlock();
       return lock_->last_unlock_error();
     }
@@ -119,12 +116,12 @@ class Holder {
   }
 
  private:
-  Kind kind_;
+  ExclusiveKind kind_;
   std::optional<Lock> lock_;
   std::optional<ReadWriteLock> rw_;
 };
 
-void move_deadline_scenario(Kind kind, MoveScript move_script) {
+void move_deadline_scenario(ExclusiveKind kind, MoveScript move_script) {
   std::unique_ptr<FaultProxy> m2_proxy;
   SentinelSet set(SentinelSetOptions{.replica_announced_port = [&](RedisServer& replica) {
     m2_proxy = std::make_unique<FaultProxy>(replica.host(), replica.port());
@@ -134,7 +131,7 @@ void move_deadline_scenario(Kind kind, MoveScript move_script) {
   ASSERT_EQ(old_port, set.master().port());
   RedisServer& m1 = set.master();
   RedisServer& m2 = set.replica();  // talked to directly here; W through m2_proxy
-  const std::string queue = detail::companion_key(kKey, kind == Kind::lock ? "q" : "sq");
+  const std::string queue = detail::companion_key(kMoveDeadlineKey, kind == ExclusiveKind::lock ? "q" : "sq");
 
   // The move, held back on its way to M2 (once), as EVALSHA or, after a
   // NOSCRIPT, as EVAL.
@@ -155,7 +152,7 @@ void move_deadline_scenario(Kind kind, MoveScript move_script) {
   if (move_script == MoveScript::new_to_the_master) m2_proxy->remove_rule(held_by_sha);  // NOSCRIPT at once
   const auto moves_held = [&] { return m2_proxy->matched(held_by_sha) + m2_proxy->matched(held_body); };
 
-  // H holds kKey on M1 for a long lease.
+  // H holds kMoveDeadlineKey on M1 for a long lease.
   Client h_client(set.url(kQuery));
   Holder h(kind, h_client);
   ASSERT_TRUE(h.try_lock());
@@ -235,19 +232,19 @@ void move_deadline_scenario(Kind kind, MoveScript move_script) {
 // shared_holder.cpp). The new master learns the move script from the EVAL
 // (the usual case after a failover).
 TEST(SentinelMoveDeadline, SharedWaitMovingToASlowNewMasterEndsByItsDeadline) {
-  move_deadline_scenario(Kind::writer, MoveScript::new_to_the_master);
+  move_deadline_scenario(ExclusiveKind::writer, MoveScript::new_to_the_master);
 }
 
 // The same with the script already cached on the new master: the move's
 // own EVALSHA is held back.
 TEST(SentinelMoveDeadline, SharedWaitMovingWithTheScriptCachedEndsByItsDeadline) {
-  move_deadline_scenario(Kind::writer, MoveScript::cached);
+  move_deadline_scenario(ExclusiveKind::writer, MoveScript::cached);
 }
 
 // The blocking Lock: its move was bounded by the deadline already, but not
 // the EVAL after the new master's NOSCRIPT.
 TEST(SentinelMoveDeadline, LockWaitMovingToASlowNewMasterEndsByItsDeadline) {
-  move_deadline_scenario(Kind::lock, MoveScript::new_to_the_master);
+  move_deadline_scenario(ExclusiveKind::lock, MoveScript::new_to_the_master);
 }
 
 }  // namespace

@@ -43,8 +43,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kQuery = "?connect_timeout=300&socket_timeout=300";
-const std::string kKey = "replica_wake:lock";
+const std::string kReplicaWakeKey = "replica_wake:lock";
 
 // One waiter's account: whether it got K, whether K held its token when it
 // looked right after (owned(): a round trip to the current master), and
@@ -58,12 +57,8 @@ struct Turn {
   std::string error;
 };
 
-// Which lock the scenario runs on: the exclusive Lock, or a ReadWriteLock's
-// writer side (the shared locks' hand-over: shared_holder.cpp).
-enum class Kind { lock, writer };
-
-void take_turn(Kind kind, Client& client, Turn& turn, std::atomic<int>& inside, std::chrono::milliseconds hold,
-               std::chrono::seconds wait) {
+void take_turn(ExclusiveKind kind, Client& client, Turn& turn, std::atomic<int>& inside,
+               std::chrono::milliseconds hold, std::chrono::seconds wait) {
   try {
     const auto enter = [&] {
       turn.got = true;
@@ -74,10 +69,10 @@ void take_turn(Kind kind, Client& client, Turn& turn, std::atomic<int>& inside, 
       std::this_thread::sleep_for(hold);
       if (inside.fetch_sub(1) > 1) turn.saw_other_inside = true;
     };
-    if (kind == Kind::lock) {
+    if (kind == ExclusiveKind::lock) {
       LockOptions options;
       options.ttl = 60s;  // long: a hand-over is trusted without a round trip for ttl/2 (confirm_lease)
-      Lock lock(client, kKey, options);
+      Lock lock(client, kReplicaWakeKey, options);
       if (lock.try_lock_for(wait)) {
         enter();
         try {
@@ -91,7 +86,7 @@ void take_turn(Kind kind, Client& client, Turn& turn, std::atomic<int>& inside, 
     } else {
       ReadWriteLockOptions options;
       options.ttl = 60s;  // as above (SharedHolder: handed_in_time)
-      ReadWriteLock lock(client, kKey, options);
+      ReadWriteLock lock(client, kReplicaWakeKey, options);
       if (lock.try_lock_for(wait)) {
         enter();
         turn.owned_after = true;  // no round-trip check here: the overlap count decides
@@ -108,7 +103,7 @@ void take_turn(Kind kind, Client& client, Turn& turn, std::atomic<int>& inside, 
 // The whole scenario; `move_waits`: whether W may move its wait to the new
 // master's subscriber (the fix does; false keeps it listening on the
 // demoted master, where only wake_trusted stands between W and K).
-void replica_wake_scenario(Kind kind, bool move_waits) {
+void replica_wake_scenario(ExclusiveKind kind, bool move_waits) {
   detail::move_waits_after_failover_for_tests = move_waits;
   struct Restore {
     ~Restore() { detail::move_waits_after_failover_for_tests = true; }
@@ -117,22 +112,22 @@ void replica_wake_scenario(Kind kind, bool move_waits) {
   const int old_port = set.master_port_by_sentinel();
   ASSERT_NE(old_port, 0);
   RedisServer& m1 = set.server_on(old_port);
-  const std::string queue = detail::companion_key(kKey, kind == Kind::lock ? "q" : "sq");
+  const std::string queue = detail::companion_key(kReplicaWakeKey, kind == ExclusiveKind::lock ? "q" : "sq");
 
   // H holds K on M1 for a long lease.
-  Client h_client(set.url(kQuery));
+  Client h_client(set.url(kShortTimeouts));
   LockOptions h_options;
   h_options.ttl = 60s;
-  Lock h_lock(h_client, kKey, h_options);
+  Lock h_lock(h_client, kReplicaWakeKey, h_options);
   ReadWriteLockOptions h_rw_options;
   h_rw_options.ttl = 60s;
-  ReadWriteLock h_rw(h_client, kKey, h_rw_options);
-  ASSERT_TRUE(kind == Kind::lock ? h_lock.try_lock() : h_rw.try_lock());
+  ReadWriteLock h_rw(h_client, kReplicaWakeKey, h_rw_options);
+  ASSERT_TRUE(kind == ExclusiveKind::lock ? h_lock.try_lock() : h_rw.try_lock());
 
   // W queues behind H on M1 (its subscriber connects to M1).
   std::atomic<int> inside{0};
   Turn w;
-  Client w_client(set.url(kQuery));
+  Client w_client(set.url(kShortTimeouts));
   std::thread w_thread([&] { take_turn(kind, w_client, w, inside, 500ms, 50s); });
   ASSERT_TRUE(queued_on_master_and_replica(set, m1, queue, 1));
 
@@ -143,7 +138,7 @@ void replica_wake_scenario(Kind kind, bool move_waits) {
   RedisServer& m2 = set.server_on(new_port);
   // Where W listens now: on the demoted M1 (its subscriber reconnected to
   // the address it was made for), unless W moved its wait to M2.
-  const std::string pattern = detail::companion_key(kKey, "wake:*");
+  const std::string pattern = detail::companion_key(kReplicaWakeKey, "wake:*");
   const bool w_on_replica = eventually(3s, [&] {
     try {
       return !m1.command({"PUBSUB", "CHANNELS", pattern}).elements.empty();
@@ -156,14 +151,14 @@ void replica_wake_scenario(Kind kind, bool move_waits) {
 
   // X queues on M2 behind W's entry.
   Turn x;
-  Client x_client(set.url(kQuery));
+  Client x_client(set.url(kShortTimeouts));
   std::thread x_thread([&] { take_turn(kind, x_client, x, inside, 3s, 50s); });
   const bool x_queued = eventually(10s, [&] { return llen(m2, queue) == 2; });
 
   // H's client has followed the switch (its release must run on M2).
   const bool h_switched = follows_to(h_client, new_port);
   std::exception_ptr h_error;
-  if (kind == Kind::lock) {
+  if (kind == ExclusiveKind::lock) {
     h_lock.unlock();
     h_error = h_lock.last_unlock_error();
   } else {
@@ -199,18 +194,22 @@ void replica_wake_scenario(Kind kind, bool move_waits) {
 // W's subscriber stays on the demoted master: the wake-up it delivers is
 // no proof, W's next attempt on the new master decides (K holds X's token:
 // W waits; it gets K after X).
-TEST(SentinelReplicaWake, WakeUpDeliveredByTheDemotedMasterIsNotAGrant) { replica_wake_scenario(Kind::lock, false); }
+TEST(SentinelReplicaWake, WakeUpDeliveredByTheDemotedMasterIsNotAGrant) {
+  replica_wake_scenario(ExclusiveKind::lock, false);
+}
 
 // As shipped: W moves its wait to the new master's subscriber when the
 // client follows the switch, and keeps its place (ahead of X).
-TEST(SentinelReplicaWake, WaiterFollowsTheFailoverToTheNewMaster) { replica_wake_scenario(Kind::lock, true); }
+TEST(SentinelReplicaWake, WaiterFollowsTheFailoverToTheNewMaster) { replica_wake_scenario(ExclusiveKind::lock, true); }
 
 // The same for a ReadWriteLock's writers (the shared locks' hand-over,
 // shared_holder.cpp; a Semaphore's permits go through the same code).
 TEST(SentinelReplicaWake, SharedWakeUpDeliveredByTheDemotedMasterIsNotAGrant) {
-  replica_wake_scenario(Kind::writer, false);
+  replica_wake_scenario(ExclusiveKind::writer, false);
 }
-TEST(SentinelReplicaWake, SharedWaiterFollowsTheFailoverToTheNewMaster) { replica_wake_scenario(Kind::writer, true); }
+TEST(SentinelReplicaWake, SharedWaiterFollowsTheFailoverToTheNewMaster) {
+  replica_wake_scenario(ExclusiveKind::writer, true);
+}
 
 }  // namespace
 }  // namespace lockon::test

@@ -25,21 +25,21 @@ using detail::Subscriber;
 class SubscriberDirectReader : public RedisTest {};
 
 // What the hook needs (a function pointer captures nothing).
-struct Interleaving {
+struct HandOffInterleaving {
   RedisServer* server = nullptr;
   std::string channel;
   std::optional<Subscriber::Watch>* other = nullptr;
   bool ran = false;
   bool dispatched = false;
 };
-Interleaving* interleaving = nullptr;
+HandOffInterleaving* hand_off_interleaving = nullptr;
 
 // Runs in the waiter after it found its slot empty, before it bids to read
 // directly: the thread (still reading for two waiters) dispatches our
 // hand-over, then the other waiter leaves, so we become the lone waiter on
 // a live subscription whose socket will stay silent.
 void hand_over_then_leave(Subscriber::Slot& slot) {
-  Interleaving& it = *interleaving;
+  HandOffInterleaving& it = *hand_off_interleaving;
   if (it.ran) return;
   it.ran = true;
   it.server->command({"PUBLISH", it.channel, "b 7"});
@@ -60,14 +60,14 @@ TEST_F(SubscriberDirectReader, HandOffDispatchedJustBeforeTheWaiterTakesTheSocke
   std::optional<Subscriber::Watch> a(subscriber.watch("a", channel));
   Subscriber::Watch b = subscriber.watch("b", channel);
   ASSERT_TRUE(b.wait_subscribed(Clock::now() + 5s));
-  Interleaving it{&server(), channel, &a};
-  interleaving = &it;
+  HandOffInterleaving it{&server(), channel, &a};
+  hand_off_interleaving = &it;
   Subscriber::before_direct_read_for_tests = &hand_over_then_leave;
   const auto start = Clock::now();
   const Subscriber::Slot::Wake wake = b.wait_until(start + 3s);
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
   Subscriber::before_direct_read_for_tests = nullptr;
-  interleaving = nullptr;
+  hand_off_interleaving = nullptr;
   ASSERT_TRUE(it.ran);
   ASSERT_TRUE(it.dispatched) << "the thread never dispatched the hand-over (interleaving not forced)";
   EXPECT_EQ(wake, Subscriber::Slot::Wake::handed);

@@ -32,7 +32,7 @@ using detail::Subscriber;
 class SubscriberSlotMoved : public ClusterTest {};
 
 // What the hooks need (a function pointer captures nothing).
-struct Interleaving {
+struct SlotMoveInterleaving {
   RedisCluster* cluster = nullptr;
   RedisCluster::Migration migration;
   FaultProxy* proxy = nullptr;
@@ -42,13 +42,13 @@ struct Interleaving {
   bool nudged = false;
   Clock::time_point polling_from{};
 };
-Interleaving* interleaving = nullptr;
+SlotMoveInterleaving* slot_move_interleaving = nullptr;
 
 // Before the waiter's bid to read directly: the other waiter leaves, so the
 // bid succeeds, while the thread, which last looked when two waited, still
 // polls the socket.
 void other_waiter_leaves(Subscriber::Slot&) {
-  Interleaving& it = *interleaving;
+  SlotMoveInterleaving& it = *slot_move_interleaving;
   if (it.left) return;
   it.left = true;
   it.other->reset();
@@ -60,7 +60,7 @@ void other_waiter_leaves(Subscriber::Slot&) {
 // old master, so its -MOVED answer cannot wake the waiter in the thread's
 // stead (a slow path to the old master).
 void slot_moves_before_the_poll(Subscriber::Slot& slot) {
-  Interleaving& it = *interleaving;
+  SlotMoveInterleaving& it = *slot_move_interleaving;
   if (it.moved) return;
   it.moved = true;
   it.cluster->finish_migration(it.migration);
@@ -89,15 +89,15 @@ TEST_F(SubscriberSlotMoved, SunsubscribeReadByTheThreadWakesTheDirectReader) {
   ASSERT_TRUE(a->wait_subscribed(Clock::now() + 5s));
   // Two quick SETSLOTs: the thread, which just read the confirmation, is
   // still well inside its 1 s poll when the waiter takes the socket.
-  Interleaving it{&cluster(), cluster().begin_migration(detail::key_slot(name), *masters[1]), &proxy, &a};
-  interleaving = &it;
+  SlotMoveInterleaving it{&cluster(), cluster().begin_migration(detail::key_slot(name), *masters[1]), &proxy, &a};
+  slot_move_interleaving = &it;
   Subscriber::before_direct_read_for_tests = &other_waiter_leaves;
   Subscriber::before_direct_poll_for_tests = &slot_moves_before_the_poll;
   const Subscriber::Slot::Wake wake = b.wait_until(Clock::now() + 8s);
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - it.polling_from);
   Subscriber::before_direct_read_for_tests = nullptr;
   Subscriber::before_direct_poll_for_tests = nullptr;
-  interleaving = nullptr;
+  slot_move_interleaving = nullptr;
   ASSERT_TRUE(it.left);
   ASSERT_TRUE(it.moved) << "the waiter never read the socket directly (interleaving not forced)";
   ASSERT_TRUE(it.nudged) << "the thread never read the sunsubscribe (interleaving not forced)";

@@ -33,7 +33,7 @@ using namespace std::chrono_literals;
 
 const std::string kFastTimeouts = "connect_timeout=500ms&socket_timeout=500ms";
 
-std::string class_of(const std::exception& e) {
+std::string topology_error_class(const std::exception& e) {
   if (dynamic_cast<const AuthError*>(&e)) return "AuthError";
   if (dynamic_cast<const PermissionError*>(&e)) return "PermissionError";
   if (dynamic_cast<const TlsError*>(&e)) return "TlsError";
@@ -59,7 +59,7 @@ std::string expect_error(F&& use, const std::vector<std::string>& named, const s
     }
     return message;
   } catch (const std::exception& error) {
-    ADD_FAILURE() << "wrong class: " << class_of(error) << ": " << error.what();
+    ADD_FAILURE() << "wrong class: " << topology_error_class(error) << ": " << error.what();
   }
   return {};
 }

@@ -37,9 +37,7 @@ using Clock = std::chrono::steady_clock;
 // A custom token easy to look for in messages.
 const std::string kSecretToken = "tok-SECRET-5f3a9c0e1d7b42a8";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::string class_of(const std::exception& e) {
+std::string deployment_error_class(const std::exception& e) {
   if (dynamic_cast<const ConfigError*>(&e)) return "ConfigError";
   if (dynamic_cast<const ServerBusyError*>(&e)) return "ServerBusyError";
   if (dynamic_cast<const ReplyError*>(&e)) return "ReplyError";
@@ -60,7 +58,7 @@ Clock::duration expect_config_error(F&& attempt, std::initializer_list<std::stri
     for (const std::string& part : parts) EXPECT_TRUE(contains(message, part)) << part << " in: " << message;
     EXPECT_FALSE(contains(message, kSecretToken)) << "the token leaked: " << message;
   } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong class: " << class_of(e) << ": " << e.what();
+    ADD_FAILURE() << "wrong class: " << deployment_error_class(e) << ": " << e.what();
   }
   return Clock::now() - start;
 }
@@ -170,7 +168,7 @@ TEST(EchoedArguments, AnUnknownSetNeverPutsTheTokenInTheError) {
     EXPECT_TRUE(contains(message, "withheld")) << message;
     EXPECT_FALSE(contains(message, kSecretToken)) << "the token leaked: " << message;
   } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong class: " << class_of(e) << ": " << e.what();
+    ADD_FAILURE() << "wrong class: " << deployment_error_class(e) << ": " << e.what();
   }
   EXPECT_FALSE(lock.held());
   // A caller's own command: the echo is withheld as well.

@@ -27,6 +27,7 @@
 
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
+#include "support/steady_time.hpp"
 
 namespace lockon::test {
 
@@ -88,13 +89,15 @@ inline bool is_lock_token(std::string_view s) {
   return s.size() == 45 && s[32] == '.' && hex(s.substr(0, 32)) && hex(s.substr(33));
 }
 
+/// A token as redis-py's Lock makes them (uuid4().hex): a lock another
+/// client library holds.
+inline constexpr const char* kForeignToken = "6f1c2a4e9b7d4c1f8e2a3b5c7d9e0f12";
+
 /// The process nonce a lock token ends with.
 inline std::string_view token_nonce(std::string_view token) { return token.substr(token.size() - 12); }
 
-/// Milliseconds elapsed on the steady clock since `start`.
-inline long long ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-}
+/// True if `text` contains `part`.
+inline bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
 /// Polls `condition` every `interval` until it holds (true) or `timeout`
 /// passes (false): a bounded wait instead of a sleep-as-synchronisation. A

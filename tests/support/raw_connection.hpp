@@ -90,13 +90,17 @@ std::vector<std::string> pubsub_clients(RawConnection& connection);
 /// The number after " sub=" in a CLIENT LIST line (channels subscribed), or -1.
 long long subscriptions(const std::string& client_line);
 
-/// "calls=N" of `command` (lower case, e.g. "evalsha") in the server's INFO
-/// commandstats: how often the server ran it (0 if never).
-inline long long commandstats_calls(RawConnection& raw, const std::string& command) {
-  const std::string info = raw.command({"INFO", "commandstats"}).str;
+/// "calls=N" of `command` (lower case, e.g. "evalsha") in `info`, the text
+/// of INFO commandstats: how often the server ran it (0 if never).
+inline long long commandstats_calls_in(const std::string& info, const std::string& command) {
   const std::string field = "cmdstat_" + command + ":calls=";
   const auto at = info.find(field);
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
+}
+
+/// commandstats_calls_in of the server behind `raw`.
+inline long long commandstats_calls(RawConnection& raw, const std::string& command) {
+  return commandstats_calls_in(raw.command({"INFO", "commandstats"}).str, command);
 }
 
 /// Scripts the server ran so far (EVALSHA and EVAL calls).

@@ -132,4 +132,9 @@ class RedisServer {
 /// launched before any is waited for). Throws like RedisServer's constructor.
 std::vector<std::unique_ptr<RedisServer>> start_servers(std::size_t n, ServerOptions options = {});
 
+/// commandstats_calls_in (raw_connection.hpp) of `server`.
+inline long long commandstats_calls(const RedisServer& server, const std::string& command) {
+  return commandstats_calls_in(server.command({"INFO", "commandstats"}).str, command);
+}
+
 }  // namespace lockon::test

@@ -19,6 +19,10 @@
 
 namespace lockon::test {
 
+/// URL query for clients that must notice a stopped or switched master
+/// quickly: 300 ms to connect, 300 ms per reply (SentinelSet::url(query)).
+inline const std::string kShortTimeouts = "?connect_timeout=300&socket_timeout=300";
+
 // Every member has a default initializer (designated initializers, GCC 12).
 struct SentinelSetOptions {
   /// Called once the replica is in sync, before any sentinel starts: the

@@ -22,6 +22,20 @@ inline ReplyPtr parse(std::string_view bytes) {
 
 inline std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
 
+/// HELLO 2's reply, a flat array of field, value pairs: `server` ("redis",
+/// "valkey") of `version`, running in `mode` ("standalone", "cluster",
+/// "sentinel").
+inline std::string hello_reply(std::string_view server, std::string_view version,
+                               std::string_view mode = "standalone") {
+  return "*14\r\n" + bulk("server") + bulk(server) + bulk("version") + bulk(version) + bulk("proto") + ":2\r\n" +
+         bulk("id") + ":7\r\n" + bulk("mode") + bulk(mode) + bulk("role") + bulk("master") + bulk("modules") +
+         "*0\r\n";
+}
+
+/// The endpoint the error-mapping tests attribute replies to (their
+/// messages name it).
+inline constexpr std::string_view kEndpoint = "127.0.0.1:6379";
+
 /// A pushed pub/sub message: ["message", channel, payload].
 inline ReplyPtr message(std::string_view channel, std::string_view payload) {
   return parse("*3\r\n" + bulk("message") + bulk(channel) + bulk(payload));

@@ -29,7 +29,7 @@
 
 namespace {
 
-struct Account {
+struct BankAccount {
   std::string bank;
   long number = 0;
 };
@@ -47,8 +47,8 @@ enum Level : int { kLow = -3 };
 }  // namespace
 
 template <>
-struct lockon::ArgEncoder<Account> {
-  static void encode(lockon::Encoder& enc, const Account& a) {
+struct lockon::ArgEncoder<BankAccount> {
+  static void encode(lockon::Encoder& enc, const BankAccount& a) {
     enc.add(a.bank);
     enc.add(a.number);
   }
@@ -74,7 +74,7 @@ static_assert(Encodable<std::string> && Encodable<std::string_view> && Encodable
 static_assert(Encodable<bool> && Encodable<float> && Encodable<double> && Encodable<Color>);
 static_assert(Encodable<std::vector<std::map<std::string, std::optional<std::tuple<int, bool>>>>>);
 static_assert(Encodable<std::chrono::seconds> && Encodable<std::chrono::nanoseconds>);
-static_assert(Encodable<Account> && Encodable<std::vector<Account>> && Encodable<Tags>);
+static_assert(Encodable<BankAccount> && Encodable<std::vector<BankAccount>> && Encodable<Tags>);
 static_assert(Encodable<std::variant<std::monostate, int, std::string>> && Encodable<std::nullptr_t>);
 static_assert(Encodable<std::set<int>> && Encodable<std::span<const int>> && Encodable<std::array<int, 2>>);
 // Plain char is ambiguous (text or number?); signed/unsigned char are numbers.
@@ -161,7 +161,7 @@ std::vector<Case> distinct_cases() {
       {"(variant#0 1)", encode_args(std::variant<int, int>{std::in_place_index<0>, 1})},
       {"(variant#1 1)", encode_args(std::variant<int, int>{std::in_place_index<1>, 1})},
       // User types are wrapped: never equal to the same fields unwrapped.
-      {"(Account{'a',1})", encode_args(Account{"a", 1})},
+      {"(Account{'a',1})", encode_args(BankAccount{"a", 1})},
       {"(('a',1))", encode_args(std::tuple{"a"s, 1})},
       {"(Tags{'a'})", encode_args(Tags{"a"})},
       {"(['a'])", encode_args(std::vector<std::string>{"a"})},
@@ -304,7 +304,7 @@ TEST(Encoding, GoldenBytes) {
             "l\0\0\0\0\0\0\0\0"
             "z"
             "d+\0\0\0\0\0\0\0\x01"sv);
-  EXPECT_EQ(encode_args(Account{"", 0}),
+  EXPECT_EQ(encode_args(BankAccount{"", 0}),
             "t\0\0\0\0\0\0\0\x01"
             "x\0\0\0\0\0\0\0\x13"
             "s\0\0\0\0\0\0\0\0"

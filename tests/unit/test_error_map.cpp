@@ -22,8 +22,7 @@ namespace {
 
 using namespace lockon;
 using detail::ReplyPtr;
-
-constexpr std::string_view kEndpoint = "127.0.0.1:6379";
+using detail::test_resp::kEndpoint;
 
 // -------------------------------------------------------------- error codes
 
@@ -130,18 +129,12 @@ TEST(ServerVersion, SevenPointZeroIsTheMinimum) {
 }
 
 // Replies as the connection would see them (unit/resp_reply.hpp).
-const auto& parse_resp = detail::test_resp::parse;
 using detail::test_resp::bulk;
-
-// HELLO 2's reply: a flat array of field, value pairs.
-std::string hello_reply(std::string_view server, std::string_view version) {
-  return "*14\r\n" + bulk("server") + bulk(server) + bulk("version") + bulk(version) + bulk("proto") + ":2\r\n" +
-         bulk("id") + ":7\r\n" + bulk("mode") + bulk("standalone") + bulk("role") + bulk("master") +
-         bulk("modules") + "*0\r\n";
-}
+using detail::test_resp::hello_reply;
+using detail::test_resp::parse;
 
 std::string unsupported_message(std::string_view resp) {
-  const ReplyPtr reply = parse_resp(resp);
+  const ReplyPtr reply = parse(resp);
   try {
     detail::check_hello_reply(*reply, kEndpoint);
   } catch (const UnsupportedServerError& e) {
@@ -152,10 +145,10 @@ std::string unsupported_message(std::string_view resp) {
 }
 
 TEST(ServerVersion, HelloReplyOfRedisSevenOrValkeyIsAccepted) {
-  EXPECT_NO_THROW(detail::check_hello_reply(*parse_resp(hello_reply("redis", "7.0.15")), kEndpoint));
-  EXPECT_NO_THROW(detail::check_hello_reply(*parse_resp(hello_reply("valkey", "8.0.1")), kEndpoint));
-  EXPECT_EQ(detail::hello_field(*parse_resp(hello_reply("redis", "7.0.15")), "version"), "7.0.15");
-  EXPECT_EQ(detail::hello_field(*parse_resp(hello_reply("redis", "7.0.15")), "absent"), "");
+  EXPECT_NO_THROW(detail::check_hello_reply(*parse(hello_reply("redis", "7.0.15")), kEndpoint));
+  EXPECT_NO_THROW(detail::check_hello_reply(*parse(hello_reply("valkey", "8.0.1")), kEndpoint));
+  EXPECT_EQ(detail::hello_field(*parse(hello_reply("redis", "7.0.15")), "version"), "7.0.15");
+  EXPECT_EQ(detail::hello_field(*parse(hello_reply("redis", "7.0.15")), "absent"), "");
 }
 
 TEST(ServerVersion, OldServerIsUnsupportedServerErrorNamingRequirementEndpointAndVersion) {
@@ -163,7 +156,7 @@ TEST(ServerVersion, OldServerIsUnsupportedServerErrorNamingRequirementEndpointAn
   EXPECT_NE(message.find("lockon needs Redis >= 7.0"), std::string::npos) << message;
   EXPECT_NE(message.find("127.0.0.1:6379 runs 6.2.14"), std::string::npos) << message;
   // A ConfigError: retrying does not help.
-  const ReplyPtr reply = parse_resp(hello_reply("redis", "6.0.9"));
+  const ReplyPtr reply = parse(hello_reply("redis", "6.0.9"));
   EXPECT_THROW(detail::check_hello_reply(*reply, kEndpoint), ConfigError);
 }
 
@@ -182,11 +175,11 @@ TEST(ServerVersion, HelloWithoutAVersionIsUnsupported) {
 }
 
 TEST(ServerVersion, HelloAuthFailuresStayAuthErrors) {
-  EXPECT_THROW(detail::check_hello_reply(*parse_resp("-WRONGPASS invalid username-password pair or user is disabled.\r\n"),
+  EXPECT_THROW(detail::check_hello_reply(*parse("-WRONGPASS invalid username-password pair or user is disabled.\r\n"),
                                          kEndpoint),
                AuthError);
   EXPECT_THROW(detail::check_hello_reply(
-                   *parse_resp("-NOAUTH HELLO must be called with the client already authenticated\r\n"), kEndpoint),
+                   *parse("-NOAUTH HELLO must be called with the client already authenticated\r\n"), kEndpoint),
                AuthError);
 }
 

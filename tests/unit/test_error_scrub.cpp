@@ -20,8 +20,8 @@ namespace {
 
 using namespace lockon;
 using detail::ReplyPtr;
+using detail::test_resp::kEndpoint;
 
-constexpr std::string_view kEndpoint = "127.0.0.1:6379";
 constexpr std::string_view kToken = "653270647ae9d1c04b2f8e5a9c3d7b61:0a1b2c3d4e5f";
 
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
@@ -91,17 +91,11 @@ TEST(ScrubServerError, ControlBytesAndLengthAreBounded) {
 
 // ------------------------------------------------------- wrong deployments
 
-using detail::test_resp::bulk;
-ReplyPtr parse_resp(std::string_view bytes) { return detail::test_resp::parse(bytes); }
-
-std::string hello_reply(std::string_view mode) {
-  return "*14\r\n" + bulk("server") + bulk("redis") + bulk("version") + bulk("7.0.15") + bulk("proto") + ":2\r\n" +
-         bulk("id") + ":7\r\n" + bulk("mode") + bulk(mode) + bulk("role") + bulk("master") + bulk("modules") +
-         "*0\r\n";
-}
+using detail::test_resp::hello_reply;
+using detail::test_resp::parse;
 
 TEST(WrongDeployment, ASentinelWhereADataServerIsExpectedIsAConfigError) {
-  const ReplyPtr sentinel = parse_resp(hello_reply("sentinel"));
+  const ReplyPtr sentinel = parse(hello_reply("redis", "7.0.15", "sentinel"));
   try {
     detail::check_hello_reply(*sentinel, kEndpoint, "SET (connection handshake: HELLO)");
     ADD_FAILURE() << "a Sentinel was accepted as a data server";
@@ -114,13 +108,13 @@ TEST(WrongDeployment, ASentinelWhereADataServerIsExpectedIsAConfigError) {
   }
   // Where a Sentinel is meant (resolving the master), it is one.
   EXPECT_NO_THROW(detail::check_hello_reply(*sentinel, kEndpoint, "HELLO", detail::ServerRole::sentinel));
-  EXPECT_NO_THROW(detail::check_hello_reply(*parse_resp(hello_reply("standalone")), kEndpoint));
-  EXPECT_NO_THROW(detail::check_hello_reply(*parse_resp(hello_reply("cluster")), kEndpoint));
+  EXPECT_NO_THROW(detail::check_hello_reply(*parse(hello_reply("redis", "7.0.15", "standalone")), kEndpoint));
+  EXPECT_NO_THROW(detail::check_hello_reply(*parse(hello_reply("redis", "7.0.15", "cluster")), kEndpoint));
 }
 
 TEST(WrongDeployment, AClusterRedirectionWithoutClusterRoutingIsAConfigError) {
   for (const char* text : {"-MOVED 3999 127.0.0.1:7001\r\n", "-ASK 3999 127.0.0.1:7001\r\n"}) {
-    const ReplyPtr reply = parse_resp(text);
+    const ReplyPtr reply = parse(text);
     EXPECT_TRUE(detail::is_cluster_redirect({reply->str, reply->len}));
     try {
       detail::check_not_cluster_redirect(*reply, kEndpoint, "acquire lock");
@@ -131,7 +125,7 @@ TEST(WrongDeployment, AClusterRedirectionWithoutClusterRoutingIsAConfigError) {
     }
   }
   for (const char* text : {"-TRYAGAIN Multiple keys request during rehashing of slot\r\n", "-ERR x\r\n", "+OK\r\n"})
-    EXPECT_NO_THROW(detail::check_not_cluster_redirect(*parse_resp(text), kEndpoint, "acquire lock")) << text;
+    EXPECT_NO_THROW(detail::check_not_cluster_redirect(*parse(text), kEndpoint, "acquire lock")) << text;
   // A Cluster client that ran out of redirections: still a busy server.
   EXPECT_THROW(detail::throw_reply_error("MOVED 3999 127.0.0.1:7001", kEndpoint, "acquire lock"), ServerBusyError);
 }

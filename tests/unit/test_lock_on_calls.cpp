@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../support/steady_time.hpp"
 #include "lock_on_fake_backend.hpp"
 #include "lockon/lockon.hpp"
 
@@ -25,10 +26,7 @@ using Clock = std::chrono::steady_clock;
 using lockon::test::FakeBackend;
 using lockon::test::FakeLock;
 using lockon::test::fake_locker;
-
-long long ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
+using lockon::test::ms_since;
 
 // Counts copies and moves; encodable, so it can be a lock argument.
 struct Tracked {
@@ -52,7 +50,7 @@ struct lockon::ArgEncoder<Tracked> {
 
 namespace {
 
-struct Account {
+struct BalanceAccount {
   int balance = 100;
   int withdraw(int amount) { return balance -= amount; }
   int peek(int extra) const { return balance + extra; }
@@ -154,13 +152,13 @@ TEST(LockOnCalls, ArgumentsAreEncodedByReferenceAndForwardedNotCopied) {
 TEST(LockOnCalls, MemberFunctionsLambdasAndStdFunction) {
   FakeBackend backend;
   const auto locker = fake_locker(backend);
-  Account account;
+  BalanceAccount account;
 
-  EXPECT_EQ(locker.lock_on<1>("acct::withdraw", &Account::withdraw)(account, 30), 70);
+  EXPECT_EQ(locker.lock_on<1>("acct::withdraw", &BalanceAccount::withdraw)(account, 30), 70);
   EXPECT_EQ(account.balance, 70);
-  const Account& const_account = account;
-  EXPECT_EQ(locker.lock_on<1>("acct::peek", &Account::peek)(const_account, 1), 71);
-  int& ref = locker.lock_on<>("acct::ref", &Account::balance_ref)(account);
+  const BalanceAccount& const_account = account;
+  EXPECT_EQ(locker.lock_on<1>("acct::peek", &BalanceAccount::peek)(const_account, 1), 71);
+  int& ref = locker.lock_on<>("acct::ref", &BalanceAccount::balance_ref)(account);
   EXPECT_EQ(&ref, &account.balance);
 
   int captured = 0;
@@ -202,8 +200,8 @@ TEST(LockOnCalls, ContextIsInjectedAndNotPartOfTheArguments) {
   const auto by_const_ref = locker.lock_on<0>("ctx2", [](const lockon::LockContext& c, int) { return c.fence(); });
   EXPECT_EQ(by_const_ref(1), 3u);
 
-  Account account;
-  const auto member = locker.lock_on<1>("acct::where", &Account::where);
+  BalanceAccount account;
+  const auto member = locker.lock_on<1>("acct::where", &BalanceAccount::where);
   EXPECT_EQ(member(account, 9), member.key_for(account, 9));
 
   const auto generic = locker.lock_on<0>("gctx", [](lockon::LockContext& c, auto id) { return c.key() + ":" + id; });

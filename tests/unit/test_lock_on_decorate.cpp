@@ -25,7 +25,7 @@ inline constexpr auto locked_withdraw = lockon::decorate<"bank::withdraw", 0>(&b
 inline constexpr auto locked_deposit_entity = lockon::decorate<"bank::deposit", 0>(&bank::deposit, lockon::KeyScope::entity);
 inline constexpr auto locked_withdraw_entity =
     lockon::decorate<"bank::withdraw", 0>(&bank::withdraw, lockon::KeyScope::entity);
-inline constexpr auto nightly = lockon::decorate<"audit::nightly">([] { return 1; });
+inline constexpr auto locked_nightly = lockon::decorate<"audit::nightly">([] { return 1; });
 
 template <class D>
 constexpr std::string_view digest_of(const D&) {
@@ -47,7 +47,7 @@ static_assert(locked_deposit_entity.scope() == lockon::KeyScope::entity);
 
 TEST(LockOnDecorate, CompileTimeDigestMatchesOpenSsl) {
   EXPECT_EQ(digest_of(locked_withdraw), lockon::md5_hex("bank::withdraw"));
-  EXPECT_EQ(digest_of(nightly), lockon::md5_hex("audit::nightly"));
+  EXPECT_EQ(digest_of(locked_nightly), lockon::md5_hex("audit::nightly"));
   constexpr auto long_name = lockon::decorate<"a rather long::function::name<with, templates>(and, args) const">([] {});
   EXPECT_EQ(digest_of(long_name), lockon::md5_hex("a rather long::function::name<with, templates>(and, args) const"));
   EXPECT_EQ(digest_of(long_name), lockon::function_digest("a rather long::function::name<with, templates>(and, args) const"));
@@ -117,7 +117,7 @@ TEST_F(LockOnDefaultLocker, CallsUseTheDefaultOrAnExplicitLocker) {
   EXPECT_EQ(locked_withdraw.try_with(quick)("card-2", 1), std::nullopt);
   EXPECT_EQ(locked_withdraw.try_with(quick)("card-3", 1), 6001);
   EXPECT_EQ(locked_withdraw.try_with()("card-3", 2), 6002);
-  EXPECT_EQ(nightly(), 1);
+  EXPECT_EQ(locked_nightly(), 1);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 
+#include "../support/steady_time.hpp"
 #include "lock_on_fake_backend.hpp"
 #include "lockon/lockon.hpp"
 
@@ -16,10 +17,7 @@ using namespace std::literals;
 using Clock = std::chrono::steady_clock;
 using lockon::test::FakeBackend;
 using lockon::test::fake_locker;
-
-long long ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
+using lockon::test::ms_since;
 
 // issue 35 §6: LockerPolicy{.timeout = 30s} gave up after 6 s (the default
 // max_retry 3 × retry_delay 2 s ended first), and try_lock_on with the

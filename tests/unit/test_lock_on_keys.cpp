@@ -41,7 +41,7 @@ void deposit(const std::string&, int) {}
 void nightly() {}
 void pair_of_strings(const std::string&, const std::string&) {}
 
-struct Account {
+struct CardAccount {
   Card card;
   int debit(int amount) { return amount; }
 };
@@ -49,8 +49,8 @@ struct Account {
 }  // namespace
 
 template <>
-struct lockon::ArgEncoder<Account> {
-  static void encode(lockon::Encoder& enc, const Account& account) { enc.add(account.card); }
+struct lockon::ArgEncoder<CardAccount> {
+  static void encode(lockon::Encoder& enc, const CardAccount& account) { enc.add(account.card); }
 };
 
 namespace {
@@ -186,11 +186,11 @@ TEST(LockOnKeys, InputsThatAColonJoinWouldConfuseGetDistinctKeys) {
 
 TEST(LockOnKeys, MemberFunctionsCountTheObjectAsPositionZero) {
   const auto locker = offline_locker();
-  const auto debit_by_account = locker.lock_on<0>("acct::debit", &Account::debit);
-  const auto debit_by_amount = locker.lock_on<1>("acct::debit", &Account::debit);
-  const Account a{Card{"4111"}};
+  const auto debit_by_account = locker.lock_on<0>("acct::debit", &CardAccount::debit);
+  const auto debit_by_amount = locker.lock_on<1>("acct::debit", &CardAccount::debit);
+  const CardAccount a{Card{"4111"}};
   EXPECT_EQ(debit_by_account.key_for(a, 5), lockon::lock_on_key("lockon", "acct::debit", a));
-  EXPECT_EQ(debit_by_account.key_for(a, 5), debit_by_account.key_for(Account{Card{"4111"}}, 6));
+  EXPECT_EQ(debit_by_account.key_for(a, 5), debit_by_account.key_for(CardAccount{Card{"4111"}}, 6));
   EXPECT_EQ(debit_by_amount.key_for(a, 5), lockon::lock_on_key("lockon", "acct::debit", 5));
 }
 

@@ -12,12 +12,10 @@
 #include <vector>
 
 #include "checker.hpp"
+#include "verify_checker_support.hpp"
 
 namespace lockon::verify {
 namespace {
-
-constexpr std::int64_t kMs = 1'000'000;
-constexpr std::int64_t kT0 = 1'000'000 * kMs;  // an arbitrary monotonic origin
 
 // One acquired section on `key`: acquired at `at_ms`, released at `until_ms`.
 CsRecord section(const std::string& worker, int thread, const std::string& key, std::uint64_t fence,
@@ -81,12 +79,6 @@ History clean_history() {
   }
   h.resource_state["k"] = {{"value", static_cast<long long>(fence)}, {"accepted", static_cast<long long>(fence)}};
   return h;
-}
-
-std::vector<std::string> kinds(const Findings& findings) {
-  std::vector<std::string> out;
-  for (const auto& v : findings.violations) out.push_back(v.kind);
-  return out;
 }
 
 TEST(VerifyChecker, CleanHistoryHasNoViolation) {

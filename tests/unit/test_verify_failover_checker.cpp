@@ -13,18 +13,19 @@
 #include <vector>
 
 #include "checker.hpp"
+#include "verify_checker_support.hpp"
 
 namespace lockon::verify {
 namespace {
 
-constexpr std::int64_t kMs = 1'000'000;
-constexpr std::int64_t kT0 = 1'000'000 * kMs;
 constexpr int kOld = 7001;
 constexpr int kNew = 7002;
 constexpr std::int64_t kPromotedAt = 5000;  // ms; the window is 1000 ms
 
-CsRecord section(const std::string& worker, std::uint64_t fence, std::int64_t at_ms, std::int64_t until_ms,
-                 int server) {
+// One acquired section of `worker` on key k, on the master on port `server`:
+// acquired at `at_ms`, released at `until_ms`.
+CsRecord section_on_server(const std::string& worker, std::uint64_t fence, std::int64_t at_ms, std::int64_t until_ms,
+                           int server) {
   static long long seq = 0;
   return CsRecord{.worker = worker, .thread = 0, .seq = ++seq, .mechanism = "lock", .key = "k", .fence = fence,
                   .start_ns = kT0 + at_ms * kMs - kMs, .acquired_ns = kT0 + at_ms * kMs,
@@ -47,7 +48,7 @@ History failover_history() {
   std::uint64_t fence = 0;
   for (std::int64_t at = 0; at < 10000; at += 10) {
     const char* worker = fence % 2 == 0 ? "w0.0" : "w1.0";
-    h.sections.push_back(section(worker, ++fence, at, at + 5, at < kPromotedAt ? kOld : kNew));
+    h.sections.push_back(section_on_server(worker, ++fence, at, at + 5, at < kPromotedAt ? kOld : kNew));
   }
   h.faults.push_back(FaultRecord{.type = "sentinel_failover", .target = "sentinel1", .start_ns = kT0 + 4000 * kMs,
                                  .end_ns = kT0 + kPromotedAt * kMs, .detail = "reply=OK"});
@@ -62,12 +63,6 @@ History without(History h, std::int64_t from_ms, std::int64_t to_ms) {
     return r.acquired_ns >= kT0 + from_ms * kMs && r.acquired_ns < kT0 + to_ms * kMs;
   });
   return h;
-}
-
-std::vector<std::string> kinds(const Findings& findings) {
-  std::vector<std::string> out;
-  for (const auto& v : findings.violations) out.push_back(v.kind);
-  return out;
 }
 
 TEST(VerifyFailoverChecker, ACleanFailoverHasNoViolationAndItsFigures) {
@@ -89,7 +84,7 @@ TEST(VerifyFailoverChecker, AHolderOnTheOldMasterOverlappedAfterThePromotionMust
     History h = without(failover_history(), kPromotedAt - 200, kPromotedAt);
     // Granted by the old master 100 ms before the promotion, held 600 ms;
     // the new master (its key not replicated) grants k at once.
-    CsRecord stale = section("w5.0", 490, kPromotedAt - 100, kPromotedAt + 500, kOld);
+    CsRecord stale = section_on_server("w5.0", 490, kPromotedAt - 100, kPromotedAt + 500, kOld);
     stale.lost = saw_loss;
     stale.write = refused ? 'R' : 'A';
     h.sections.push_back(stale);
@@ -111,8 +106,8 @@ TEST(VerifyFailoverChecker, TheStaleHolderIsTheOneOnTheOldMasterEvenWhenItCameSe
     // A new-master holder from +100 ms; a client still following the old
     // master is granted k there at +500 ms, within the window (its fence
     // above every released one: no fence-order finding, only the overlap).
-    h.sections.push_back(section("w5.0", 511, kPromotedAt + 100, kPromotedAt + 900, kNew));
-    CsRecord stale = section("w6.0", 512, kPromotedAt + 500, kPromotedAt + 600, kOld);
+    h.sections.push_back(section_on_server("w5.0", 511, kPromotedAt + 100, kPromotedAt + 900, kNew));
+    CsRecord stale = section_on_server("w6.0", 512, kPromotedAt + 500, kPromotedAt + 600, kOld);
     stale.lost = saw_loss;
     stale.write = 'A';  // the resource did not refuse it (an unfenced section: never)
     h.sections.push_back(stale);
@@ -129,7 +124,7 @@ TEST(VerifyFailoverChecker, TheStaleHolderIsTheOneOnTheOldMasterEvenWhenItCameSe
 
 TEST(VerifyFailoverChecker, AGrantOnTheOldMasterAfterTheWindowIsAViolationAndItsOverlapIsNotExcused) {
   History h = failover_history();
-  CsRecord late = section("w6.0", 3001, kPromotedAt + 1500, kPromotedAt + 1600, kOld);
+  CsRecord late = section_on_server("w6.0", 3001, kPromotedAt + 1500, kPromotedAt + 1600, kOld);
   late.lost = true;
   h.sections.push_back(late);
   const Findings findings = check(h);
@@ -151,7 +146,7 @@ TEST(VerifyFailoverChecker, AGrantOnTheOldMasterPastTheWindowIsLateWhatTheSentin
   h.faults.push_back(FaultRecord{.type = "unnamed", .target = "master:" + std::to_string(kOld),
                                  .start_ns = kT0 + (kPromotedAt + 2000) * kMs,
                                  .end_ns = kT0 + (kPromotedAt + 2000) * kMs, .detail = "-"});
-  CsRecord late = section("w6.0", 3001, kPromotedAt + 1500, kPromotedAt + 1600, kOld);
+  CsRecord late = section_on_server("w6.0", 3001, kPromotedAt + 1500, kPromotedAt + 1600, kOld);
   late.lost = true;
   h.sections.push_back(late);
   EXPECT_EQ(check(h).count("old_master_grant").at("old_master_grant"), 1);
@@ -164,8 +159,8 @@ TEST(VerifyFailoverChecker, ASectionWhoseClientSwitchedDuringItsAcquisitionMayBe
   // on kNew: a failover overlap (w6.0 stale, it saw its loss), not two
   // holders on one master.
   History h = without(failover_history(), kPromotedAt, kPromotedAt + 900);
-  h.sections.push_back(section("w5.0", 511, kPromotedAt + 10, kPromotedAt + 900, kNew));
-  CsRecord switched = section("w6.0", 512, kPromotedAt + 200, kPromotedAt + 210, kNew);
+  h.sections.push_back(section_on_server("w5.0", 511, kPromotedAt + 10, kPromotedAt + 900, kNew));
+  CsRecord switched = section_on_server("w6.0", 512, kPromotedAt + 200, kPromotedAt + 210, kNew);
   switched.server_before = kOld;
   switched.release_error = "LockNotOwned";
   h.sections.push_back(switched);
@@ -213,8 +208,8 @@ TEST(VerifyFailoverChecker, AHolderRenewedOnTheNewMasterOverlapsAStaleGrantOfThe
   for (const std::int64_t at : {kPromotedAt + 500, kPromotedAt + 1500}) {
     for (const bool saw_loss : {true, false}) {
       History h = without(failover_history(), kPromotedAt - 1000, kPromotedAt + 2000);
-      h.sections.push_back(section("w5.0", 450, kPromotedAt - 1000, kPromotedAt + 1900, kOld));
-      CsRecord stale = section("w6.0", 451, at, at + 100, kOld);
+      h.sections.push_back(section_on_server("w5.0", 450, kPromotedAt - 1000, kPromotedAt + 1900, kOld));
+      CsRecord stale = section_on_server("w6.0", 451, at, at + 100, kOld);
       stale.lost = saw_loss;
       h.sections.push_back(stale);
       const Findings findings = check(h);
@@ -244,10 +239,10 @@ TEST(VerifyFailoverChecker, AStallOfTheOldMasterDoesNotMakeAHolderOnTheNewOneSta
                                  .end_ns = kT0 + (kPromotedAt + 600) * kMs, .detail = "ms=3100"});
   std::sort(h.faults.begin(), h.faults.end(),
             [](const FaultRecord& x, const FaultRecord& y) { return x.start_ns < y.start_ns; });
-  CsRecord fresh = section("w5.0", 600, kPromotedAt + 200, kPromotedAt + 1400, kNew);
+  CsRecord fresh = section_on_server("w5.0", 600, kPromotedAt + 200, kPromotedAt + 1400, kNew);
   fresh.write = 'R';  // the resource saw w6.0's higher fence first
   h.sections.push_back(fresh);
-  CsRecord stale = section("w6.0", 601, kPromotedAt + 610, kPromotedAt + 615, kNew);
+  CsRecord stale = section_on_server("w6.0", 601, kPromotedAt + 610, kPromotedAt + 615, kNew);
   stale.server_before = -1;
   stale.release_error = "LockNotOwned";
   h.sections.push_back(stale);
@@ -258,7 +253,7 @@ TEST(VerifyFailoverChecker, AStallOfTheOldMasterDoesNotMakeAHolderOnTheNewOneSta
 
 TEST(VerifyFailoverChecker, TwoHoldersOnOneMasterAreNeverExcusedByAFailover) {
   History h = failover_history();
-  h.sections.push_back(section("w5.0", 3000, kPromotedAt + 100, kPromotedAt + 900, kNew));
+  h.sections.push_back(section_on_server("w5.0", 3000, kPromotedAt + 100, kPromotedAt + 900, kNew));
   const Findings findings = check(h);
   EXPECT_GT(findings.count("overlap").at("overlap"), 0);
   EXPECT_EQ(findings.allowed_overlaps, 0);
@@ -268,7 +263,7 @@ TEST(VerifyFailoverChecker, AStaleHoldersRepeatedFenceInTheWindowIsNoFenceOrderV
   for (const char write : {'R', 'A'}) {
     History h = failover_history();
     // The old master's counter repeats a fence the new master issued.
-    CsRecord stale = section("w6.0", 510, kPromotedAt + 300, kPromotedAt + 303, kOld);
+    CsRecord stale = section_on_server("w6.0", 510, kPromotedAt + 300, kPromotedAt + 303, kOld);
     stale.write = write;
     stale.lost = true;
     h.sections.push_back(stale);
@@ -282,7 +277,7 @@ TEST(VerifyFailoverChecker, AStaleHoldersRepeatedFenceInTheWindowIsNoFenceOrderV
 }
 
 TEST(VerifyFailoverChecker, ASectionLineKeepsItsServerAndOldLinesStillParse) {
-  CsRecord r = section("w1.2", 7, 10, 20, kNew);
+  CsRecord r = section_on_server("w1.2", 7, 10, 20, kNew);
   r.server_before = kOld;
   std::string line = format(r);
   line.pop_back();  // the log's '\n'

@@ -16,7 +16,6 @@ namespace lockon::verify {
 
 namespace {
 
-constexpr std::int64_t kMs = 1'000'000;
 // A call may outlive its deadline by one socket timeout (1 s in the workers)
 // plus scheduling noise on a busy 2-core machine.
 constexpr std::int64_t kDeadlineTolerance = 1500 * kMs;

@@ -53,6 +53,9 @@ struct CsRecord {
   bool acquired() const { return acquire_error == "-"; }
 };
 
+/// One millisecond in the records' nanosecond times.
+inline constexpr std::int64_t kMs = 1'000'000;
+
 /// The workload's semaphores have this many permits ("sem" sections).
 inline constexpr std::size_t kSemaphorePermits = 2;
 

@@ -8,8 +8,6 @@ namespace lockon::verify {
 
 namespace {
 
-constexpr std::int64_t kMs = 1'000'000;
-
 std::vector<std::string> lines_of(const std::filesystem::path& path) {
   std::vector<std::string> lines;
   std::ifstream in(path);
