@@ -45,6 +45,7 @@ struct RunOptions {
   bool verbose = false;
   std::string label{};  // --label: shown by `lockon status` as the holder's label
   bool shared = false;      // --shared: a reader's share of the ReadWriteLock NAME
+  bool exclusive = false;   // --exclusive: the writer side of the ReadWriteLock NAME
   long long permits = 0;    // --permits N: one of N permits of the Semaphore NAME (0: off)
 };
 

@@ -123,15 +123,20 @@ CLI::App* add_run(CLI::App& app, RunOptions& o, std::string& on_lost) {
   run->add_option("--label", o.label, "A label for the holder record that `lockon status` shows")
       ->type_name("TEXT");
   run->add_flag("-v,--verbose", o.verbose, "Report progress on stderr (never a password or a full token)");
-  auto* shared = run->add_flag("--shared", o.shared,
+  auto* shared = run->add_flag("-s,--shared", o.shared,
                                "Hold a reader's share of the read-write lock NAME (lockon::ReadWriteLock): "
-                               "shared runs overlap, a writer (C++ API) excludes them; one server only");
+                               "shared runs overlap, an --exclusive run (or a C++ writer) excludes them; one server only");
+  auto* exclusive = run->add_flag("-x,--exclusive", o.exclusive,
+                                  "Hold the writer side of the read-write lock NAME: excludes --shared runs and other "
+                                  "--exclusive runs, as flock -x against -s; one server only")
+                        ->excludes(shared);
   run->add_option("--permits", o.permits,
                   "Hold one of N permits of the semaphore NAME (lockon::Semaphore): at most N such runs at "
                   "once, like `consul lock -n N`; every user must pass the same N; one server only")
       ->type_name("N")
       ->check(CLI::Range(1LL, 1000000000LL))
-      ->excludes(shared);
+      ->excludes(shared)
+      ->excludes(exclusive);
   run->footer(
       "NAME is acquired (waiting, unless -n/-w), COMMAND runs as a child while the lease is renewed,\n"
       "and the lock is released once COMMAND is gone. SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to lockon are\n"

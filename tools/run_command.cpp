@@ -113,9 +113,10 @@ struct Acquisition {
   std::atomic<bool> done{false};
 };
 
-// --shared / --permits N: a share of NAME instead of the lock itself (one
-// server: shares have no Redlock form). The run's random token names the
-// share, so --verbose shows its prefix as for a lock.
+// --shared / --exclusive / --permits N: a side of the read-write lock NAME
+// or a permit of the semaphore NAME instead of the lock itself (one server:
+// shares have no Redlock form). The run's random token names the share, so
+// --verbose shows its prefix as for a lock.
 std::unique_ptr<DistributedLock> make_run_lock(const Servers& servers, const RunOptions& options,
                                                LockOptions lock_options, RedlockOptions redlock_options) {
   if (options.names.size() > 1) {
@@ -125,10 +126,12 @@ std::unique_ptr<DistributedLock> make_run_lock(const Servers& servers, const Run
                                          return servers.make_lock(key, std::move(per_key), redlock_options);
                                        });
   }
-  if (!options.shared && options.permits == 0)
+  if (!options.shared && !options.exclusive && options.permits == 0)
     return servers.make_lock(options.name, std::move(lock_options), std::move(redlock_options));
-  if (servers.size() != 1) throw ConfigError("--shared and --permits need a single server (one --url)");
+  if (servers.size() != 1) throw ConfigError("--shared, --exclusive and --permits need a single server (one --url)");
   if (options.shared) return SharedLeaseLock::reader(servers.clients().front(), options.name, std::move(lock_options));
+  if (options.exclusive)
+    return SharedLeaseLock::writer(servers.clients().front(), options.name, std::move(lock_options));
   return SharedLeaseLock::permit(servers.clients().front(), options.name, options.permits, std::move(lock_options));
 }
 

@@ -46,12 +46,12 @@ RunSettings validate_run_options(const RunOptions& options) {
   if (options.command.empty() || options.command.front().empty()) throw ConfigError("COMMAND is missing");
   if (!options.fence_env.empty() && !valid_env_name(options.fence_env))
     throw ConfigError("--fence-env '" + options.fence_env + "' is not a valid environment variable name");
-  if (options.shared || options.permits != 0) {
-    const char* mode = options.shared ? "--shared" : "--permits";
+  if (options.shared || options.exclusive || options.permits != 0) {
+    const char* mode = options.shared ? "--shared" : options.exclusive ? "--exclusive" : "--permits";
     if (options.permits < 0) throw ConfigError("--permits must be at least 1");
     if (!options.fence_env.empty()) throw ConfigError(std::string("--fence-env cannot be used with ") + mode);
     if (options.replicas > 0) throw ConfigError(std::string("--replicas cannot be used with ") + mode);
-    if (options.names.size() > 1) throw ConfigError(std::string(mode) + " takes one NAME (several names lock all of them exclusively)");
+    if (options.names.size() > 1) throw ConfigError(std::string(mode) + " takes one NAME (several names lock all of them with the plain lock)");
   }
   return s;
 }

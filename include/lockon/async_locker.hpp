@@ -22,8 +22,9 @@
 // place across windows too; jitter is not applied, it only matters for
 // polling backends); attempts() reports how many windows had begun when
 // the lock was acquired. on_attempt is called once per call, with the
-// outcome. Calls are counted in lockon/metrics.hpp's registry (all but
-// hand-overs and renewal failures). Arguments are copied (decayed) into the coroutine frame, since
+// outcome. LockOnOptions::reentrant is refused (ConfigError). Calls are
+// counted in lockon/metrics.hpp's registry (all but hand-overs and renewal
+// failures). Arguments are copied (decayed) into the coroutine frame, since
 // the call outlives the caller's full expression.
 #pragma once
 
@@ -179,19 +180,22 @@ class AsyncLocker {
 
   /// Wraps `fn` (a callable returning asio::awaitable<R>) so that each call
   /// runs under the lock named after `name` and the arguments at I...
-  /// `name` must be non-empty (ConfigError).
+  /// `name` must be non-empty (ConfigError). `options.reentrant` is refused
+  /// (ConfigError): reentrancy is tracked per thread, and coroutines of one
+  /// thread are not one owner — a nested call on a key its caller holds
+  /// waits for it (until the policy's timeout).
   template <std::size_t... I, class F>
   AsyncLockedFunction<std::decay_t<F>, I...> async_lock_on(std::string_view name, F&& fn,
                                                            LockOnOptions options = {}) const {
     auto core = options.policy ? with_policy(*options.policy) : core_;
-    return {std::move(core), std::string(name), digest_for(name, options.scope), std::forward<F>(fn)};
+    return {std::move(core), std::string(name), digest_for(name, options), std::forward<F>(fn)};
   }
 
   const LockerPolicy& policy() const noexcept { return core_->prepared.policy; }
 
  private:
   std::shared_ptr<const detail::AsyncLockerCore> with_policy(LockerPolicy policy) const;
-  static std::string digest_for(std::string_view name, KeyScope scope);
+  static std::string digest_for(std::string_view name, const LockOnOptions& options);
   std::shared_ptr<const detail::AsyncLockerCore> core_;
 };
 

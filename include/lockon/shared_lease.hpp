@@ -63,9 +63,10 @@ class SharedHolder;
 
 }  // namespace detail
 
-/// One share as a DistributedLock: a reader's share of a ReadWriteLock, or
-/// one permit of a Semaphore, for code written against DistributedLock
-/// (RedisLocker, `lockon run --shared / --permits`). Same keys and
+/// One share as a DistributedLock: a reader's share or the writer side of a
+/// ReadWriteLock, or one permit of a Semaphore, for code written against
+/// DistributedLock (RedisLocker, `lockon run --shared / --exclusive /
+/// --permits`). Same keys and
 /// behaviour as ReadWriteLock / Semaphore on that name.
 ///
 /// Of LockOptions it uses ttl, auto_renew, wait_poll_interval, on_lost and
@@ -81,6 +82,9 @@ class SharedLeaseLock final : public DistributedLock {
  public:
   /// A reader's share of the ReadWriteLock `name`.
   static std::unique_ptr<SharedLeaseLock> reader(Client client, std::string name, LockOptions options = {});
+  /// The writer side of the ReadWriteLock `name`: excludes its readers and
+  /// other writers (ReadWriteLock::lock()).
+  static std::unique_ptr<SharedLeaseLock> writer(Client client, std::string name, LockOptions options = {});
   /// One of `permits` permits of the Semaphore `name` (permits >= 1).
   static std::unique_ptr<SharedLeaseLock> permit(Client client, std::string name, long long permits,
                                                  LockOptions options = {});

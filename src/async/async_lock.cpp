@@ -172,10 +172,8 @@ asio::awaitable<void> AsyncLockImpl::drop_record() noexcept {
     const std::array<std::string_view, 1> args{record_};
     // Within the short grace of a leave (kLeaveGrace), as the blocking
     // Lock's drop_record: it follows a failed attempt, often at the
-    // caller's deadline, and bounded by the socket timeout it retried a
-    // Cluster's CLUSTERDOWN for most of a second after an
-    // async_try_lock_for(200 ms) had failed (issue 33). A late run deletes
-    // only this attempt's record.
+    // caller's deadline, and must not retry a Cluster's CLUSTERDOWN for a
+    // socket timeout past it. A late run deletes only this attempt's record.
     co_await client_->script(scripts::delete_record(), key, args, "delete a holder record",
                              Clock::now() + kLeaveGrace);
   } catch (...) {

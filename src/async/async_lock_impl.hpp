@@ -102,8 +102,8 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
     storage = {keys_[0], keys_[4], keys_[6]};
     return std::span<const std::string_view>(storage).first(for_process ? 3 : with_record ? 2 : 1);
   }
-  /// Deletes the holder record if it is still this attempt's (a SET that
-  /// failed with an error reply). Best effort, bounded by the socket timeout.
+  /// Deletes the holder record if it is still this attempt's (an attempt
+  /// that took nothing). Best effort, within kLeaveGrace.
   asio::awaitable<void> drop_record() noexcept;
   asio::awaitable<void> replace_stale_record(Clock::time_point until) noexcept;
   std::string orphan_entry() const;

@@ -45,8 +45,8 @@ class AsyncLockImpl::Port {
     sent.replies = std::move(outcome.replies);
     co_return sent;
   }
-  // The async clean-up has no "outcome unknown" sweeps yet: every abandoned
-  // attempt is released once it succeeds (issue 36, D2).
+  // The async clean-up cancels an abandoned attempt until one cancel runs;
+  // it keeps no later sweeps for an unknown outcome, so the flag has no use.
   void abandon(bool /*outcome_unknown*/) { lock_.client_->abandon(lock_.keys_, lock_.orphan_entry()); }
   asio::awaitable<void> drop_record() noexcept {
     if (!lock_.record_.empty()) co_await lock_.drop_record();

@@ -120,9 +120,13 @@ std::shared_ptr<const detail::AsyncLockerCore> AsyncLocker::with_policy(LockerPo
   return detail::make_core(core_->client, std::move(policy));
 }
 
-std::string AsyncLocker::digest_for(std::string_view name, KeyScope scope) {
+std::string AsyncLocker::digest_for(std::string_view name, const LockOnOptions& options) {
   if (name.empty()) throw ConfigError("lockon: async_lock_on needs a non-empty function name");
-  return scope == KeyScope::entity ? std::string() : function_digest(name);
+  if (options.reentrant)
+    throw ConfigError("async_lock_on '" + std::string(name) +
+                      "': reentrant is not supported (reentrancy is per thread, and the coroutines of one thread are "
+                      "not one owner); call the inner function's body directly while holding the lock");
+  return options.scope == KeyScope::entity ? std::string() : function_digest(name);
 }
 
 }  // namespace lockon

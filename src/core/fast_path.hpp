@@ -17,7 +17,7 @@
 //                                         this attempt's record (noexcept)
 //   Task<void> replace_stale_record(until)  K is ours, the who key named an
 //                                         earlier holder: ours replaces it
-//   bool sharded(); std::string_view endpoint(); [[noreturn]] throw_token_in_use()
+//   bool sharded(); const std::string& endpoint(); [[noreturn]] throw_token_in_use()
 //
 // Invariants: once the SET has won (Attempt::granted), any failure after it
 // (WAIT refused, a malformed reply) hands K to the clean-up: K never stays
@@ -68,8 +68,8 @@ struct Sent {
 
 namespace fast_path {
 
-/// fast_request's outcomes.
-enum class Outcome { busy, won, token_in_use, set_refused };
+/// What one write of the fast path came to.
+enum class Outcome { won, busy, no_answer, token_in_use, set_refused };
 
 // A migrating slot refused the SET (or the fenced script: ASK, TRYAGAIN)
 // while the record's SET ran: the write is not resent (routed.hpp), so this
@@ -80,14 +80,31 @@ inline bool set_refused(bool sharded, const FastRequest& request, const std::vec
   return first_redirect(replies[0]) != nullptr && first_redirect(replies[1]) == nullptr;
 }
 
+inline bool nothing_sent(const std::exception_ptr& failure) noexcept {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const ConnectError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 [[noreturn]] inline void throw_unexpected(const FastRequest& request, std::string_view endpoint) {
   throw ProtocolError("acquire lock '" + std::string(request.name) + "' on " + std::string(endpoint) +
                       ": unexpected script reply");
 }
 
-/// One write of the fast path and what its replies mean.
+// The record's SET NX wrote our record (it replied OK, not nil or an error).
+inline bool record_written(const FastRequest& request, const Sent& sent) noexcept {
+  return !request.record.empty() && sent.ended == Sent::Ended::replied && sent.replies.size() > 1 &&
+         sent.replies[1]->type == REDIS_REPLY_STATUS;
+}
+
+/// One write of the fast path and what its replies mean. `resent`: an
+/// earlier write of this attempt may have run (its reply was lost).
 template <class Port>
-auto request(Port& port, const FastRequest& request, Attempt& result, Clock::time_point until)
+auto write_once(Port& port, const FastRequest& request, bool resent, Attempt& result, Clock::time_point until)
     -> typename Port::template Task<Outcome> {
   const auto& script = scripts::fenced_acquire();
   // With WAIT in the write, the script's body itself: a NOSCRIPT would have
@@ -96,7 +113,8 @@ auto request(Port& port, const FastRequest& request, Attempt& result, Clock::tim
   std::array<std::string_view, 7> acquire{};
   std::size_t acquire_size = 0;
   if (request.fencing) {
-    acquire = {body_first ? "EVAL" : "EVALSHA", body_first ? script.body() : script.sha(), "2", request.name,
+    acquire = {body_first ? "EVAL" : "EVALSHA",
+               body_first ? std::string_view(script.body()) : std::string_view(script.sha()), "2", request.name,
                request.fence_key, request.token, request.ttl_text};
     acquire_size = 7;
   } else if (request.no_expiry) {
@@ -116,6 +134,7 @@ auto request(Port& port, const FastRequest& request, Attempt& result, Clock::tim
   const std::span<const std::span<const std::string_view>> commands(all.data(), count);
 
   Sent sent = co_await port.send(commands, until);
+  bool wrote_record = resent || record_written(request, sent);
   const bool noscript = sent.ended == Sent::Ended::replied && request.fencing && is_noscript(*sent.replies[0]);
   if (noscript) {
     // First use on this server (or after a restart or SCRIPT FLUSH): the
@@ -124,6 +143,7 @@ auto request(Port& port, const FastRequest& request, Attempt& result, Clock::tim
     acquire[0] = "EVAL";
     acquire[1] = script.body();
     sent = co_await port.send(commands, until);
+    wrote_record = wrote_record || record_written(request, sent);
   }
   if (sent.ended != Sent::Ended::replied) {
     // No answer: the request may still win. A deadline hands it to the
@@ -135,11 +155,11 @@ auto request(Port& port, const FastRequest& request, Attempt& result, Clock::tim
       result.deadline_passed = true;
       port.abandon(true);
     }
-    co_return Outcome::busy;
+    co_return Outcome::no_answer;
   }
   if (set_refused(port.sharded(), request, sent.replies)) co_return Outcome::set_refused;
   // The acquisition's outcome before any other reply: a failure after a won
-  // SET must not leave K held (attempt()).
+  // SET must not leave K held (fast_attempt).
   const redisReply& first = *sent.replies[0];
   check_reply(first, port.endpoint(), "acquire lock");
   std::optional<AcquireReply> read;
@@ -149,15 +169,25 @@ auto request(Port& port, const FastRequest& request, Attempt& result, Clock::tim
     read = read_set_acquire(first, request.token, request.random_token);
   if (!read) throw_unexpected(request, port.endpoint());
   result.granted = read->outcome == AcquireReply::Outcome::won;
+  // An error reply to the record (an ACL that denies its key, OOM) fails
+  // the acquisition, a won K handed on (fast_attempt): a deployment that
+  // cannot keep the records it was asked for is told at once. A record
+  // refused by a migrating slot while the SET ran is not resent
+  // (routed.hpp): the lock goes without a record.
+  if (!request.record.empty() && first_redirect(sent.replies[1]) == nullptr)
+    check_reply(*sent.replies[1], port.endpoint(), "record the lock's holder");
   if (!request.wait.empty()) {
     check_reply(*sent.replies.back(), port.endpoint(), "WAIT for replicas");
     result.acks = static_cast<int>(sent.replies.back()->integer);
   }
-  if (read->outcome == AcquireReply::Outcome::busy) co_return Outcome::busy;
-  if (read->outcome == AcquireReply::Outcome::token_in_use) co_return Outcome::token_in_use;
+  if (read->outcome != AcquireReply::Outcome::won) {
+    // K is someone else's, but our record's SET NX may have found the who
+    // key empty (a holder without a record): ours must not stay there.
+    if (wrote_record) co_await port.drop_record();
+    co_return read->outcome == AcquireReply::Outcome::busy ? Outcome::busy : Outcome::token_in_use;
+  }
   // The record's SET NX found an earlier holder's record (a forced release,
-  // an expiry): ours replaces it while K holds our token. An error reply to
-  // the record decides nothing: the record informs operators.
+  // an expiry): ours replaces it while K holds our token.
   const bool stale_record = !request.record.empty() && sent.replies[1]->type == REDIS_REPLY_NIL;
   if (stale_record) co_await port.replace_stale_record(until);
   result.fence = read->fence;
@@ -176,10 +206,10 @@ auto fast_attempt(Port& port, const FastRequest& request, Clock::time_point dead
   result.sent_at = Clock::now();
   const auto until = deadline == Clock::time_point::min() ? Clock::time_point::max() : deadline;
   for (int round = 0;; ++round) {
-    fast_path::Outcome outcome = fast_path::Outcome::busy;
+    fast_path::Outcome outcome = fast_path::Outcome::no_answer;
     std::exception_ptr failure;
     try {
-      outcome = co_await fast_path::request(port, request, result, until);
+      outcome = co_await fast_path::write_once(port, request, round > 0, result, until);
     } catch (const ClosedError&) {
       if (round == 0 && request.random_token) continue;
       failure = std::current_exception();
@@ -191,11 +221,13 @@ auto fast_attempt(Port& port, const FastRequest& request, Clock::time_point dead
       // reply), or the outcome is unknown (a lost reply, an earlier round
       // whose reply was lost and may have won): the clean-up hands K on or
       // deletes it, as a release would. Else nothing of ours holds K: our
-      // record, if written, goes (the SET failed: WRONGTYPE, OOM...).
+      // record, if written, goes (the SET failed: WRONGTYPE, OOM...) — not
+      // when nothing was sent (ConnectError): no record was written, and a
+      // delete would only reconnect past the caller's deadline.
       const bool unknown = round > 0 || outcome_unknown(failure);
       if (result.granted || unknown)
         port.abandon(unknown);
-      else
+      else if (!fast_path::nothing_sent(failure))
         co_await port.drop_record();
       std::rethrow_exception(failure);
     }

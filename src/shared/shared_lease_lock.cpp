@@ -40,6 +40,10 @@ std::unique_ptr<SharedLeaseLock> SharedLeaseLock::reader(Client client, std::str
   return std::unique_ptr<SharedLeaseLock>(new SharedLeaseLock(std::move(client), std::move(name), std::move(options), 's', 0));
 }
 
+std::unique_ptr<SharedLeaseLock> SharedLeaseLock::writer(Client client, std::string name, LockOptions options) {
+  return std::unique_ptr<SharedLeaseLock>(new SharedLeaseLock(std::move(client), std::move(name), std::move(options), 'x', 0));
+}
+
 std::unique_ptr<SharedLeaseLock> SharedLeaseLock::permit(Client client, std::string name, long long permits,
                                                          LockOptions options) {
   return std::unique_ptr<SharedLeaseLock>(

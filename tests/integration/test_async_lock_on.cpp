@@ -83,6 +83,21 @@ TEST_F(AsyncLockOnTest, ReplicaAcksAreRefusedNotSilentlyIgnored) {
   EXPECT_TRUE(server().command({"KEYS", policy.key_prefix + "*"}).elements.empty()) << "nothing was written";
 }
 
+// LockOnOptions::reentrant was accepted and silently ignored: a nested
+// call on a held key then waited for its own caller until the timeout.
+TEST_F(AsyncLockOnTest, ReentrantIsRefusedNotSilentlyIgnored) {
+  AsyncClient client(io.get_executor(), server().url());
+  AsyncLocker locker(client, {.key_prefix = key("p")});
+  LockOnOptions options;
+  options.reentrant = true;
+  const auto wrap = [&] {
+    return locker.async_lock_on<0>("reentrant::fn", [](std::string) -> asio::awaitable<void> { co_return; }, options);
+  };
+  EXPECT_THROW(wrap(), ConfigError);
+  options.reentrant = false;
+  EXPECT_NO_THROW(wrap());
+}
+
 TEST_F(AsyncLockOnTest, SyncAndAsyncCallsExcludeEachOther) {
   AsyncClient client(io.get_executor(), server().url());
   const std::string prefix = key("p");

@@ -1,6 +1,7 @@
-// integration/test_cli_shared.cpp — `lockon run --shared NAME` and
-// `lockon run --permits N NAME` (issue 16): at most N permit runs at once,
-// shared runs overlap but exclude a writer, and the option checks.
+// integration/test_cli_shared.cpp — `lockon run --shared NAME`, `lockon run
+// --exclusive NAME` and `lockon run --permits N NAME`: at most N permit runs
+// at once, shared runs overlap but exclude a writer (an --exclusive run or
+// C++ code), and the option checks.
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -94,10 +95,50 @@ TEST_F(CliShared, SharedRunsOverlapButExcludeAWriter) {
   EXPECT_TRUE(free.succeeded()) << free.describe();
 }
 
+// As flock -s and -x on one file: a --shared run and an --exclusive run of
+// one NAME exclude each other, both ways, and a C++ ReadWriteLock too.
+// Each holder run marks a key once it holds NAME (COMMAND runs only then)
+// and keeps NAME until the test ends it.
+TEST_F(CliShared, SharedAndExclusiveRunsExcludeEachOther) {
+  const std::string name = key("rwx");
+  const Client client(server().url());
+  for (const std::string holder_mode : {"--shared", "--exclusive"}) {
+    const std::string other_mode = holder_mode == "--shared" ? "--exclusive" : "--shared";
+    const std::string holding = key("holding");
+    Child holder = spawn(lockon_argv({"run", "--url", server().url(), holder_mode, name, "--", "/bin/sh", "-c",
+                                      "redis-cli -u \"$URL\" SET \"$HOLDING\" 1 >/dev/null && exec sleep 30"}),
+                         {{"URL", server().url()}, {"HOLDING", holding}});
+    ASSERT_TRUE(eventually(20s, [&] { return server().command({"EXISTS", holding}).integer == 1; }, 20ms))
+        << holder_mode << " run never held " << name;
+    const ProcessResult refused =
+        run_process(lockon_argv({"run", "--url", server().url(), other_mode, "-n", name, "--", "true"}), 20s);
+    EXPECT_EQ(refused.exit_code, kConflict) << other_mode << " ran beside " << holder_mode << ": " << refused.describe();
+    ReadWriteLock cxx(client, name);
+    if (holder_mode == "--shared") {
+      EXPECT_FALSE(cxx.try_lock()) << "a C++ writer beside a --shared run";
+    } else {
+      EXPECT_FALSE(cxx.try_lock_shared()) << "a C++ reader beside an --exclusive run";
+      const ProcessResult second =
+          run_process(lockon_argv({"run", "--url", server().url(), "-x", "-n", name, "--", "true"}), 20s);
+      EXPECT_EQ(second.exit_code, kConflict) << "two --exclusive runs: " << second.describe();
+    }
+    holder.kill(SIGTERM);  // forwarded to COMMAND; lockon releases once it is gone
+    const ProcessResult ended = holder.wait(20s);
+    EXPECT_FALSE(ended.timed_out) << ended.describe();
+    const ProcessResult after =
+        run_process(lockon_argv({"run", "--url", server().url(), other_mode, "-n", name, "--", "true"}), 20s);
+    EXPECT_TRUE(after.succeeded()) << other_mode << " after the " << holder_mode << " run ended: " << after.describe();
+  }
+}
+
 TEST_F(CliShared, ConflictingOptionsAreUsageErrors) {
   const std::string name = key("x");
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--shared", "--permits", "2"},
+           {"--shared", "--exclusive"},
+           {"--exclusive", "--permits", "2"},
+           {"--exclusive", "--fence-env", "FENCE"},
+           {"--exclusive", key("second-name")},
            {"--permits", "0"},
            {"--shared", "--fence-env", "FENCE"},
            {"--permits", "3", "--replicas", "1"},

@@ -72,6 +72,61 @@ TEST(CoreFastPath, HeldKeyIsBusyAndLeavesNothingToCleanUp) {
   EXPECT_EQ(port.records_dropped, 0);  // NX: the holder's record was not touched
 }
 
+// K held by someone else whose record is absent: our record's SET NX wrote
+// the who key, and must not stay there naming us.
+TEST(CoreFastPath, HeldKeyWithoutRecordDropsTheRecordWeWrote) {
+  ScriptedLockPort port;
+  port.steps.push_back(answer({bulk("other"), kOk}));
+  EXPECT_FALSE(run(port, plain_request()).acquired);
+  EXPECT_EQ(port.records_dropped, 1);
+  EXPECT_TRUE(port.abandoned.empty());
+}
+
+TEST(CoreFastPath, CustomTokenInUseDropsTheRecordWeWrote) {
+  ScriptedLockPort port;
+  port.steps.push_back(answer({bulk("tok"), kOk}));
+  FastRequest request = plain_request();
+  request.random_token = false;
+  EXPECT_THROW(run(port, request), LockError);
+  EXPECT_EQ(port.records_dropped, 1);
+}
+
+TEST(CoreFastPath, FencedCustomTokenInUseIsMisuse) {
+  ScriptedLockPort port;
+  port.steps.push_back(answer({"*3\r\n:0\r\n" + bulk("tok") + ":9\r\n", kNil}));
+  FastRequest request = fenced_request();
+  request.random_token = false;
+  EXPECT_THROW(run(port, request), LockError);
+  EXPECT_EQ(port.records_dropped, 0);  // the who key was not ours
+}
+
+TEST(CoreFastPath, NothingSentLeavesNothingToDrop) {
+  ScriptedLockPort port;
+  Step refused;
+  refused.fails = [] { throw ConnectError("connection refused"); };
+  port.steps.push_back(refused);
+  EXPECT_THROW(run(port, plain_request()), ConnectError);
+  EXPECT_EQ(port.records_dropped, 0);
+  EXPECT_TRUE(port.abandoned.empty());
+}
+
+TEST(CoreFastPath, BusyAfterALostReplyDropsTheRecordTheLostWriteMayHaveWritten) {
+  ScriptedLockPort port;
+  port.steps.push_back(lost_connection());
+  port.steps.push_back(answer({bulk("other"), kNil}));
+  EXPECT_FALSE(run(port, plain_request()).acquired);
+  EXPECT_EQ(port.records_dropped, 1);
+}
+
+TEST(CoreFastPath, NoExpiryRecordHasNoLease) {
+  ScriptedLockPort port;
+  port.steps.push_back(answer({kNil, kOk}));
+  FastRequest request = plain_request();
+  request.no_expiry = true;
+  EXPECT_TRUE(run(port, request).acquired);
+  EXPECT_EQ(port.writes[0], (std::vector<std::string>{"SET K tok NX GET", "SET {K}:who rec NX"}));
+}
+
 TEST(CoreFastPath, AnEarlierHoldersRecordIsReplacedOnlyWhenWon) {
   ScriptedLockPort port;
   port.steps.push_back(answer({kNil, kNil}));
@@ -79,13 +134,20 @@ TEST(CoreFastPath, AnEarlierHoldersRecordIsReplacedOnlyWhenWon) {
   EXPECT_EQ(port.records_replaced, 1);
 }
 
-TEST(CoreFastPath, AnErrorReplyToTheRecordDecidesNothing) {
+TEST(CoreFastPath, AnErrorReplyToTheRecordFailsTheAcquisitionAndHandsKOn) {
   ScriptedLockPort port;
   port.steps.push_back(answer({kNil, "-NOPERM this user has no permissions to access the key\r\n"}));
-  const Attempt attempt = run(port, plain_request());
-  EXPECT_TRUE(attempt.acquired);
-  EXPECT_TRUE(port.abandoned.empty());
+  EXPECT_THROW(run(port, plain_request()), PermissionError);
+  EXPECT_EQ(port.abandoned, std::vector<bool>{false});  // K was won: the clean-up releases it
   EXPECT_EQ(port.records_replaced, 0);
+}
+
+TEST(CoreFastPath, ARecordRefusedByAMigratingSlotIsGoneWithout) {
+  ScriptedLockPort port;
+  port.cluster = true;
+  port.steps.push_back(answer({kNil, "-ASK 3999 127.0.0.1:7001\r\n"}));
+  EXPECT_TRUE(run(port, plain_request()).acquired);
+  EXPECT_TRUE(port.abandoned.empty());
 }
 
 TEST(CoreFastPath, LostReplyIsResentOnceAndOurTokenProvesTheFirstWon) {
