@@ -44,6 +44,23 @@ class AsyncHolderRecords : public RedisTest {
   asio::io_context io;
 };
 
+// A losing attempt beside a holder without a record: its record's SET NX
+// found the who key empty, and the record must not stay there naming it.
+TEST_F(AsyncHolderRecords, ALosingAttemptLeavesNoRecordBesideAHolderWithoutOne) {
+  AsyncClient client(io.get_executor(), server().url());
+  const std::string name = key("beside");
+  Lock holder(Client(server().url()), name, {.holder_record = false});
+  ASSERT_TRUE(holder.try_lock());
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    for (const bool fencing : {false, true}) {
+      AsyncLock loser(client, name, LockOptions{.fencing = fencing, .holder_label = "loser"});
+      const bool got = co_await loser.async_try_lock();
+      EXPECT_FALSE(got);
+      EXPECT_FALSE(has_who(name)) << (fencing ? "fenced: " : "") << "the loser's record stayed";
+    }
+  }));
+}
+
 TEST_F(AsyncHolderRecords, FastPathWritesTheRecordWithTheLeaseAndReleaseDeletesIt) {
   AsyncClient client(io.get_executor(), server().url());
   const std::string plain = key("plain");

@@ -149,6 +149,23 @@ TEST_F(CliStatusHolders, NoRecordWhenTurnedOff) {
   EXPECT_TRUE(contains(status(name), "holder: unknown")) << status(name);
 }
 
+// A record names the current holder or is absent: an attempt that found K
+// held by a holder without a record wrote its own record beside it (the
+// record's SET NX found the who key empty) and left it there, for its TTL,
+// naming a process that held nothing.
+TEST_F(CliStatusHolders, ALosingAttemptLeavesNoRecordBesideAHolderWithoutOne) {
+  const std::string name = key("beside");
+  const Client client(server().url());
+  Lock holder(client, name, {.holder_record = false});
+  ASSERT_TRUE(holder.try_lock());
+  for (const bool fencing : {false, true}) {
+    Lock loser(client, name, {.fencing = fencing, .holder_label = "loser"});
+    EXPECT_FALSE(loser.try_lock());
+    EXPECT_FALSE(exists(lock_companion_key(name, "who"))) << (fencing ? "fenced: " : "") << "the loser's record stayed";
+  }
+  EXPECT_TRUE(contains(status(name), "holder: unknown")) << status(name);
+}
+
 // A holder's label and a key's name come from whoever wrote them: control
 // bytes in them (an escape sequence, a bell) were written raw by `status`
 // and `list` (review round 2, session 21).

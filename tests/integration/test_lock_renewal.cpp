@@ -201,6 +201,10 @@ TEST_F(LockRenewal, WithoutRenewalTheLeaseEndRequestsStopAndCallsOnLost) {
   while (ms_since(before_acquiring) < 400 && !stop.stop_requested()) std::this_thread::sleep_for(2ms);
   EXPECT_TRUE(lock.lost());
   EXPECT_TRUE(stop.stop_requested());
+  // request_stop() sets the flag before it runs the callbacks, on the
+  // watchdog's thread, and on_lost follows: both are awaited (bounded), or a
+  // loaded machine reads the callback's time before it was written.
+  EXPECT_TRUE(eventually(1s, [&] { return stop_callback_after_ms.load() >= 0 && log.count() == 1; }));
   // The lease is counted from the request's send time: never before 200 ms,
   // and the signal follows within 100 ms.
   EXPECT_GE(stop_callback_after_ms.load(), 200);
