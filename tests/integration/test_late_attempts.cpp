@@ -11,6 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -21,6 +24,7 @@
 #include "shared_lease_support.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
+#include "support/precondition_rounds.hpp"
 
 namespace lockon::test {
 namespace {
@@ -71,8 +75,21 @@ TEST_F(SharedProxyFaults, ATimedOutWaitSendsNoAttemptAfterItsDeadline) {
 // deadline and its confirmed cancel, and queues the departed waiter; the
 // holder's release then hands K to it (its process still listens on the
 // channel, which lingers). K must not stay held by nobody for the lease.
+//
+// Timing-bound: each scenario needs the proxy-delayed attempt to run inside
+// a window of the clean-up's sweeps (lock/orphans.hpp: the first clean-up
+// kFirstRetry = 20 ms after the cancel, then sweeps 50 ms, 1 s and 5 s after
+// it; the cancel comes at the waiter's deadline, 100 ms after it began, or
+// later). A loaded machine (ASan, ctest -j4 on 2 cores) can miss the window:
+// the waiter's attempt goes out after its deadline (nothing delayed), its
+// cancel runs after the late attempt (nothing left queued), a sweep runs
+// before the release. Such a round asserts nothing about the library and
+// the scenario is set up again with fresh names, holder and proxy rule
+// (in_rounds); what the rounds assert once the window was met is unchanged.
 class LockProxyPool : public ClientTest {
  protected:
+  static constexpr int kRounds = 5;
+
   void SetUp() override {
     ClientTest::SetUp();
     if (HasFatalFailure()) return;
@@ -85,35 +102,90 @@ class LockProxyPool : public ClientTest {
     Lock warm_waiter(*via_proxy_, warm_name);
     ASSERT_FALSE(warm_waiter.try_lock_for(20ms));
     warm.unlock();
+    // On a loaded machine the 20 ms above can pass before the waiter's
+    // script went out: a delayed EVALSHA would then meet NOSCRIPT after the
+    // deadline and never run. Loaded here for sure (what EVAL would do).
+    for (const auto* script : {&detail::scripts::wait_attempt(), &detail::scripts::cancel_wait(),
+                               &detail::scripts::release()})
+      ASSERT_EQ(raw({"SCRIPT", "LOAD", script->body()}).str, script->sha());
   }
   FaultProxy& proxy() { return *proxy_; }
   Client& via_proxy() { return *via_proxy_; }
   long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "q")}).integer; }
+
+  // The next queueing attempt (the wait script: the fast path is a SET) is
+  // held `delay` by the proxy; removed with its round, so that no later
+  // round's attempt matches it. Only the wait script: a clean-up's sweep of
+  // an earlier round (or of the warm-up) must not take the fault.
+  class DelayedAttempt {
+   public:
+    DelayedAttempt(FaultProxy& proxy, std::chrono::milliseconds delay)
+        : proxy_(proxy),
+          id_(proxy.add_rule({.command = "EVALSHA",
+                              .argument_contains = detail::scripts::wait_attempt().sha(),
+                              .action = FaultAction::delay,
+                              .delay = delay,
+                              .times = 1})) {}
+    ~DelayedAttempt() { proxy_.remove_rule(id_); }
+    DelayedAttempt(const DelayedAttempt&) = delete;
+    DelayedAttempt& operator=(const DelayedAttempt&) = delete;
+    std::size_t matched() const { return proxy_.matched(id_); }
+
+   private:
+    FaultProxy& proxy_;
+    int id_;
+  };
+
+  // The precondition of the 300 ms scenarios below, checked in this order,
+  // each miss returned as the reason to set the scenario up again:
+  //  - the waiter sent its queueing attempt before its 100 ms deadline
+  //    (attempt_not_sent);
+  //  - that attempt ran after the waiter's cancel: seen queued afterwards
+  //    (run before it, the cancel removed it, and nothing else queues it);
+  //  - the release came before the sweep 1 s after the clean-up's first
+  //    success, which runs at least 100 + 20 + 1000 ms after the wait began
+  //    (kReleaseBeforeLongSweepMs): after it, only the 5 s sweep would pass
+  //    K on, past the 3 s the test gives the next taker.
+  static std::string attempt_not_sent(std::size_t matched, long long waited_ms) {
+    if (matched > 0) return {};
+    return "the queueing attempt did not go out before the 100 ms deadline (the wait took " +
+           std::to_string(waited_ms) + " ms)";
+  }
+  static constexpr long long kReleaseBeforeLongSweepMs = 1100;
 
   std::unique_ptr<FaultProxy> proxy_;
   std::unique_ptr<Client> via_proxy_;
 };
 
 TEST_F(LockProxyPool, AQueueingAttemptThatRunsAfterItsDeadlineLeavesNoHolderlessKey) {
-  const std::string name = key("lock");
-  Lock holder(client(), name, {.ttl = 10s});
-  ASSERT_TRUE(holder.try_lock());
-  const int late = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 300ms, .times = 1});
-  Lock waiter(via_proxy(), name, {.ttl = 10s});
-  EXPECT_FALSE(waiter.try_lock_for(100ms));
-  EXPECT_EQ(proxy().matched(late), 1u);
-  ASSERT_TRUE(eventually(2s, [&] { return queued(name) == 1; })) << "the late queueing attempt never ran";
-  holder.unlock();  // hands K to the departed waiter's entry, whose process still listens
-  Lock next(client(), name, {.ttl = 10s});
-  const auto started = std::chrono::steady_clock::now();
-  const bool got = next.try_lock_for(3s);
-  EXPECT_TRUE(got) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
-  if (got) {
-    std::cout << "K free again " << std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         std::chrono::steady_clock::now() - started).count()
-              << " ms after the release\n";
-    next.unlock();
-  }
+  in_rounds(kRounds, 60s, [&]() -> std::string {
+    const std::string name = key("lock");
+    Lock holder(client(), name, {.ttl = 10s});
+    EXPECT_TRUE(holder.try_lock());
+    if (HasFailure()) return {};
+    const DelayedAttempt late(proxy(), 300ms);
+    Lock waiter(via_proxy(), name, {.ttl = 10s});
+    const auto began = std::chrono::steady_clock::now();
+    EXPECT_FALSE(waiter.try_lock_for(100ms));
+    const long long waited_ms = ms_since(began);
+    if (auto missed = attempt_not_sent(late.matched(), waited_ms); !missed.empty()) return missed;
+    EXPECT_EQ(late.matched(), 1u);
+    if (!eventually(2s, [&] { return queued(name) == 1; }))
+      return "the late queueing attempt was never seen queued (the wait took " + std::to_string(waited_ms) +
+             " ms: its cancel ran after the attempt, or a sweep took the entry first)";
+    holder.unlock();  // hands K to the departed waiter's entry, whose process still listens
+    if (const long long released_ms = ms_since(began); released_ms >= kReleaseBeforeLongSweepMs)
+      return "released " + std::to_string(released_ms) + " ms after the wait began: the 1 s sweep may have come first";
+    Lock next(client(), name, {.ttl = 10s});
+    const auto started = std::chrono::steady_clock::now();
+    const bool got = next.try_lock_for(3s);
+    EXPECT_TRUE(got) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
+    if (got) {
+      std::cout << "K free again " << ms_since(started) << " ms after the release\n";
+      next.unlock();
+    }
+    return {};
+  });
 }
 
 // A queueing attempt held back 3 s, past the sweeps of session 20 (they
@@ -124,33 +196,49 @@ TEST_F(LockProxyPool, AQueueingAttemptThatRunsAfterItsDeadlineLeavesNoHolderless
 // release hands K to a token nobody holds. Before: K stayed there until its
 // 10 s lease ran out (the other thread's try_lock_for(5 s) failed); the
 // sweep 5 s after the first success passes it on.
+//
+// The precondition: as above, and the departed entry and the other
+// thread's both queued at the release (a 1 s sweep delayed past the late
+// attempt takes the departed one), and the release before the 5 s sweep
+// (at least 100 + 20 + 5000 ms after the wait began: after it, nothing
+// passes K on).
 TEST_F(LockProxyPool, AQueueingAttemptHeldBackThreeSecondsLeavesNoHolderlessKey) {
-  const std::string name = key("lock-3s");
-  Lock holder(client(), name, {.ttl = 10s});
-  ASSERT_TRUE(holder.try_lock());
-  const int late = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 3000ms, .times = 1});
-  Lock departed(via_proxy(), name, {.ttl = 10s});
-  const auto gave_up = std::chrono::steady_clock::now();
-  EXPECT_FALSE(departed.try_lock_for(100ms));
-  EXPECT_EQ(proxy().matched(late), 1u);
-  ASSERT_TRUE(eventually(5s, [&] { return queued(name) == 1; })) << "the late queueing attempt never ran";
-  EXPECT_GT(std::chrono::steady_clock::now() - gave_up, 2s) << "the attempt was not held back past the early sweeps";
-  std::atomic<bool> got{false};
-  std::atomic<long long> took_ms{-1};
-  std::thread other([&] {
-    Lock same_process(via_proxy(), name, {.ttl = 10s});
-    const auto started = std::chrono::steady_clock::now();
-    if (same_process.try_lock_for(5s)) {
-      took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
-      got = true;
-      same_process.unlock();
-    }
+  in_rounds(kRounds, 90s, [&]() -> std::string {
+    const std::string name = key("lock-3s");
+    Lock holder(client(), name, {.ttl = 10s});
+    EXPECT_TRUE(holder.try_lock());
+    if (HasFailure()) return {};
+    const DelayedAttempt late(proxy(), 3000ms);
+    Lock departed(via_proxy(), name, {.ttl = 10s});
+    const auto gave_up = std::chrono::steady_clock::now();
+    EXPECT_FALSE(departed.try_lock_for(100ms));
+    if (auto missed = attempt_not_sent(late.matched(), ms_since(gave_up)); !missed.empty()) return missed;
+    EXPECT_EQ(late.matched(), 1u);
+    if (!eventually(5s, [&] { return queued(name) == 1; }))
+      return "the late queueing attempt was never seen queued (its cancel ran after it, or a sweep took it first)";
+    EXPECT_GT(std::chrono::steady_clock::now() - gave_up, 2s) << "the attempt was not held back past the early sweeps";
+    std::atomic<bool> got{false};
+    std::atomic<long long> took_ms{-1};
+    std::thread other([&] {
+      Lock same_process(via_proxy(), name, {.ttl = 10s});
+      const auto started = std::chrono::steady_clock::now();
+      if (same_process.try_lock_for(5s)) {
+        took_ms = ms_since(started);
+        got = true;
+        same_process.unlock();
+      }
+    });
+    const bool both_queued = eventually(2s, [&] { return queued(name) == 2; });
+    holder.unlock();  // hands K to the departed entry: its channel is heard
+    const long long released_ms = ms_since(gave_up);
+    other.join();
+    if (!both_queued) return "the departed entry and the other thread's were never seen queued together";
+    if (released_ms >= 5100)
+      return "released " + std::to_string(released_ms) + " ms after the wait began: the 5 s sweep may have come first";
+    EXPECT_TRUE(got.load()) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
+    std::cout << "the other thread got K after " << took_ms.load() << " ms\n";
+    return {};
   });
-  ASSERT_TRUE(eventually(2s, [&] { return queued(name) == 2; })) << "the other thread never queued";
-  holder.unlock();  // hands K to the departed entry: its channel is heard
-  other.join();
-  EXPECT_TRUE(got.load()) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
-  std::cout << "the other thread got K after " << took_ms.load() << " ms\n";
 }
 
 // The same with the queue place kept past the deadline (keep_queue_place,
@@ -160,20 +248,32 @@ class LockProxyPoolKeptPlace : public LockProxyPool, public ::testing::WithParam
 
 TEST_P(LockProxyPoolKeptPlace, AKeptPlaceEndedLaterStillSweepsTheLateAttempt) {
   const bool by_destructor = GetParam();
-  const std::string name = key("lock");
-  Lock holder(client(), name, {.ttl = 10s});
-  ASSERT_TRUE(holder.try_lock());
-  const int late = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 300ms, .times = 1});
-  {
-    Lock waiter(via_proxy(), name, {.ttl = 10s, .keep_queue_place = true});
-    EXPECT_FALSE(waiter.try_lock_for(100ms));
-    EXPECT_EQ(proxy().matched(late), 1u);
-    if (!by_destructor) waiter.abandon_wait();  // its cancel is confirmed before the late attempt runs
-  }
-  ASSERT_TRUE(eventually(2s, [&] { return queued(name) == 1; })) << "the late queueing attempt never ran";
-  holder.unlock();  // hands K to the departed waiter's entry, whose process still listens
-  Lock next(client(), name, {.ttl = 10s});
-  EXPECT_TRUE(next.try_lock_for(3s)) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
+  in_rounds(kRounds, 60s, [&]() -> std::string {
+    const std::string name = key("lock");
+    Lock holder(client(), name, {.ttl = 10s});
+    EXPECT_TRUE(holder.try_lock());
+    if (HasFailure()) return {};
+    const DelayedAttempt late(proxy(), 300ms);
+    const auto began = std::chrono::steady_clock::now();
+    long long waited_ms = 0;
+    {
+      Lock waiter(via_proxy(), name, {.ttl = 10s, .keep_queue_place = true});
+      EXPECT_FALSE(waiter.try_lock_for(100ms));
+      waited_ms = ms_since(began);
+      if (!by_destructor) waiter.abandon_wait();  // its cancel is confirmed before the late attempt runs
+    }
+    if (auto missed = attempt_not_sent(late.matched(), waited_ms); !missed.empty()) return missed;
+    EXPECT_EQ(late.matched(), 1u);
+    if (!eventually(2s, [&] { return queued(name) == 1; }))
+      return "the late queueing attempt was never seen queued (the wait took " + std::to_string(waited_ms) +
+             " ms: its place was given up after the attempt ran, or a sweep took the entry first)";
+    holder.unlock();  // hands K to the departed waiter's entry, whose process still listens
+    if (const long long released_ms = ms_since(began); released_ms >= kReleaseBeforeLongSweepMs)
+      return "released " + std::to_string(released_ms) + " ms after the wait began: the 1 s sweep may have come first";
+    Lock next(client(), name, {.ttl = 10s});
+    EXPECT_TRUE(next.try_lock_for(3s)) << "K stayed held by the departed waiter's token (PTTL " << pttl(name) << " ms)";
+    return {};
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(EndedBy, LockProxyPoolKeptPlace, ::testing::Bool(),
