@@ -95,16 +95,34 @@ class LockProxyPool : public ClientTest {
     if (HasFatalFailure()) return;
     proxy_ = std::make_unique<FaultProxy>(server().host(), server().port());
     via_proxy_ = std::make_unique<Client>(proxy_->url() + "?auto_pipeline=0");
-    // Loads the queue scripts, so that the faults below hit EVALSHA.
+    // The warm-up, done once it is sure: a waiter through the proxy is
+    // queued while its subscription is confirmed on the server (the Client's
+    // subscriber connects only while someone waits: a waiter gone before
+    // that, as a 20 ms wait on a loaded machine was, leaves its first
+    // connection to come in the middle of the test), then handed the key.
+    // Nothing is left running in the background: a timed-out warm-up left
+    // its cancel's sweeps, which took faults and pooled connections, and a
+    // renewed one the renewal lane's first job (eviction_check.hpp: CONFIG
+    // GET on a pooled connection of this server, once per process), which
+    // made a waiter's request open a second connection.
     const std::string warm_name = key("warm");
     Lock warm(client(), warm_name);
     ASSERT_TRUE(warm.try_lock());
-    Lock warm_waiter(*via_proxy_, warm_name);
-    ASSERT_FALSE(warm_waiter.try_lock_for(20ms));
-    warm.unlock();
-    // On a loaded machine the 20 ms above can pass before the waiter's
-    // script went out: a delayed EVALSHA would then meet NOSCRIPT after the
-    // deadline and never run. Loaded here for sure (what EVAL would do).
+    std::atomic<bool> warm_got{false};
+    std::jthread warm_thread([&] {
+      Lock warm_waiter(*via_proxy_, warm_name, {.auto_renew = false});
+      if (warm_waiter.try_lock_for(20s)) {
+        warm_got = true;
+        warm_waiter.unlock();
+      }
+    });
+    const bool listening = eventually(10s, [&] { return queued(warm_name) == 1 && subscribed(warm_name); });
+    warm.unlock();  // hands the key to the warm-up waiter
+    warm_thread.join();
+    ASSERT_TRUE(listening) << "the warm-up waiter was not queued and subscribed within 10 s";
+    ASSERT_TRUE(warm_got.load()) << "the warm-up waiter was not handed the key";
+    // The scripts loaded for sure (what EVAL would do), so that the faults
+    // below hit EVALSHA: a delayed EVALSHA meeting NOSCRIPT would never run.
     for (const auto* script : {&detail::scripts::wait_attempt(), &detail::scripts::cancel_wait(),
                                &detail::scripts::release()})
       ASSERT_EQ(raw({"SCRIPT", "LOAD", script->body()}).str, script->sha());
@@ -112,6 +130,11 @@ class LockProxyPool : public ClientTest {
   FaultProxy& proxy() { return *proxy_; }
   Client& via_proxy() { return *via_proxy_; }
   long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "q")}).integer; }
+  // Whether some subscriber listens on `name`'s wake channels (its
+  // connection up, the subscription confirmed by the server).
+  bool subscribed(const std::string& name) {
+    return !raw({"PUBSUB", "CHANNELS", detail::companion_key(name, "wake:*")}).elements.empty();
+  }
 
   // The next queueing attempt (the wait script: the fast path is a SET) is
   // held `delay` by the proxy; removed with its round, so that no later
@@ -284,39 +307,61 @@ INSTANTIATE_TEST_SUITE_P(EndedBy, LockProxyPoolKeptPlace, ::testing::Bool(),
 // late poll then runs on a free K and takes it with the waiter's old
 // token. The release must leave a sweep for it (found by review, session
 // 20), or K stays held by nobody for its lease.
+//
+// The precondition, each miss a reason to set the scenario up again: the
+// second waiter queued; a poll of the waiter (the wait script: a sweep's
+// cancel script must not take the fault, as one of the warm-up's did)
+// held by the proxy before the waiter's deadline; the release before that
+// deadline (so before the held poll runs); the late poll seen holding K
+// (on a loaded machine a sweep can come between two looks).
 TEST_F(LockProxyPool, AnAttemptStillUnreadWhenAHandOverIsTakenIsSweptAfterTheRelease) {
-  const std::string name = key("lock");
-  Lock holder(client(), name, {.ttl = 10s});
-  ASSERT_TRUE(holder.try_lock());
-  // A second waiter of the same process (Client), on another key: with two
-  // waiters the subscriber's thread reads the wake-ups (a lone waiter reads
-  // them itself, and would not have read ours while its poll was owed).
-  const std::string other = key("other");
-  Lock other_holder(client(), other, {.ttl = 10s});
-  ASSERT_TRUE(other_holder.try_lock());
-  std::jthread other_thread([&] {
-    Lock other_waiter(via_proxy(), other, {.ttl = 10s, .wait_poll_interval = 10s});
-    if (other_waiter.try_lock_for(3s)) other_waiter.unlock();
+  in_rounds(kRounds, 60s, [&]() -> std::string {
+    const std::string name = key("lock");
+    const std::string other = key("other");
+    Lock holder(client(), name, {.ttl = 10s});
+    Lock other_holder(client(), other, {.ttl = 10s});
+    EXPECT_TRUE(holder.try_lock());
+    EXPECT_TRUE(other_holder.try_lock());
+    if (HasFailure()) return {};
+    // A second waiter of the same process (Client), on another key: with two
+    // waiters the subscriber's thread reads the wake-ups (a lone waiter reads
+    // them itself, and would not have read ours while its poll was owed).
+    std::jthread other_thread([&] {
+      Lock other_waiter(via_proxy(), other, {.ttl = 10s, .wait_poll_interval = 10s});
+      if (other_waiter.try_lock_for(5s)) other_waiter.unlock();
+    });
+    const std::string missed = [&]() -> std::string {
+      if (!eventually(2s, [&] { return queued(other) == 1; })) return "the second waiter was not queued within 2 s";
+      std::atomic<int> got{-1};
+      const auto deadline = std::chrono::steady_clock::now() + 400ms;
+      std::jthread waiter_thread([&] {
+        Lock waiter(via_proxy(), name, {.ttl = 10s, .wait_poll_interval = 50ms});
+        got = waiter.try_lock_until(deadline) ? 1 : 0;
+        if (got == 1) waiter.unlock();
+      });
+      if (!eventually(2s, [&] { return queued(name) == 1 || got != -1; }) || got != -1)
+        return "the waiter was not seen queued before its deadline";
+      // The waiter's next script is its poll, ~50 ms after it queued: held 600 ms.
+      const DelayedAttempt late(proxy(), 600ms);
+      eventually(2s, [&] { return late.matched() == 1 || got != -1; });
+      if (late.matched() == 0) return "no poll of the waiter was held before its deadline";
+      holder.unlock();  // hands K to the waiter while its poll's reply is owed
+      const auto released = std::chrono::steady_clock::now();
+      waiter_thread.join();
+      if (released >= deadline)
+        return "released " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(released - deadline).count()) +
+               " ms after the waiter's deadline";
+      EXPECT_EQ(got.load(), 1) << "the hand-over raced with the deadline and should have been taken";
+      if (HasFailure()) return {};
+      // The poll reaches the server ~600 ms after it was sent, on a free K.
+      if (!eventually(2s, [&] { return exists(name); }, 1ms)) return "the late poll was never seen holding K";
+      Lock next(client(), name, {.ttl = 10s});
+      EXPECT_TRUE(next.try_lock_for(3s)) << "K stayed held by the waiter's old token (PTTL " << pttl(name) << " ms)";
+      return {};
+    }();
+    other_holder.unlock();  // hands `other` to the second waiter, which ends
+    return missed;
   });
-  ASSERT_TRUE(eventually(2s, [&] { return queued(other) == 1; }));
-  std::atomic<int> got{-1};
-  std::jthread waiter_thread([&] {
-    Lock waiter(via_proxy(), name, {.ttl = 10s, .wait_poll_interval = 50ms});
-    got = waiter.try_lock_for(400ms) ? 1 : 0;
-    if (got == 1) waiter.unlock();
-  });
-  ASSERT_TRUE(eventually(2s, [&] { return queued(name) == 1; }));
-  // The waiter's next script is its poll, ~50 ms after it queued: held 600 ms.
-  const int late = proxy().add_rule({.command = "EVALSHA", .action = FaultAction::delay, .delay = 600ms, .times = 1});
-  ASSERT_TRUE(eventually(2s, [&] { return proxy().matched(late) == 1; }));
-  holder.unlock();  // hands K to the waiter while its poll's reply is owed
-  waiter_thread.join();
-  ASSERT_EQ(got.load(), 1) << "the hand-over raced with the deadline and should have been taken";
-  // The poll reaches the server ~600 ms after it was sent, on a free K.
-  ASSERT_TRUE(eventually(2s, [&] { return exists(name); })) << "the late poll never ran";
-  Lock next(client(), name, {.ttl = 10s});
-  EXPECT_TRUE(next.try_lock_for(3s)) << "K stayed held by the waiter's old token (PTTL " << pttl(name) << " ms)";
-  other_holder.unlock();
 }
 
 TEST_F(LockProxyPool, ATimedOutWaitSendsNoAttemptAfterItsDeadline) {
