@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "lock/holder.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/holder_record.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/lockon.hpp"
 
 namespace {

@@ -12,7 +12,7 @@
 
 #include "bench_support.hpp"
 #include "client/client_impl.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/lock.hpp"
 #include "client/script.hpp"
 

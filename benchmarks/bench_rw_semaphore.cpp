@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/lockon.hpp"
 
 namespace {

@@ -23,8 +23,8 @@
 
 #include "bench_support.hpp"
 #include "common/token.hpp"
-#include "lock/holder.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/holder_record.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "process_bench.hpp"
 
 namespace {

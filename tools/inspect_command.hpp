@@ -18,7 +18,7 @@ namespace lockon::cli {
 /// "KEY:fence" when KEY already has a non-empty hash tag.
 ///
 /// This mirrors the library's companion-key rule (detail::companion_key in
-/// src/lock/lock_scripts.cpp, also documented in lockon/redlock.hpp): the tool may
+/// src/protocol/lock_scripts.cpp, also documented in lockon/redlock.hpp): the tool may
 /// only use the public headers, so the tiny rule is restated here, and the
 /// integration tests check it against keys written by the library.
 std::string fence_key(std::string_view key);

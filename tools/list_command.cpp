@@ -1,5 +1,5 @@
 // `lockon list [PATTERN]`: the locks held now. A lock is a string key with a
-// holder record (src/lock/holder.hpp) whose token prefix matches its value:
+// holder record (src/protocol/holder_record.hpp) whose token prefix matches its value:
 // SCAN MATCH PATTERN over the servers that hold keys (Client::masters:
 // the server, Sentinel's master, every Cluster master), companion keys skipped. Bounded:
 // at most options.limit locks shown and kMaxScanned keys examined.

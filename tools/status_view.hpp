@@ -1,6 +1,6 @@
 // tools/status_view.hpp — what `lockon status` / `lockon list` read from a
 // lock's companion keys and how they print it (text and --json). The record
-// format is the library's (src/lock/holder.hpp):
+// format is the library's (src/protocol/holder_record.hpp):
 //   "<token first 8>|<host>|<pid>|<process start ms>|<label>|<since ms>"
 #pragma once
 

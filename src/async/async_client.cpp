@@ -14,7 +14,7 @@
 #include "client/client_impl.hpp"
 #include "client/sentinel_topology.hpp"
 #include "client/error_map.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {

@@ -41,7 +41,7 @@
 #include "async/async_subscriber.hpp"
 #include "client/script.hpp"
 #include "async/async_sentinel_listener.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/async.hpp"
 
 namespace lockon::detail {

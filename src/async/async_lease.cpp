@@ -13,8 +13,8 @@
 #include "async/async_lock_impl.hpp"
 #include "common/diagnostics.hpp"
 #include "common/token.hpp"
-#include "lock/eviction_check.hpp"
-#include "lock/lock_scripts.hpp"
+#include "client/eviction_check.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "protocol/queue_entry.hpp"
 
 namespace lockon::detail {
@@ -33,7 +33,7 @@ bool first_eviction_check(const std::string& endpoint) {
 }
 
 // CONFIG GET maxmemory maxmemory-policy on the client's connection, then
-// the same warning as the blocking Lock's (lock/eviction_check.hpp). Runs
+// the same warning as the blocking Lock's (client/eviction_check.hpp). Runs
 // beside the renewals (a coroutine of its own), bounded by 300 ms; a
 // refused or unanswered CONFIG means no check. Never throws.
 asio::awaitable<void> check_eviction(std::shared_ptr<AsyncClientImpl> client) {

@@ -16,8 +16,8 @@
 #include "client/routed.hpp"
 #include "common/diagnostics.hpp"
 #include "common/token.hpp"
-#include "lock/holder.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/holder_record.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/name.hpp"
 #include "protocol/queue_entry.hpp"
 

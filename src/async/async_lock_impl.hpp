@@ -29,7 +29,7 @@
 #include "async/async_client_impl.hpp"
 #include "common/grace.hpp"
 #include "core/attempt.hpp"
-#include "lock/lease.hpp"
+#include "protocol/lease.hpp"
 #include "lockon/async.hpp"
 
 namespace lockon::detail {
@@ -94,7 +94,7 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
 
   std::array<std::string_view, kLockScriptKeys> keys() const noexcept { return key_views(keys_); }
   /// The keys a renewal or extension keeps alive: the lock, and its holder
-  /// record (lock/holder.hpp) when this acquisition wrote one, and with
+  /// record (protocol/holder_record.hpp) when this acquisition wrote one, and with
   /// `for_process` both and the record naming the holder's process
   /// ({K}:hs; scripts::renew(), extend(): kept while it names that process).
   std::span<const std::string_view> lease_keys(std::array<std::string_view, 3>& storage, bool with_record,

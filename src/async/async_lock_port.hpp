@@ -10,7 +10,7 @@
 
 #include "async/async_lock_impl.hpp"
 #include "core/fast_path.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 
 namespace lockon::detail {
 

@@ -7,11 +7,12 @@
 #include <array>
 #include <optional>
 
+#include "common/test_hooks.hpp"
 #include "async/async_lock_impl.hpp"
 #include "async/async_lock_port.hpp"
 #include "core/wait_attempt.hpp"
 #include "common/token.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "protocol/queue_entry.hpp"
 #include "protocol/wake_proof.hpp"
 
@@ -69,7 +70,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
       now_serving = co_await client_->subscriber_for(name(), deadline);
       if (!now_serving) co_return;  // a map read outlasted the deadline: keep listening here
     } else {
-      if (!move_waits_after_failover_for_tests.load(std::memory_order_relaxed)) co_return;
+      if (!detail::test_hooks::move_waits_after_failover.load(std::memory_order_relaxed)) co_return;
       now_serving = client_->subscriber_if_made();
       // Switched (the old one was closed, no new one yet): made for the current master.
       if (!now_serving) {

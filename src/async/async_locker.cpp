@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <string>
 
-#include "lock_on/metrics_internal.hpp"
+#include "common/metrics_internal.hpp"
 #include "lockon/async.hpp"
 
 namespace lockon {

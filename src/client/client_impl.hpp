@@ -33,11 +33,10 @@ class ClientImpl {
   std::shared_ptr<Node> any_node() { return topology().any_node(); }
   Topology& topology() { return state_.get([this] { return make_topology(options_, limits_); }); }
 
-  /// Standalone shorthands (tests, benchmarks, one-server paths): the pool
-  /// and subscriber of any_node(). Only valid while the topology keeps that
-  /// node, i.e. always for one server.
+  /// Standalone shorthand (tests, benchmarks, one-server paths): the pool
+  /// of any_node(). Only valid while the topology keeps that node, i.e.
+  /// always for one server.
   Pool& pool() { return any_node()->pool(); }
-  Subscriber& subscriber() { return any_node()->subscriber(); }
 
   const ConnectionOptions& options() const noexcept { return options_; }
   const std::string& endpoint() const noexcept { return endpoint_; }

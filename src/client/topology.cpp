@@ -4,7 +4,6 @@
 
 #include "client/cluster_topology.hpp"
 #include "client/sentinel_topology.hpp"
-#include "lock/subscriber.hpp"
 #include "lockon/errors.hpp"
 
 namespace lockon::detail {
@@ -21,15 +20,15 @@ Node::Node(ConnectionOptions options, PoolOptions limits, PubSubSettings pubsub)
 
 Node::~Node() = default;
 
-Subscriber& Node::subscriber() {
-  std::lock_guard lock(subscriber_mutex_);
-  if (!subscriber_) subscriber_ = std::make_unique<Subscriber>(pool_.options(), pubsub_.sharded, pubsub_.subscriber_id);
-  return *subscriber_;
+NodeService& Node::service(NodeServiceFactory make) {
+  std::lock_guard lock(service_mutex_);
+  if (!service_) service_ = make(pool_.options(), pubsub_);
+  return *service_;
 }
 
 std::string Node::subscriber_id_if_started() {
-  std::lock_guard lock(subscriber_mutex_);
-  return subscriber_ ? subscriber_->id() : std::string();
+  std::lock_guard lock(service_mutex_);
+  return service_ ? service_->id() : std::string();
 }
 
 std::unique_ptr<Topology> make_topology(const ConnectionOptions& options, PoolOptions limits) {

@@ -34,8 +34,6 @@
 
 namespace lockon::detail {
 
-class Subscriber;
-
 /// How a Node's subscriber listens for wake-ups.
 struct PubSubSettings {
   /// SSUBSCRIBE (Redis Cluster: shard channels, counted on the slot's own
@@ -47,6 +45,20 @@ struct PubSubSettings {
 };
 
 class Pipeline;
+
+/// A service a higher layer runs on each Node, started on first use and
+/// retired with the Node (a Sentinel switch retires pool and service
+/// together): the lock layer's wake-up subscriber (lock/subscriber.hpp).
+/// The client layer knows one thing of it, its subscriber id: the name
+/// under which this process's queue entries on that node are addressed.
+class NodeService {
+ public:
+  virtual ~NodeService() = default;
+  virtual const std::string& id() const noexcept = 0;
+};
+
+/// Makes a Node's service from the node's options and pub/sub settings.
+using NodeServiceFactory = std::unique_ptr<NodeService> (*)(const ConnectionOptions&, const PubSubSettings&);
 
 class Node {
  public:
@@ -60,8 +72,10 @@ class Node {
   /// The shared auto-pipelined connection (pipeline.hpp); null unless
   /// options().auto_pipeline.
   Pipeline* pipeline() noexcept { return pipeline_.get(); }
-  /// The process's pub/sub connection to this node, started on first use.
-  Subscriber& subscriber();
+  /// The node's service, made by `make` on first use. Invariant: one
+  /// factory serves every caller in the process (lock/subscriber.cpp's
+  /// subscriber_of()), so the service is of the type that factory makes.
+  NodeService& service(NodeServiceFactory make);
   /// Its subscriber id if it has been started (no thread of this process
   /// has waited on this node otherwise), else empty. Starts nothing.
   std::string subscriber_id_if_started();
@@ -74,8 +88,8 @@ class Node {
   std::unique_ptr<Pipeline> pipeline_;
   std::string endpoint_;
   PubSubSettings pubsub_;
-  std::mutex subscriber_mutex_;
-  std::unique_ptr<Subscriber> subscriber_;
+  std::mutex service_mutex_;
+  std::unique_ptr<NodeService> service_;
 };
 
 class Topology {

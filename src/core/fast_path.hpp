@@ -39,7 +39,7 @@
 #include "client/routed.hpp"
 #include "client/script.hpp"
 #include "core/attempt.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/errors.hpp"
 #include "protocol/acquire_reply.hpp"
 

@@ -1,7 +1,7 @@
 // The parts of DistributedLock that do not depend on the backend.
 #include <limits>
 
-#include "lock/lease.hpp"
+#include "protocol/lease.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/name.hpp"
 #include "lockon/lock.hpp"

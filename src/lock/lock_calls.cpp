@@ -8,7 +8,7 @@
 #include "client/pipeline.hpp"
 #include "client/routed.hpp"
 #include "common/token.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/errors.hpp"
 #include "lock/orphans.hpp"
 

@@ -12,7 +12,7 @@
 #include "client/client_impl.hpp"
 #include "client/hiredis_handles.hpp"
 #include "client/script.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 
 namespace lockon::detail {
 
@@ -42,7 +42,7 @@ class LockCalls {
   const std::string& queue_key() const noexcept { return keys_[1]; }
   const std::string& fence_key() const noexcept { return keys_[2]; }
   const std::string& record_key() const noexcept { return keys_[3]; }
-  /// The holder record (lock/holder.hpp).
+  /// The holder record (protocol/holder_record.hpp).
   const std::string& who_key() const noexcept { return keys_[4]; }
   /// Every key of the queue scripts, in KEYS order (lock_script_keys()).
   const LockScriptKeys& keys() const noexcept { return keys_; }

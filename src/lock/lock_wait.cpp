@@ -1,6 +1,7 @@
 // The waiting path of lockon::Lock: a waiter subscribes to the lock's wake
 // channel, queues itself, and sleeps until a release hands it the key (see
 // lock.cpp for the safety rules both files keep).
+#include "common/test_hooks.hpp"
 #include "core/wait_attempt.hpp"
 #include "lock/lock_impl.hpp"
 #include "lock/lock_port.hpp"
@@ -48,7 +49,7 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
     // map, issue 33): null when it passed first; nothing was queued.
     auto node = client_.impl()->node_for(state_.name, deadline);
     if (!node) return false;
-    auto& subscriber = node->subscriber();
+    auto& subscriber = subscriber_of(*node);
     const std::string waiter_id = detail::random_hex(8);
     wait_ = std::make_unique<Wait>();
     wait_->node = std::move(node);
@@ -124,7 +125,7 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
 // connection (wake_trusted).
 Lock::Impl::Attempt Lock::Impl::attempt_in_line(bool enqueue, Clock::time_point deadline) {
   wait_->heard_generation = wait_->watch->connection_generation();
-  if (detail::after_heard_sampled_for_tests != nullptr) detail::after_heard_sampled_for_tests();
+  if (detail::test_hooks::after_heard_sampled != nullptr) detail::test_hooks::after_heard_sampled();
   return wait_attempt(wait_->entry, enqueue, deadline);
 }
 
@@ -157,7 +158,7 @@ void Lock::Impl::follow_node(Clock::time_point until, Clock::time_point deadline
     std::lock_guard lock(slot.mutex);
     if (slot.handed) return;  // the loop looks first (not trusted: an attempt), then comes back
   }
-  if (detail::move_waits_after_failover_for_tests.load(std::memory_order_relaxed))
+  if (detail::test_hooks::move_waits_after_failover.load(std::memory_order_relaxed))
     move_wait(std::move(node), until, deadline);
 }
 
@@ -172,7 +173,7 @@ void Lock::Impl::follow_node(Clock::time_point until, Clock::time_point deadline
 // the same script. If the old entry was gone, our next attempt queues the
 // new one.
 void Lock::Impl::move_wait(std::shared_ptr<detail::Node> node, Clock::time_point until, Clock::time_point deadline) {
-  auto& subscriber = node->subscriber();
+  auto& subscriber = subscriber_of(*node);
   const std::string old_entry = wait_->entry;
   const std::string entry = detail::entry_for_subscriber(old_entry, subscriber.id());
   auto watch = std::make_unique<detail::Subscriber::Watch>(
@@ -210,7 +211,7 @@ void Lock::Impl::follow_slot(Clock::time_point until) {
     std::lock_guard lock(slot.mutex);
     if (slot.handed) return;  // the loop takes it first
   }
-  auto& subscriber = node->subscriber();
+  auto& subscriber = subscriber_of(*node);
   wait_->watch.reset();
   wait_->node = std::move(node);
   wait_->watch = std::make_unique<detail::Subscriber::Watch>(

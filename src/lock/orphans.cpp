@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "client/client_impl.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "client/script.hpp"
 #include "lockon/errors.hpp"
 

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "common/fork.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 
 namespace lockon::detail {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "common/diagnostics.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "common/token.hpp"
 
 namespace lockon::detail {
@@ -43,7 +43,7 @@ timespec timeout_until(std::chrono::steady_clock::time_point until) {
 
 }  // namespace
 
-Subscriber::Slot::Wake Subscriber::Slot::wait_until(Clock::time_point until) {
+WaitSlot::Wake WaitSlot::wait_until(std::chrono::steady_clock::time_point until) {
   std::unique_lock lock(mutex);
   cv.wait_until(lock, until, [this] { return nudged || handed || reevaluate; });
   if (handed) return Wake::handed;
@@ -76,9 +76,9 @@ Subscriber::Slot::Wake Subscriber::Watch::wait_until(Clock::time_point until, Sp
     if (Clock::now() >= until) return Slot::Wake::timeout;
     int fd = -1;
     std::uint64_t generation = 0;
-    if (before_direct_read_for_tests != nullptr) before_direct_read_for_tests(slot);
+    if (test_hooks::before_direct_read != nullptr) test_hooks::before_direct_read(slot);
     if (owner_->become_reader(slot, fd, generation)) {
-      if (before_direct_poll_for_tests != nullptr) before_direct_poll_for_tests(slot);
+      if (test_hooks::before_direct_poll != nullptr) test_hooks::before_direct_poll(slot);
       owner_->read_directly(fd, generation, until, spin);
       continue;
     }
@@ -246,7 +246,7 @@ void Subscriber::read_directly(int fd, std::uint64_t generation, Clock::time_poi
     while (ready == 0 && Clock::now() < spin_end) {
       ::sched_yield();
       ready = ::ppoll(fds.data(), fds.size(), &zero, nullptr);
-      if (ready > 0) seen_while_polling.fetch_add(1, std::memory_order_relaxed);
+      if (ready > 0) test_hooks::seen_while_polling.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (ready == 0) {
@@ -264,6 +264,15 @@ void Subscriber::leave_reader() noexcept {
   std::lock_guard lock(mutex_);
   direct_reader_ = nullptr;
   // Others who joined meanwhile poked the thread (watch()): it reads for them.
+}
+
+Subscriber& subscriber_of(Node& node) {
+  constexpr NodeServiceFactory make = [](const ConnectionOptions& options,
+                                         const PubSubSettings& pubsub) -> std::unique_ptr<NodeService> {
+    return std::make_unique<Subscriber>(options, pubsub.sharded, pubsub.subscriber_id);
+  };
+  // The only factory of Node services (topology.hpp's invariant).
+  return static_cast<Subscriber&>(node.service(make));
 }
 
 }  // namespace lockon::detail

@@ -43,30 +43,34 @@
 #include <thread>
 
 #include "client/connection.hpp"
+#include "client/topology.hpp"
+#include "common/test_hooks.hpp"
 #include "lock/handoff_spin.hpp"
 
 namespace lockon::detail {
 
-class Subscriber {
+/// One waiting acquisition.
+struct WaitSlot {
+  enum class Wake { timeout, nudged, handed };
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool nudged = false;
+  bool handed = false;
+  bool reevaluate = false;  // became the only waiter: may read directly now
+  std::uint64_t fence = 0;
+  /// The connection (Watch::connection_generation()) that delivered the
+  /// hand-over message: set with `handed`.
+  std::uint64_t handed_generation = 0;
+  /// Sleeps until handed the lock, nudged, asked to re-evaluate (reported
+  /// as timeout, with `reevaluate` left set), or `until`. Clears the nudge.
+  Wake wait_until(std::chrono::steady_clock::time_point until);
+};
+
+class Subscriber final : public NodeService {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// One waiting acquisition.
-  struct Slot {
-    enum class Wake { timeout, nudged, handed };
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool nudged = false;
-    bool handed = false;
-    bool reevaluate = false;  // became the only waiter: may read directly now
-    std::uint64_t fence = 0;
-    /// The connection (Watch::connection_generation()) that delivered the
-    /// hand-over message: set with `handed`.
-    std::uint64_t handed_generation = 0;
-    /// Sleeps until handed the lock, nudged, asked to re-evaluate (reported
-    /// as timeout, with `reevaluate` left set), or `until`. Clears the nudge.
-    Wake wait_until(Clock::time_point until);
-  };
+  using Slot = WaitSlot;
 
   /// RAII registration of a waiter.
   class Watch {
@@ -118,7 +122,7 @@ class Subscriber {
   /// lock.cpp) and the channel is asked for again after kMovedRetry.
   /// `id`: empty for a random one.
   explicit Subscriber(ConnectionOptions options, bool sharded = false, std::string id = {});
-  ~Subscriber();
+  ~Subscriber() override;
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
@@ -127,22 +131,8 @@ class Subscriber {
   Watch watch(const std::string& id, const std::string& channel);
 
   /// Random id naming this subscriber's channels (queue entries carry it).
-  const std::string& id() const noexcept { return id_; }
+  const std::string& id() const noexcept override { return id_; }
 
-  /// Messages (or pokes) a direct reader found while polling in a spin
-  /// window instead of sleeping (handoff_spin.hpp), in this process: tests
-  /// read it to tell that the window was placed where hand-overs arrive.
-  static inline std::atomic<std::uint64_t> seen_while_polling{0};
-  /// Tests only (null otherwise): called by a waiter between its last look
-  /// at its slot and its bid to read the socket directly, so a test can
-  /// force a dispatch into that window (test_subscriber_direct_reader.cpp).
-  /// Set it before the waiting thread starts and reset it after it ended.
-  static inline void (*before_direct_read_for_tests)(Slot&) = nullptr;
-  /// Tests only (null otherwise): called by a waiter that has just become
-  /// the direct reader, before it polls the socket, so a test can have the
-  /// thread (whose "who reads" decision is stale) read a message meant for
-  /// it in that window (test_subscriber_slot_moved.cpp).
-  static inline void (*before_direct_poll_for_tests)(Slot&) = nullptr;
  private:
   enum class SubState { none, subscribing, subscribed, unsubscribing, denied };
   /// A refused channel is asked for again after this long (permissions may
@@ -239,5 +229,8 @@ class Subscriber {
   bool stopping_ = false;
   std::thread thread_;
 };
+
+/// The wake-up subscriber of `node` (its NodeService), started on first use.
+Subscriber& subscriber_of(Node& node);
 
 }  // namespace lockon::detail

@@ -15,7 +15,7 @@
 
 #include "common/diagnostics.hpp"
 #include "common/token.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lock/subscriber.hpp"
 #include "lock/subscriber_internal.hpp"
 

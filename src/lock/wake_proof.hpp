@@ -15,13 +15,6 @@
 
 namespace lockon::detail {
 
-/// Tests only (null otherwise): called by a blocking Lock's waiter right
-/// after it sampled its subscriber's connection generation for an attempt
-/// and before it sends that attempt (Lock::Impl::attempt_in_line), so a test
-/// can have the slot move in between (test_cluster_wake_trust.cpp). Set it
-/// before the waiting thread starts and reset it after it ended.
-inline void (*after_heard_sampled_for_tests)() = nullptr;
-
 inline bool wake_proves_grant(const Subscriber::Watch& watch, std::uint64_t heard, ClientImpl& client,
                               std::string_view name, const std::shared_ptr<Node>& listening_node, bool sharded) {
   std::uint64_t delivered_by = 0;

@@ -11,8 +11,8 @@
 #include "lockon/errors.hpp"
 #include "common/fork.hpp"
 #include "common/token.hpp"
-#include "lock/eviction_check.hpp"
-#include "lock/lock_scripts.hpp"
+#include "client/eviction_check.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "client/script.hpp"
 #include "lockon/errors.hpp"
 

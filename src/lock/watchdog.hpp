@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "common/fork.hpp"
-#include "lock/lease.hpp"
+#include "protocol/lease.hpp"
 
 namespace lockon::detail {
 

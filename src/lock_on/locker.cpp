@@ -27,9 +27,9 @@
 #include "lockon/multi_lock.hpp"
 #include "lockon/name.hpp"
 #include "lockon/options.hpp"
-#include "lock/lease.hpp"
+#include "protocol/lease.hpp"
 #include "lock_on/acquire_internal.hpp"
-#include "lock_on/metrics_internal.hpp"
+#include "common/metrics_internal.hpp"
 #include "lockon/multi_lock.hpp"
 #include "lockon/redlock.hpp"
 #include <stdexcept>

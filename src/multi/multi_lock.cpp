@@ -10,7 +10,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "lock/lease.hpp"
+#include "protocol/lease.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/name.hpp"
 #include "multi/give_back.hpp"

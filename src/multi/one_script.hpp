@@ -1,7 +1,7 @@
 // MultiLock's single-script path: several keys of single-instance Locks,
 // all in one hash slot (or on one non-cluster server), taken in ONE script
 // round trip, all or nothing, without jumping any key's FIFO queue
-// (scripts::acquire_all in lock/lock_scripts.hpp). Each key's Lock then
+// (scripts::acquire_all in protocol/lock_scripts.hpp). Each key's Lock then
 // adopts its part of the acquisition (Lock::Impl::adopt): from there on
 // release, extend, renewal and loss detection are the Lock's own.
 #pragma once

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "lock/lease.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lease.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/errors.hpp"
 #include "redlock/redlock_lease.hpp"
 #include "redlock/redlock_nodes.hpp"

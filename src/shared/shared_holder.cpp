@@ -1,3 +1,4 @@
+#include "common/test_hooks.hpp"
 #include "shared/shared_holder.hpp"
 
 #include <algorithm>
@@ -14,9 +15,9 @@
 #include "common/fork.hpp"
 #include "common/grace.hpp"
 #include "common/token.hpp"
-#include "lock/lease.hpp"
+#include "protocol/lease.hpp"
 #include "lock/lock_calls.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lock/orphans.hpp"
 #include "lock/subscriber.hpp"
 #include "lock/wake_proof.hpp"
@@ -154,7 +155,7 @@ bool SharedHolder::acquire_until(Clock::time_point deadline) {
 
 bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
   auto node = client_.impl()->node_for(name_);  // kept alive while we listen on its subscriber
-  auto& subscriber = node->subscriber();
+  auto& subscriber = subscriber_of(*node);
   const std::string waiter_id = random_hex(8);
   std::string entry = queue_entry(subscriber.id(), waiter_id, ttl_text_, std::string_view(&kind_, 1), token_);
   std::optional<Subscriber::Watch> watch;
@@ -218,8 +219,8 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
       std::lock_guard lock(watch->slot().mutex);
       if (watch->slot().handed) return true;  // the loop takes it first
     }
-    if (!sharded_ && !move_waits_after_failover_for_tests.load(std::memory_order_relaxed)) return true;
-    auto& now_subscriber = serving->subscriber();
+    if (!sharded_ && !detail::test_hooks::move_waits_after_failover.load(std::memory_order_relaxed)) return true;
+    auto& now_subscriber = subscriber_of(*serving);
     watch.reset();
     node = std::move(serving);
     watch.emplace(now_subscriber.watch(waiter_id, wake_channel(name_, now_subscriber.id())));

@@ -1,7 +1,7 @@
 // lockon::SharedLeaseLock: a SharedHolder behind the DistributedLock
 // interface, keeping DistributedLock's state (held, lease) in step so that
 // held(), lost(), lost_token() and unlock() work unchanged.
-#include "lock/lease.hpp"
+#include "protocol/lease.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/shared_lease.hpp"
 #include "shared/shared_holder.hpp"

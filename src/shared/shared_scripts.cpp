@@ -3,7 +3,7 @@
 #include <string>
 
 #include "common/token.hpp"
-#include "lock/lock_script_stage.hpp"
+#include "protocol/lock_script_stage.hpp"
 
 namespace lockon::detail::shared_scripts {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "client/slots.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "support/fixtures.hpp"
 
 #include "cluster_test_fixture.hpp"

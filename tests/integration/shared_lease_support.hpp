@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/semaphore.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "integration/async_support.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/async.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "integration/async_support.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/async.hpp"
 #include "lockon/lockon.hpp"
 #include "support/fault_proxy.hpp"

@@ -1,5 +1,5 @@
 // integration/test_async_holder.cpp — AsyncLock writes the same holder
-// records as the blocking Lock (lock/holder.hpp, `lockon status`): on the
+// records as the blocking Lock (protocol/holder_record.hpp, `lockon status`): on the
 // fast path (plain and fenced), as a queued waiter and through a hand-over;
 // the record follows renewal and leaves with the release. Attacks: a losing
 // attempt never overwrites the holder's record, a key of the wrong type
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "integration/async_support.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/async.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"

@@ -21,7 +21,7 @@
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {

@@ -24,7 +24,7 @@
 
 #include "integration/async_support.hpp"
 #include "integration/sentinel_failover_support.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/async.hpp"
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"

@@ -16,7 +16,7 @@
 #include "integration/async_support.hpp"
 #include "lockon/async.hpp"
 #include "lockon/errors.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "support/fixtures.hpp"
 
 namespace lockon::test {

@@ -16,11 +16,12 @@
 #include <string>
 #include <thread>
 
+#include "common/test_hooks.hpp"
 #include "support/fixtures.hpp"
 #include "support/steady_time.hpp"
 #include "client/cluster_topology.hpp"
 #include "client/slots.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lock/subscriber.hpp"
 #include "lock/wake_proof.hpp"
 #include "lockon/client.hpp"
@@ -42,7 +43,7 @@ using detail::key_slot;
 
 class ClusterWakeTrust : public ClusterTest {
  protected:
-  void TearDown() override { detail::after_heard_sampled_for_tests = nullptr; }
+  void TearDown() override { detail::test_hooks::after_heard_sampled = nullptr; }
 };
 
 long long llen(RedisServer& server, const std::string& key) {
@@ -170,7 +171,7 @@ TEST_F(ClusterWakeTrust, AfterFollowingItsSlotAWaiterTrustsNoWakeUpBeforeItsNext
   samples_seen = 0;
   held = false;
   release_held = false;
-  detail::after_heard_sampled_for_tests = &hold_second_sample;
+  detail::test_hooks::after_heard_sampled = &hold_second_sample;
   const Client waiter_client(cluster().url());
   std::atomic<int> w_got{-1};
   std::atomic<int> w_owned_after{-1};
@@ -283,7 +284,7 @@ TEST_F(ClusterWakeTrust, WakeUpDeliveredByADemotedMasterIsNotAGrant) {
   ASSERT_TRUE(holder.try_lock());
   ASSERT_TRUE(other_holder.try_lock());
 
-  detail::Subscriber::before_direct_read_for_tests = &stall_once;
+  detail::test_hooks::before_direct_read = &stall_once;
   stall_armed = true;
   stalled_count = 0;
   stalled_slot = nullptr;
@@ -291,7 +292,7 @@ TEST_F(ClusterWakeTrust, WakeUpDeliveredByADemotedMasterIsNotAGrant) {
   struct Restore {
     ~Restore() {
       resume_stalled = true;
-      detail::Subscriber::before_direct_read_for_tests = nullptr;
+      detail::test_hooks::before_direct_read = nullptr;
     }
   };
   std::atomic<int> inside{0};

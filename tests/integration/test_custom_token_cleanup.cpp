@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/lockon.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"

@@ -1,5 +1,5 @@
 // integration/test_eviction_attack.cpp — attacks on the eviction check
-// (lock/eviction_check.*: the first auto-renewed lock on a server makes its
+// (client/eviction_check.*: the first auto-renewed lock on a server makes its
 // renewal lane run CONFIG GET maxmemory maxmemory-policy, ≤ 300 ms, before
 // its first renewal). The check must never cost a lease: not when the server
 // stalls right after the first acquisition (the check and the first renewal

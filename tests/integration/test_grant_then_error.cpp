@@ -10,7 +10,7 @@
 #include <chrono>
 #include <string>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/lockon.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/lockon.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"

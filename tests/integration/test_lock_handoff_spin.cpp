@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/test_hooks.hpp"
 #include "lock/subscriber.hpp"
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
@@ -76,14 +77,14 @@ class HandoffSpin : public ClientTest {};
 // generous so that sanitizer builds, whose turns are slower, poll too.
 TEST_F(HandoffSpin, HandOversCaughtWhilePollingKeepExclusionAndReachEveryWaiter) {
   const std::string name = key("lock");
-  const auto polled_before = Subscriber::seen_while_polling.load();
+  const auto polled_before = detail::test_hooks::seen_while_polling.load();
   Churn churn;
   churn.run(server().url(), name, {1, 1, 2}, 150, {.ttl = 10s, .handoff_spin = 20ms});
   EXPECT_EQ(churn.failures.load(), 0);
   EXPECT_EQ(churn.overlaps.load(), 0);
   EXPECT_EQ(churn.done.load(), 4 * 150);
   // Not vacuous: waiters did poll, and hand-overs arrived in their windows.
-  EXPECT_GT(Subscriber::seen_while_polling.load() - polled_before, 20u);
+  EXPECT_GT(detail::test_hooks::seen_while_polling.load() - polled_before, 20u);
   EXPECT_FALSE(exists(name));
 }
 
@@ -100,14 +101,14 @@ TEST_F(HandoffSpin, AWaiterBehindAStalledHolderPollsAtMostHandoffSpin) {
   std::chrono::microseconds waited_cpu{0};
   std::chrono::milliseconds waited_wall{0};
   bool stalled_wait_acquired = false;
-  const auto polled_before = Subscriber::seen_while_polling.load();
+  const auto polled_before = detail::test_hooks::seen_while_polling.load();
   std::jthread waiter([&] {
     Lock lock(other, name, options);
     // Warm-up: the two alternate, so this process learns the key's pace,
     // until waiters have polled a few times (bounded by count and time: on
     // a loaded machine 3,000 cycles once saw no poll, session 18).
     const auto warm_until = std::chrono::steady_clock::now() + 8s;
-    for (int i = 0; i < 40000 && Subscriber::seen_while_polling.load() - polled_before < 5 &&
+    for (int i = 0; i < 40000 && detail::test_hooks::seen_while_polling.load() - polled_before < 5 &&
                     (i < 3000 || std::chrono::steady_clock::now() < warm_until);
          ++i) {
       if (!lock.try_lock_for(10s)) return;
@@ -129,7 +130,7 @@ TEST_F(HandoffSpin, AWaiterBehindAStalledHolderPollsAtMostHandoffSpin) {
     std::this_thread::yield();
   }
   ASSERT_TRUE(holder.try_lock_for(10s));
-  const auto polled_in_warmup = Subscriber::seen_while_polling.load() - polled_before;
+  const auto polled_in_warmup = detail::test_hooks::seen_while_polling.load() - polled_before;
   phase = 2;
   std::this_thread::sleep_for(600ms);
   holder.unlock();
@@ -143,14 +144,14 @@ TEST_F(HandoffSpin, AWaiterBehindAStalledHolderPollsAtMostHandoffSpin) {
 // Keys that change hands slower than handoff_spin are never polled, and
 // handoff_spin = 0 never polls.
 TEST_F(HandoffSpin, SlowKeysAndZeroNeverPoll) {
-  const auto polled_before = Subscriber::seen_while_polling.load();
+  const auto polled_before = detail::test_hooks::seen_while_polling.load();
   Churn slow;
   slow.run(server().url(), key("slow"), {1, 1}, 15, {.ttl = 10s, .handoff_spin = 1ms}, 3ms);
   Churn off;
   off.run(server().url(), key("off"), {1, 1, 1}, 100, {.ttl = 10s, .handoff_spin = 0us});
   EXPECT_EQ(slow.done.load() + off.done.load(), 2 * 15 + 3 * 100);
   EXPECT_EQ(slow.overlaps.load() + off.overlaps.load(), 0);
-  EXPECT_EQ(Subscriber::seen_while_polling.load(), polled_before);
+  EXPECT_EQ(detail::test_hooks::seen_while_polling.load(), polled_before);
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // src/lock/handoff_spin.hpp): its subscriber connection closed or silenced
 // under it, the server stalled, its process stopped. Each test first warms a
 // key up until the waiter's process catches hand-overs while polling
-// (Subscriber::seen_while_polling grows), then strikes as the waiter starts
-// polling (Subscriber::before_direct_poll_for_tests tells when), and checks
+// (detail::test_hooks::seen_while_polling grows), then strikes as the waiter starts
+// polling (detail::test_hooks::before_direct_poll tells when), and checks
 // the guarantee within a time bound. handoff_spin is 20 ms, so that
 // sanitizer builds, whose turns are slower, poll too.
 #include <gtest/gtest.h>
@@ -21,7 +21,8 @@
 #include <string>
 #include <thread>
 
-#include "lock/lock_scripts.hpp"
+#include "common/test_hooks.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lock/subscriber.hpp"
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
@@ -104,16 +105,16 @@ class HandoffSpinFaults : public ClientTest {
  protected:
   void SetUp() override {
     ClientTest::SetUp();
-    Subscriber::before_direct_poll_for_tests = &count_poll;
+    detail::test_hooks::before_direct_poll = &count_poll;
   }
-  void TearDown() override { Subscriber::before_direct_poll_for_tests = nullptr; }
+  void TearDown() override { detail::test_hooks::before_direct_poll = nullptr; }
   long long queued(const std::string& name) { return raw({"LLEN", detail::companion_key(name, "q")}).integer; }
 
   // `waiter` (this thread) and `holder` (a thread keeping the key kHold per
   // turn) alternate until this process caught 5 hand-overs while polling
   // (at most 400 turns). Returns how many it caught.
   static std::uint64_t warm_up(Lock& waiter, Lock& holder) {
-    const auto before = Subscriber::seen_while_polling.load();
+    const auto before = detail::test_hooks::seen_while_polling.load();
     std::atomic<bool> stop{false};
     std::thread turns([&] {
       for (int i = 0; i < 400 && !stop.load(); ++i) {
@@ -122,13 +123,13 @@ class HandoffSpinFaults : public ClientTest {
         holder.unlock();
       }
     });
-    for (int i = 0; i < 400 && Subscriber::seen_while_polling.load() - before < 5; ++i) {
+    for (int i = 0; i < 400 && detail::test_hooks::seen_while_polling.load() - before < 5; ++i) {
       if (!waiter.try_lock_for(10s)) break;
       waiter.unlock();
     }
     stop = true;
     turns.join();
-    return Subscriber::seen_while_polling.load() - before;
+    return detail::test_hooks::seen_while_polling.load() - before;
   }
 
   // The common opening of every strike: warms `waiter` and `holder` up,

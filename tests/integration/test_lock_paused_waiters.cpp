@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
 #include "support/fixtures.hpp"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/diagnostics.hpp"
 #include "lockon/lockon.hpp"
 #include "support/fixtures.hpp"

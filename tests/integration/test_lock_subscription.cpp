@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
 #include "support/fixtures.hpp"

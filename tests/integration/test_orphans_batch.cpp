@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lock/orphans.hpp"
 #include "lockon/client.hpp"
 #include "support/fault_proxy.hpp"

@@ -152,7 +152,7 @@ TEST_F(ScriptKeys, EveryKeyAScriptTouchesIsDeclared) {
   EXPECT_GT(verdict.scripts, 20);
   EXPECT_GT(verdict.script_commands, 60);
   // The hand-over ran: scripts pop the queue by LINDEX, then LTRIM or DEL
-  // at their end (lock/lock_script_stage.hpp), no longer by LPOP.
+  // at their end (protocol/lock_script_stage.hpp), no longer by LPOP.
   for (const char* command : {"SET", "PEXPIRE", "LINDEX", "RPUSH", "HSETNX"})
     EXPECT_EQ(verdict.commands.count(command), 1u) << command << " never ran in a script";
   EXPECT_TRUE(verdict.violations.empty()) << verdict.violations.size() << " undeclared key accesses; first: "

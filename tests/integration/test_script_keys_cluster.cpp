@@ -138,7 +138,7 @@ TEST_F(ScriptKeysCluster, EveryKeyAShardedScriptTouchesIsDeclared) {
   EXPECT_GT(verdict.scripts, 20);
   EXPECT_GT(verdict.script_commands, 60);
   // The sharded variants ran (a hand-over wakes by SPUBLISH on a cluster).
-  // (The queue is popped by LINDEX, then LTRIM or DEL: lock/lock_script_stage.hpp.)
+  // (The queue is popped by LINDEX, then LTRIM or DEL: protocol/lock_script_stage.hpp.)
   for (const char* command : {"SET", "PEXPIRE", "LINDEX", "RPUSH", "HSETNX", "SPUBLISH"})
     EXPECT_EQ(verdict.commands.count(command), 1u) << command << " never ran in a script";
   EXPECT_TRUE(verdict.violations.empty()) << verdict.violations.size() << " undeclared key accesses; first: "

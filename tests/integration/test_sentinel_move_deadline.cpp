@@ -47,7 +47,7 @@
 #include "support/fixtures.hpp"
 #include "client/script.hpp"
 #include "integration/sentinel_failover_support.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"

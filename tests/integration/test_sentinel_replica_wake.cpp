@@ -29,8 +29,9 @@
 #include <string>
 #include <thread>
 
+#include "common/test_hooks.hpp"
 #include "integration/sentinel_failover_support.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/client.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
@@ -104,9 +105,9 @@ void take_turn(ExclusiveKind kind, Client& client, Turn& turn, std::atomic<int>&
 // master's subscriber (the fix does; false keeps it listening on the
 // demoted master, where only wake_trusted stands between W and K).
 void replica_wake_scenario(ExclusiveKind kind, bool move_waits) {
-  detail::move_waits_after_failover_for_tests = move_waits;
+  detail::test_hooks::move_waits_after_failover = move_waits;
   struct Restore {
-    ~Restore() { detail::move_waits_after_failover_for_tests = true; }
+    ~Restore() { detail::test_hooks::move_waits_after_failover = true; }
   } restore;
   SentinelSet set;
   const int old_port = set.master_port_by_sentinel();

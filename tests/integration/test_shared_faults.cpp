@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/read_write_lock.hpp"
 #include "lockon/semaphore.hpp"

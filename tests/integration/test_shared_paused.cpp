@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/token.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/read_write_lock.hpp"
 #include "lockon/semaphore.hpp"
 #include "shared_lease_support.hpp"

@@ -10,7 +10,8 @@
 #include <string>
 #include <thread>
 
-#include "lock/lock_scripts.hpp"
+#include "common/test_hooks.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lock/subscriber.hpp"
 #include "lockon/options.hpp"
 #include "support/fixtures.hpp"
@@ -62,11 +63,11 @@ TEST_F(SubscriberDirectReader, HandOffDispatchedJustBeforeTheWaiterTakesTheSocke
   ASSERT_TRUE(b.wait_subscribed(Clock::now() + 5s));
   HandOffInterleaving it{&server(), channel, &a};
   hand_off_interleaving = &it;
-  Subscriber::before_direct_read_for_tests = &hand_over_then_leave;
+  detail::test_hooks::before_direct_read = &hand_over_then_leave;
   const auto start = Clock::now();
   const Subscriber::Slot::Wake wake = b.wait_until(start + 3s);
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
-  Subscriber::before_direct_read_for_tests = nullptr;
+  detail::test_hooks::before_direct_read = nullptr;
   hand_off_interleaving = nullptr;
   ASSERT_TRUE(it.ran);
   ASSERT_TRUE(it.dispatched) << "the thread never dispatched the hand-over (interleaving not forced)";

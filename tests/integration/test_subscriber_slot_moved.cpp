@@ -15,9 +15,10 @@
 #include <string>
 #include <thread>
 
+#include "common/test_hooks.hpp"
 #include "client/slots.hpp"
 #include "cluster_test_fixture.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lock/subscriber.hpp"
 #include "lockon/options.hpp"
 #include "support/fault_proxy.hpp"
@@ -91,12 +92,12 @@ TEST_F(SubscriberSlotMoved, SunsubscribeReadByTheThreadWakesTheDirectReader) {
   // still well inside its 1 s poll when the waiter takes the socket.
   SlotMoveInterleaving it{&cluster(), cluster().begin_migration(detail::key_slot(name), *masters[1]), &proxy, &a};
   slot_move_interleaving = &it;
-  Subscriber::before_direct_read_for_tests = &other_waiter_leaves;
-  Subscriber::before_direct_poll_for_tests = &slot_moves_before_the_poll;
+  detail::test_hooks::before_direct_read = &other_waiter_leaves;
+  detail::test_hooks::before_direct_poll = &slot_moves_before_the_poll;
   const Subscriber::Slot::Wake wake = b.wait_until(Clock::now() + 8s);
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - it.polling_from);
-  Subscriber::before_direct_read_for_tests = nullptr;
-  Subscriber::before_direct_poll_for_tests = nullptr;
+  detail::test_hooks::before_direct_read = nullptr;
+  detail::test_hooks::before_direct_poll = nullptr;
   slot_move_interleaving = nullptr;
   ASSERT_TRUE(it.left);
   ASSERT_TRUE(it.moved) << "the waiter never read the socket directly (interleaving not forced)";

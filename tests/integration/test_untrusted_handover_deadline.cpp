@@ -23,7 +23,8 @@
 #include <string>
 #include <thread>
 
-#include "lock/lock_scripts.hpp"
+#include "common/test_hooks.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lock/subscriber.hpp"
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
@@ -37,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 using detail::Subscriber;
 
 // The waiter the test holds still, between its look at its slot and its bid
-// to read the socket (Subscriber::before_direct_read_for_tests): a thread
+// to read the socket (detail::test_hooks::before_direct_read): a thread
 // descheduled there while its wake-up arrives, made deterministic. A plain
 // function pointer captures nothing, hence the globals.
 thread_local bool is_stalled_waiter = false;
@@ -70,7 +71,7 @@ std::set<std::string> pubsub_client_ids(RedisServer& server) {
 class UntrustedHandOverAtDeadline : public RedisTest {
  protected:
   void TearDown() override {
-    Subscriber::before_direct_read_for_tests = nullptr;
+    detail::test_hooks::before_direct_read = nullptr;
     stall_armed = false;
     stalled_slot = nullptr;
     resume_stalled = false;
@@ -105,7 +106,7 @@ TEST_F(UntrustedHandOverAtDeadline, KeptQueuePlacePassesTheLockOnToTheNextWaiter
   Client waiters(server().url());
   is_stalled_waiter = false;
   stall_armed = true;
-  Subscriber::before_direct_read_for_tests = &stall_once;
+  detail::test_hooks::before_direct_read = &stall_once;
 
   constexpr auto kBWait = 1500ms;
   std::atomic<long long> b_started_ns{0};

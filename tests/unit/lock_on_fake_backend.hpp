@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "lock/lease.hpp"
+#include "protocol/lease.hpp"
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/locker.hpp"

@@ -1,11 +1,11 @@
 // unit/test_eviction_warning.cpp — which maxmemory settings lockon warns
-// about (lock/eviction_check.hpp); the check itself runs against real
+// about (client/eviction_check.hpp); the check itself runs against real
 // servers in integration/test_eviction.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "lock/eviction_check.hpp"
+#include "client/eviction_check.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "client/slots.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/redlock.hpp"
 #include "redlock/redlock_nodes.hpp"
 

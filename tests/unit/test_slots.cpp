@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "client/slots.hpp"
-#include "lock/lock_scripts.hpp"
+#include "protocol/lock_scripts.hpp"
 #include "lockon/lockon.hpp"
 
 namespace {
@@ -61,7 +61,7 @@ TEST(Slots, CompanionKeysAndChannelsShareTheLockKeysSlot) {
     // The scripts derive the channel from the queue key: "...q" -> "...wake:<id>".
     const std::string queue = companion_key(name, "q");
     EXPECT_EQ(queue.substr(0, queue.size() - 1) + "wake:0123abcd", channel);
-    // ... and the holder records (lock/holder.hpp) the same way.
+    // ... and the holder records (protocol/holder_record.hpp) the same way.
     EXPECT_EQ(queue.substr(0, queue.size() - 1) + "who", companion_key(name, "who"));
     EXPECT_EQ(queue.substr(0, queue.size() - 1) + "qwho", companion_key(name, "qwho"));
   }

@@ -1,9 +1,9 @@
 // unit/test_status_view.cpp — `lockon status`'s reading of holder records
-// (src/lock/holder.hpp's format) and its JSON escaping.
+// (src/protocol/holder_record.hpp's format) and its JSON escaping.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "lock/holder.hpp"
+#include "protocol/holder_record.hpp"
 #include "status_view.hpp"
 
 namespace lockon::cli {

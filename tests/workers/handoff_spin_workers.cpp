@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "lock/subscriber.hpp"
+#include "common/test_hooks.hpp"
 #include "lockon/client.hpp"
 #include "lockon/lock.hpp"
 #include "support/worker_registry.hpp"
@@ -38,18 +38,17 @@ LOCKON_WORKER_COMMAND(spin_waiter)(const std::vector<std::string>& args) -> int 
     std::cerr << "usage: spin_waiter URL LOCK TTL_MS GO_KEY\n";
     return 2;
   }
-  using lockon::detail::Subscriber;
   const lockon::Client client(args[0]);
   lockon::Lock lock(client, args[1],
                     {.ttl = std::chrono::milliseconds(std::stoll(args[2])), .wait_poll_interval = 50ms,
                      .handoff_spin = 20ms});
-  const auto before = Subscriber::seen_while_polling.load();
+  const auto before = lockon::detail::test_hooks::seen_while_polling.load();
   const auto warm_until = Clock::now() + 15s;
-  for (int i = 0; i < 2000 && Subscriber::seen_while_polling.load() - before < 5 && Clock::now() < warm_until; ++i) {
+  for (int i = 0; i < 2000 && lockon::detail::test_hooks::seen_while_polling.load() - before < 5 && Clock::now() < warm_until; ++i) {
     if (!lock.try_lock_for(10s)) break;
     lock.unlock();
   }
-  const auto caught = Subscriber::seen_while_polling.load() - before;
+  const auto caught = lockon::detail::test_hooks::seen_while_polling.load() - before;
   std::cout << "warm " << caught << std::endl;
   if (caught == 0) return 1;
   const auto go_until = Clock::now() + 10s;

@@ -1,4 +1,4 @@
-#include "lock/eviction_check.hpp"
+#include "client/eviction_check.hpp"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-// src/lock_on/metrics_internal.hpp — how lock_on records into the registry
+// src/common/metrics_internal.hpp — how lock_on records into the registry
 // behind lockon/metrics.hpp.
 #pragma once
 

@@ -1,5 +1,5 @@
-#include "lock/lock_scripts.hpp"
-#include "lock/lock_script_stage.hpp"
+#include "protocol/lock_scripts.hpp"
+#include "protocol/lock_script_stage.hpp"
 
 #include <algorithm>
 #include <map>
@@ -90,7 +90,7 @@ namespace {
 // there, after LPOP/SET were applied; a script error would leave them
 // applied and report failure. An unpublishable wake-up counts as nobody
 // listening (waiters then poll) and is reported through `publish_denied`.
-// Holder records (lock/holder.hpp): the waiter `wid`'s record (queued in
+// Holder records (protocol/holder_record.hpp): the waiter `wid`'s record (queued in
 // qwho, else `fallback`) becomes the holder's, its `since` restamped with
 // the server's clock, with the lease's expiry; no record: none is shown.
 #define LOCKON_LUA_SET_HOLDER                                                                       \

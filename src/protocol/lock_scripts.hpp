@@ -16,7 +16,7 @@
 //   companion(K, "hf")     "<waiter id> <fence>" of the last hand-over: how a
 //                          waiter that missed its wake-up message knows K was
 //                          handed to *it* (not merely set to an equal token)
-//   companion(K, "who")    the holder record (lock/holder.hpp); "qwho" the
+//   companion(K, "who")    the holder record (protocol/holder_record.hpp); "qwho" the
 //                          queued waiters' records (HASH waiter id -> record)
 //   companion(K, "wake:<subscriber id>")  pub/sub channel of one waiting process
 //                          (per Client) for K; payload "<waiter id> <fence>"
@@ -73,13 +73,6 @@ std::string wake_channel(std::string_view key, std::string_view subscriber_id);
 /// Whether `client`'s wake-ups use sharded pub/sub (SPUBLISH/SSUBSCRIBE):
 /// on a Redis Cluster.
 bool sharded_wake(const ClientImpl& client) noexcept;
-
-/// Tests only (true otherwise): false keeps a waiter (Lock, shared locks)
-/// on the subscriber it queued with when a Sentinel failover moves its key
-/// (Lock::Impl::follow_node, SharedHolder::wait_for_turn), so a test can
-/// show that the trust rule for wake-ups alone (lock_wait.cpp,
-/// wake_trusted) refuses one that the demoted old master delivers.
-inline std::atomic<bool> move_waits_after_failover_for_tests{true};
 
 namespace scripts {
 

@@ -8,7 +8,7 @@
 #include <shared_mutex>
 #include <string>
 
-#include "lock_on/metrics_internal.hpp"
+#include "common/metrics_internal.hpp"
 
 namespace lockon {
 namespace {

@@ -1,4 +1,4 @@
-#include "lock/holder.hpp"
+#include "protocol/holder_record.hpp"
 
 #include "common/fork.hpp"
 
