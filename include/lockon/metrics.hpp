@@ -38,6 +38,7 @@ struct FunctionMetrics {
   std::uint64_t lease_losses = 0;  // the lease was lost while the function ran (LockLost)
   std::uint64_t hand_overs = 0;    // acquisitions handed over by a release (they had queued)
   std::uint64_t renewal_failures = 0;  // lease renewals that failed (no answer / no majority)
+  std::uint64_t held = 0;  // calls holding the lock now (a gauge: reset_metrics() keeps it)
   HistogramSnapshot wait;          // acquisition time of the calls that got the lock
   HistogramSnapshot hold;          // from acquisition to release
 };
@@ -45,13 +46,16 @@ struct FunctionMetrics {
 /// One entry per function name seen so far, sorted by name.
 std::vector<FunctionMetrics> metrics_snapshot();
 
-/// Forgets all recorded values (tests; a fresh scrape baseline).
+/// Forgets all recorded values (tests; a fresh scrape baseline). The
+/// `held` gauge is the present, not a record: it is kept, and a function
+/// holding its lock now stays listed.
 void reset_metrics() noexcept;
 
 /// metrics_snapshot() in the Prometheus text format: lockon_acquisitions_total,
 /// lockon_busy_total, lockon_timeouts_total, lockon_errors_total,
 /// lockon_lease_losses_total, lockon_hand_overs_total,
-/// lockon_renewal_failures_total (counters) and lockon_wait_seconds,
+/// lockon_renewal_failures_total (counters), lockon_held (a gauge: calls
+/// holding their lock at the scrape) and lockon_wait_seconds,
 /// lockon_hold_seconds (histograms), each labelled function="NAME".
 std::string prometheus_text();
 

@@ -44,11 +44,22 @@ class Histogram {
   std::atomic<std::uint64_t> sum_us_{0};
 };
 
+// How many calls of one function hold their lock now: a gauge of the
+// present, so reset_metrics() keeps it (a call acquired before a reset
+// releases after it). Signed: a release racing a reset may land first.
+using HeldGauge = std::atomic<std::int64_t>;
+
 struct Counters {
   std::atomic<std::uint64_t> acquisitions{0}, busy{0}, timeouts{0}, errors{0}, lease_losses{0}, hand_overs{0},
       renewal_failures{0};
   Histogram wait, hold;
+  HeldGauge* held = nullptr;  // the function's gauge in Registry::gauges_, never retired
 };
+
+std::uint64_t held_now(const HeldGauge& gauge) noexcept {
+  const auto n = gauge.load(std::memory_order_relaxed);
+  return n > 0 ? static_cast<std::uint64_t>(n) : 0;
+}
 
 // Function name -> counters. A lock_on call records twice (acquire,
 // release) under its function's name: each thread remembers the last name
@@ -91,9 +102,20 @@ class Registry {
       m.renewal_failures = c->renewal_failures.load(std::memory_order_relaxed);
       m.wait = c->wait.snapshot();
       m.hold = c->hold.snapshot();
+      m.held = held_now(*c->held);
       out.push_back(std::move(m));
     }
-    return out;  // std::map: already sorted by name
+    // Functions holding now but not recorded since a reset_metrics().
+    for (const auto& [name, gauge] : gauges_) {
+      if (held_now(*gauge) == 0 || entries_.contains(name)) continue;
+      FunctionMetrics m;
+      m.function = name;
+      m.held = held_now(*gauge);
+      out.insert(std::lower_bound(out.begin(), out.end(), name,
+                                  [](const FunctionMetrics& a, const std::string& b) { return a.function < b; }),
+                 std::move(m));
+    }
+    return out;  // sorted by name
   }
   void reset() noexcept {
     const std::unique_lock write(mutex_);
@@ -115,7 +137,17 @@ class Registry {
     }
     const std::unique_lock write(mutex_);
     auto [it, inserted] = entries_.try_emplace(std::string(function));
-    if (inserted) it->second = std::make_unique<Counters>();
+    if (inserted) {
+      try {
+        auto [gauge, made] = gauges_.try_emplace(it->first);
+        if (made) gauge->second = std::make_unique<HeldGauge>(0);
+        it->second = std::make_unique<Counters>();
+        it->second->held = gauge->second.get();
+      } catch (...) {
+        entries_.erase(it);  // never an entry without its gauge
+        throw;
+      }
+    }
     return *it->second;
   }
 
@@ -125,6 +157,8 @@ class Registry {
   // Counters of earlier epochs; a few per reset_metrics() (tests, tools).
   std::vector<std::unique_ptr<Counters>> retired_;
   std::map<std::string, std::unique_ptr<Counters>, std::less<>> entries_;
+  // Function name -> its held gauge; kept by reset() (see HeldGauge).
+  std::map<std::string, std::unique_ptr<HeldGauge>, std::less<>> gauges_;
 };
 
 Registry& registry() {
@@ -167,6 +201,7 @@ void record_acquire(std::string_view function, Outcome outcome, std::chrono::ste
     switch (outcome) {
       case Outcome::acquired:
         c.acquisitions.fetch_add(1, std::memory_order_relaxed);
+        c.held->fetch_add(1, std::memory_order_relaxed);
         c.wait.observe(to_ms(waited));
         break;
       case Outcome::busy: c.busy.fetch_add(1, std::memory_order_relaxed); break;
@@ -182,6 +217,7 @@ void record_release(std::string_view function, std::chrono::steady_clock::durati
                     bool handed_over, std::uint64_t renewal_failures) noexcept {
   try {
     Counters& c = registry().at(function);
+    c.held->fetch_sub(1, std::memory_order_relaxed);
     c.hold.observe(to_ms(held));
     if (lost) c.lease_losses.fetch_add(1, std::memory_order_relaxed);
     if (handed_over) c.hand_overs.fetch_add(1, std::memory_order_relaxed);
@@ -229,6 +265,8 @@ std::string prometheus_text() {
       out += std::string(name) + "_count" + base + "} " + std::to_string(h.count) + '\n';
     }
   };
+  out += "# HELP lockon_held lock_on calls holding their lock now.\n# TYPE lockon_held gauge\n";
+  for (const auto& m : all) out += "lockon_held" + label(m.function) + "} " + std::to_string(m.held) + '\n';
   histogram("lockon_wait_seconds", "Time lock_on calls waited to acquire their lock.", &FunctionMetrics::wait);
   histogram("lockon_hold_seconds", "Time lock_on calls held their lock.", &FunctionMetrics::hold);
   return out;

@@ -215,15 +215,23 @@ TEST_F(AsyncLockOnTest, CallsAreCountedInTheMetricsLikeLockOnCalls) {
     } catch (const RetriesExhausted&) {
     }
     co_await holder.async_unlock();
+    // The held gauge (issue 35 §11) counts a call while its body runs.
+    auto inside = locker.async_lock_on<0>(function, [&](int) -> asio::awaitable<int> {
+      for (const FunctionMetrics& m : metrics_snapshot())
+        if (m.function == function) co_return static_cast<int>(m.held);
+      co_return -1;
+    });
+    EXPECT_EQ(co_await inside(4), 1);
   }));
   bool found = false;
   for (const FunctionMetrics& m : metrics_snapshot()) {
     if (m.function != function) continue;
     found = true;
-    EXPECT_EQ(m.acquisitions, 2u);
+    EXPECT_EQ(m.acquisitions, 3u);
     EXPECT_EQ(m.busy, 1u);
     EXPECT_EQ(m.errors, 0u);
-    EXPECT_EQ(m.hold.count, 2u) << "each call that held the lock";
+    EXPECT_EQ(m.hold.count, 3u) << "each call that held the lock";
+    EXPECT_EQ(m.held, 0u) << "none holds now";
   }
   EXPECT_TRUE(found) << prometheus_text();
 }

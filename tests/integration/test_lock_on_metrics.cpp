@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "lockon/client.hpp"
+#include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "lockon/locker.hpp"
 #include "lockon/metrics.hpp"
@@ -94,6 +95,43 @@ TEST_F(LockOnMetrics, RenewalFailuresAreCountedWhileTheServerStalls) {
   EXPECT_TRUE(has_line(text, "lockon_renewal_failures_total{function=\"metrics::stalled\"} " +
                                  std::to_string(stalled_failures)))
       << text;
+}
+
+std::uint64_t held_of(const std::string& function) {
+  for (const auto& m : metrics_snapshot())
+    if (m.function == function) return m.held;
+  return 0;
+}
+
+// Issue 35 §11: a gauge of the calls holding their lock now. It counts
+// the present, so a reset_metrics() in the middle of a call neither forgets
+// the holder nor lets its release drive the gauge below zero; a failed call
+// (busy) never counts.
+TEST_F(LockOnMetrics, HeldGaugeCountsCallsHoldingNowAndSurvivesAReset) {
+  reset_metrics();
+  RedisLocker locker(server().url());
+  const std::string function = "metrics::held";
+  std::atomic<int> inside{0};
+  std::atomic<bool> leave{false};
+  const auto held = locker.with_policy({.max_retry = 1, .retry_delay = 0ms, .timeout = 0ms})
+                        .lock_on<0>(function, [&](int) {
+                          inside.fetch_add(1);
+                          for (int i = 0; i < 2000 && !leave.load(); ++i) std::this_thread::sleep_for(5ms);
+                        });
+  std::jthread first([&] { held(1); });
+  std::jthread second([&] { held(2); });
+  ASSERT_TRUE(eventually(10s, [&] { return inside.load() == 2; }));
+  EXPECT_EQ(held_of(function), 2u);
+  EXPECT_TRUE(has_line(prometheus_text(), "lockon_held{function=\"metrics::held\"} 2")) << prometheus_text();
+  EXPECT_THROW(held(1), RetriesExhausted);  // busy: not a holder
+  EXPECT_EQ(held_of(function), 2u);
+  reset_metrics();
+  EXPECT_EQ(held_of(function), 2u) << "a reset forgets records, not the calls holding now";
+  leave = true;
+  first.join();
+  second.join();
+  EXPECT_EQ(held_of(function), 0u);
+  EXPECT_TRUE(has_line(prometheus_text(), "lockon_held{function=\"metrics::held\"} 0")) << prometheus_text();
 }
 
 }  // namespace
