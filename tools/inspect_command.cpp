@@ -1,6 +1,7 @@
 #include "inspect_command.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <vector>
@@ -26,6 +27,33 @@ constexpr std::string_view kCompareAndDelete =
     "if record and string.sub(record, 1, #ARGV[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end\n"
     "return redis.call('DEL', KEYS[1])";
 
+// Holders of NAME's read-write lock or semaphore (ReadWriteLock, Semaphore,
+// `lockon run -s/-x/--permits`): the shares in companion(NAME, "sh"),
+// "<kind>:<token>" scored by their expiry on the server's clock
+// (src/shared/shared_scripts.hpp), and the queue companion(NAME, "sq").
+// Shares carry no holder record; status shows how many and how long.
+struct Shares {
+  std::size_t readers = 0, writers = 0, permits = 0;
+  long long longest_left_ms = -1;  // the share that ends last; -1: none
+  bool more = false;               // more shares than status reads (the 100 that end last)
+  long long waiting = 0;
+  bool any() const { return readers + writers + permits > 0; }
+};
+
+// "2 readers", "1 writer", "3 permits": what holds, in words.
+std::string describe_shares(const Shares& shares) {
+  std::string text;
+  const auto part = [&](std::size_t n, const char* one, const char* many) {
+    if (n == 0) return;
+    if (!text.empty()) text += ", ";
+    text += std::to_string(n) + (shares.more ? "+ " : " ") + (n == 1 ? one : many);
+  };
+  part(shares.writers, "writer", "writers");
+  part(shares.readers, "reader", "readers");
+  part(shares.permits, "permit", "permits");
+  return text;
+}
+
 struct NodeView {
   std::string endpoint{};
   std::optional<std::string> error{};  // unreachable / failed: the message
@@ -36,10 +64,11 @@ struct NodeView {
   std::optional<std::string> fence{};
   std::optional<HolderRecord> holder{};  // the record matching the token
   Waiters waiters{};
+  Shares shares{};
   long long now_ms = 0;  // the server's clock
 
   bool answered() const { return !error; }
-  bool held() const { return answered() && (token.has_value() || not_a_lock); }
+  bool held() const { return answered() && (token.has_value() || not_a_lock || shares.any()); }
 };
 
 NodeView inspect_node(const Client& client, const std::string& key, Reporter& reporter) {
@@ -54,7 +83,9 @@ NodeView inspect_node(const Client& client, const std::string& key, Reporter& re
                                           {"LRANGE", lock_companion_key(key, "q"), "0", "99"},
                                           {"HGETALL", lock_companion_key(key, "qwho")},
                                           {"TIME"},
-                                          {"LLEN", lock_companion_key(key, "q")}});
+                                          {"LLEN", lock_companion_key(key, "q")},
+                                          {"ZREVRANGE", lock_companion_key(key, "sh"), "0", "99", "WITHSCORES"},
+                                          {"LLEN", lock_companion_key(key, "sq")}});
     if (!replies[0].is_nil()) {
       view.token = replies[0].as_string();
       reporter.redactor().add_token(*view.token);
@@ -74,6 +105,20 @@ NodeView inspect_node(const Client& client, const std::string& key, Reporter& re
     for (const Reply& r : replies[5].elements()) qwho.push_back(r.as_string());
     view.waiters = read_waiters(queue, qwho, view.now_ms);
     view.waiters.count = static_cast<std::size_t>(replies[7].as_integer());
+    const auto& shares = replies[8].elements();
+    for (std::size_t i = 0; i + 1 < shares.size(); i += 2) {
+      const std::string member = shares[i].as_string();
+      const long long left = std::llround(std::stod(shares[i + 1].as_string())) - view.now_ms;
+      if (left <= 0 || member.size() < 3 || member[1] != ':') continue;  // expired, not yet pruned
+      reporter.redactor().add_token(member.substr(2));
+      if (member[0] == 'x') ++view.shares.writers;
+      else if (member[0] == 's') ++view.shares.readers;
+      else if (member[0] == 'p') ++view.shares.permits;
+      else continue;
+      view.shares.longest_left_ms = std::max(view.shares.longest_left_ms, left);
+    }
+    view.shares.more = shares.size() >= 200;
+    view.shares.waiting = replies[9].as_integer();
   } catch (const WrongTypeError&) {
     view.not_a_lock = true;
   } catch (const std::exception& e) {
@@ -87,7 +132,10 @@ std::string describe(const NodeView& view) {
   if (view.error) return "unreachable: " + one_line(*view.error);
   if (view.not_a_lock) return "not a lock: the key holds a non-string value";
   std::string text;
-  if (!view.token) {
+  if (!view.token && view.shares.any()) {
+    text = "held shared: " + describe_shares(view.shares) + ", lease left up to " +
+           format_duration_ms(view.shares.longest_left_ms);
+  } else if (!view.token) {
     text = "free";
   } else {
     text = "held, ";
@@ -119,6 +167,9 @@ Summary summarize(const std::vector<NodeView>& views) {
   }
   const std::string counts = " (" + std::to_string(held) + " of " + std::to_string(n) + " nodes, quorum " +
                              std::to_string(quorum) + ")";
+  // Shares live on one server (shared locks take one --url).
+  if (n == 1 && !views[0].token && views[0].shares.any())
+    return {"held shared (" + describe_shares(views[0].shares) + ")", exit_code::ok};
   if (held >= quorum) return {n == 1 ? "held" : "held" + counts, exit_code::ok};
   if (held + failed < quorum) return {n == 1 ? "free" : "free" + counts, exit_code::ok};
   return {"unknown: too few nodes answered" + (n == 1 ? std::string() : counts), failure_exit};
@@ -142,6 +193,9 @@ void print_details(const NodeView& v) {
     }
     std::cout << "  lease left: " << (v.pttl >= 0 ? format_duration_ms(v.pttl) : std::string("no expiry")) << '\n';
   }
+  if (v.shares.any() || v.shares.waiting > 0)
+    std::cout << "  shared holders: " << (v.shares.any() ? describe_shares(v.shares) : std::string("none"))
+              << "; shared waiters: " << v.shares.waiting << '\n';
   std::cout << "  waiters: " << v.waiters.count;
   if (v.waiters.longest_ms >= 0) std::cout << ", longest wait " << format_duration_ms(v.waiters.longest_ms);
   std::cout << '\n';
@@ -190,7 +244,11 @@ void print_json(const std::string& key, const Summary& summary, const std::vecto
       out += "{\"who\":" + (waiter.who ? json_who(*waiter.who) : std::string("null")) + ",\"waiting_ms\":" +
              (waiter.waiting_ms >= 0 ? std::to_string(waiter.waiting_ms) : std::string("null")) + "}";
     }
-    out += "]}}";
+    out += "]},\"shared\":{\"readers\":" + std::to_string(v.shares.readers) +
+           ",\"writers\":" + std::to_string(v.shares.writers) + ",\"permits\":" + std::to_string(v.shares.permits) +
+           ",\"more\":" + (v.shares.more ? "true" : "false") + ",\"longest_lease_left_ms\":" +
+           (v.shares.any() ? std::to_string(v.shares.longest_left_ms) : std::string("null")) +
+           ",\"waiters\":" + std::to_string(v.shares.waiting) + "}}";
   }
   std::cout << out << "]}\n" << std::flush;
 }
@@ -256,6 +314,11 @@ int release_command(const InspectOptions& options) {
       reporter.error("cannot release '" + options.key + "': " + e.what());
       status = exit_code_for(e);
     }
+  }
+  for (const NodeView& view : views) {
+    if (view.shares.any())
+      std::cout << "node " << view.endpoint << ": the shared holders (" << describe_shares(view.shares)
+                << ") are not released: a share ends when its holder releases it, or with its lease if the holder died\n";
   }
   if (holding == 0) {
     std::cout << "nothing to release: '" << options.key << "' is not held on any node that answered\n";

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "lockon/client.hpp"
+#include "lockon/lock.hpp"
 #include "lockon/read_write_lock.hpp"
+#include "lockon/semaphore.hpp"
 #include "support/cli_support.hpp"
 #include "support/fixtures.hpp"
 #include "support/process.hpp"
@@ -129,6 +131,56 @@ TEST_F(CliShared, SharedAndExclusiveRunsExcludeEachOther) {
         run_process(lockon_argv({"run", "--url", server().url(), other_mode, "-n", name, "--", "true"}), 20s);
     EXPECT_TRUE(after.succeeded()) << other_mode << " after the " << holder_mode << " run ended: " << after.describe();
   }
+}
+
+// Issue 35 §3: `lockon status NAME` said "free" while shared holders ran.
+// It shows the shares of NAME's read-write lock or semaphore (how many of
+// each kind, how long the last lease lasts, who waits), in text and JSON.
+TEST_F(CliShared, StatusShowsSharedHoldersAndTheirWaiters) {
+  const std::string name = key("status-rw");
+  const Client client(server().url());
+  ReadWriteLock first(client, name), second(client, name);
+  first.lock_shared();
+  second.lock_shared();
+  ProcessResult status = lockon({"status", "--url", server().url(), name});
+  EXPECT_EQ(status.exit_code, 0) << status.describe();
+  EXPECT_NE(status.out.find("state: held shared (2 readers)"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("shared holders: 2 readers; shared waiters: 0"), std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("free"), std::string::npos) << status.out;
+
+  // A writer queues behind the readers: the queue shows it.
+  Child writer = spawn_lockon({"run", "--url", server().url(), "-x", "-w", "30s", name, "--", "true"});
+  const bool queued = eventually(20s, [&] {
+    return server().command({"LLEN", lock_companion_key(name, "sq")}).integer == 1;
+  });
+  ASSERT_TRUE(queued) << "the --exclusive run never queued";
+  status = lockon({"status", "--url", server().url(), name});
+  EXPECT_NE(status.out.find("shared waiters: 1"), std::string::npos) << status.out;
+  const ProcessResult json = lockon({"status", "--json", "--url", server().url(), name});
+  EXPECT_NE(json.out.find("\"shared\":{\"readers\":2,\"writers\":0,\"permits\":0,\"more\":false,\"longest_lease_left_ms\":"),
+            std::string::npos)
+      << json.out;
+  EXPECT_NE(json.out.find("\"waiters\":1}"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"held\":true"), std::string::npos) << json.out;
+
+  first.unlock_shared();
+  second.unlock_shared();  // hands over to the writer, which runs `true` and releases
+  EXPECT_TRUE(writer.wait(20s).succeeded());
+  status = lockon({"status", "--url", server().url(), name});
+  EXPECT_NE(status.out.find("state: free"), std::string::npos) << status.out;
+
+  // A writer and a semaphore's permits, in the same words.
+  ReadWriteLock exclusive(client, name);
+  exclusive.lock();
+  status = lockon({"status", "--url", server().url(), name});
+  EXPECT_NE(status.out.find("state: held shared (1 writer)"), std::string::npos) << status.out;
+  exclusive.unlock();
+  const std::string sem_name = key("status-sem");
+  Semaphore permits(client, sem_name, 3);
+  permits.acquire();
+  status = lockon({"status", "--url", server().url(), sem_name});
+  EXPECT_NE(status.out.find("state: held shared (1 permit)"), std::string::npos) << status.out;
+  permits.release();
 }
 
 TEST_F(CliShared, ConflictingOptionsAreUsageErrors) {
