@@ -1,6 +1,7 @@
 #include "inspect_command.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -32,10 +33,14 @@ constexpr std::string_view kCompareAndDelete =
 // "<kind>:<token>" scored by their expiry on the server's clock
 // (src/shared/shared_scripts.hpp), and the queue companion(NAME, "sq").
 // Shares carry no holder record; status shows how many and how long.
+// Shares read per node: the ones that end last (live ones first), one more
+// to tell whether there are more.
+constexpr std::size_t kSharesRead = 100;
+
 struct Shares {
   std::size_t readers = 0, writers = 0, permits = 0;
   long long longest_left_ms = -1;  // the share that ends last; -1: none
-  bool more = false;               // more shares than status reads (the 100 that end last)
+  bool more = false;               // more shares than status reads (kSharesRead)
   long long waiting = 0;
   bool any() const { return readers + writers + permits > 0; }
 };
@@ -68,7 +73,8 @@ struct NodeView {
   long long now_ms = 0;  // the server's clock
 
   bool answered() const { return !error; }
-  bool held() const { return answered() && (token.has_value() || not_a_lock || shares.any()); }
+  /// The lock NAME itself (shares are told apart: Shares, "shared" in JSON).
+  bool held() const { return answered() && (token.has_value() || not_a_lock); }
 };
 
 NodeView inspect_node(const Client& client, const std::string& key, Reporter& reporter) {
@@ -84,7 +90,7 @@ NodeView inspect_node(const Client& client, const std::string& key, Reporter& re
                                           {"HGETALL", lock_companion_key(key, "qwho")},
                                           {"TIME"},
                                           {"LLEN", lock_companion_key(key, "q")},
-                                          {"ZREVRANGE", lock_companion_key(key, "sh"), "0", "99", "WITHSCORES"},
+                                          {"ZREVRANGE", lock_companion_key(key, "sh"), "0", std::to_string(kSharesRead), "WITHSCORES"},
                                           {"LLEN", lock_companion_key(key, "sq")}});
     if (!replies[0].is_nil()) {
       view.token = replies[0].as_string();
@@ -106,18 +112,24 @@ NodeView inspect_node(const Client& client, const std::string& key, Reporter& re
     view.waiters = read_waiters(queue, qwho, view.now_ms);
     view.waiters.count = static_cast<std::size_t>(replies[7].as_integer());
     const auto& shares = replies[8].elements();
-    for (std::size_t i = 0; i + 1 < shares.size(); i += 2) {
+    for (std::size_t i = 0; i + 1 < shares.size() && i < 2 * kSharesRead; i += 2) {
       const std::string member = shares[i].as_string();
-      const long long left = std::llround(std::stod(shares[i + 1].as_string())) - view.now_ms;
-      if (left <= 0 || member.size() < 3 || member[1] != ':') continue;  // expired, not yet pruned
+      const std::string score = shares[i + 1].as_string();
+      double expiry_ms = 0;
+      const auto [end, ec] = std::from_chars(score.data(), score.data() + score.size(), expiry_ms);
+      if (ec != std::errc() || end != score.data() + score.size() || !std::isfinite(expiry_ms)) continue;
+      if (expiry_ms <= static_cast<double>(view.now_ms) || member.size() < 3 || member[1] != ':')
+        continue;  // expired (not yet pruned), or not a share
       reporter.redactor().add_token(member.substr(2));
       if (member[0] == 'x') ++view.shares.writers;
       else if (member[0] == 's') ++view.shares.readers;
       else if (member[0] == 'p') ++view.shares.permits;
       else continue;
-      view.shares.longest_left_ms = std::max(view.shares.longest_left_ms, left);
+      // Bounded: a share's expiry is at most a lease ahead of the server's clock.
+      const double left = std::min(expiry_ms - static_cast<double>(view.now_ms), 1e15);
+      view.shares.longest_left_ms = std::max(view.shares.longest_left_ms, static_cast<long long>(left));
     }
-    view.shares.more = shares.size() >= 200;
+    view.shares.more = shares.size() > 2 * kSharesRead;
     view.shares.waiting = replies[9].as_integer();
   } catch (const WrongTypeError&) {
     view.not_a_lock = true;

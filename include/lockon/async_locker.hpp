@@ -94,6 +94,16 @@ asio::awaitable<int> async_acquire_for_call(const AsyncLockerCore& core, AsyncLo
 void record_async_release(std::string_view function_name, std::chrono::steady_clock::time_point acquired_at,
                           bool lost) noexcept;
 
+/// Records the release of a call that acquired its lock however the call
+/// ends: returned, threw, or its frame destroyed (a cancelled caller), so
+/// the held gauge never keeps a call that is gone.
+struct AsyncReleaseRecord {
+  std::string_view function_name;
+  const AsyncLock& lock;
+  std::chrono::steady_clock::time_point acquired_at = std::chrono::steady_clock::now();
+  ~AsyncReleaseRecord() { record_async_release(function_name, acquired_at, lock.lost()); }
+};
+
 template <class T>
 struct AwaitableValue;
 template <class T, class E>
@@ -141,7 +151,7 @@ class AsyncLockedFunction {
                                 std::string key, F fn, V... args) {
     AsyncLock lock(core->client, std::move(key), core->prepared.lock_options);
     const int attempts = co_await detail::async_acquire_for_call(*core, lock, name);
-    const auto acquired_at = std::chrono::steady_clock::now();
+    const detail::AsyncReleaseRecord release_record{name, lock};
     AsyncLockContext context(lock, name, attempts);
     std::exception_ptr failure;
     std::optional<std::conditional_t<std::is_void_v<R>, int, R>> result;
@@ -160,7 +170,6 @@ class AsyncLockedFunction {
     // Released before the caller sees anything. (If the calling coroutine
     // was cancelled, this co_await throws and ~AsyncLock releases instead.)
     co_await lock.async_unlock(asio::use_awaitable);
-    detail::record_async_release(name, acquired_at, lock.lost());
     if (failure) std::rethrow_exception(failure);
     context.throw_if_lost();
     if constexpr (!std::is_void_v<R>) co_return std::move(*result);

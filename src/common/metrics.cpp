@@ -46,7 +46,9 @@ class Histogram {
 
 // How many calls of one function hold their lock now: a gauge of the
 // present, so reset_metrics() keeps it (a call acquired before a reset
-// releases after it). Signed: a release racing a reset may land first.
+// releases after it). Signed, and read clamped at 0: an acquisition whose
+// recording failed (out of memory for a new entry) still records its
+// release.
 using HeldGauge = std::atomic<std::int64_t>;
 
 struct Counters {
@@ -139,8 +141,8 @@ class Registry {
     auto [it, inserted] = entries_.try_emplace(std::string(function));
     if (inserted) {
       try {
-        auto [gauge, made] = gauges_.try_emplace(it->first);
-        if (made) gauge->second = std::make_unique<HeldGauge>(0);
+        auto gauge = gauges_.try_emplace(it->first).first;
+        if (!gauge->second) gauge->second = std::make_unique<HeldGauge>(0);  // new, or left empty by a throw
         it->second = std::make_unique<Counters>();
         it->second->held = gauge->second.get();
       } catch (...) {

@@ -24,6 +24,10 @@ struct Attempt {
   // (WAIT, the fence, a reply check): K must then be handed on, not left
   // held by a token nobody holds for a whole lease (core::fast_attempt).
   bool granted = false;
+  // With deadline_passed: the deadline had passed before the send, and
+  // nothing went out (core::wait_attempt). Last: fronts build an Attempt
+  // positionally.
+  bool unsent = false;
 };
 
 }  // namespace lockon::detail::core

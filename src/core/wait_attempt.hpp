@@ -38,6 +38,16 @@ auto wait_attempt(Port& port, const WaitRequest& request, bool enqueue, Clock::t
     -> typename Port::template Task<Attempt> {
   Attempt result;
   result.sent_at = Clock::now();  // the first send: a grant by a lost attempt cannot precede it
+  // Past the deadline nothing is sent: its reply could not be read in time,
+  // and on a pooled connection an unread reply breaks it and leaves an
+  // attempt that may run after our cancel. The wait for the subscription
+  // before a first attempt can end at the deadline (found under load:
+  // LockProxyPool.ATimedOutWaitSendsNoAttemptAfterItsDeadline).
+  if (result.sent_at >= deadline) {
+    result.deadline_passed = true;
+    result.unsent = true;
+    co_return result;
+  }
   Sent sent;
   for (int round = 0;; ++round) {
     const WaitAttemptArgs args(request.entry, enqueue && round == 0, request.random_token, request.record);

@@ -78,7 +78,7 @@ bool Lock::Impl::wait_for_turn(Clock::time_point deadline) {
       waited = true;
       if (!last.deadline_passed) wait_->last = last;
       const auto now = Clock::now();
-      if (last.deadline_passed || now >= deadline) return give_up(last.deadline_passed);
+      if (last.deadline_passed || now >= deadline) return give_up(last.deadline_passed && !last.unsent);
       auto wake_at = std::min(deadline, detail::add_saturating(now, state_.options.wait_poll_interval));
       // A holder that crashed releases nothing: look again when its lease ends.
       if (last.pttl >= 0)

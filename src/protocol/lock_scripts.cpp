@@ -287,7 +287,7 @@ const Script& wait_attempt(bool sharded) {
       // process's nonce (common/token.hpp), or if the holder records say so
       // (host|pid|process start; a custom token): the record must be the
       // holder's (its token's first 8 characters), since a failed fast path
-      // leaves its own record for a moment (holder.hpp). Two random tokens
+      // leaves its own record for a moment (holder_record.hpp). Two random tokens
       // (both carry a nonce) are told apart by their nonces alone: the
       // records are read only when one token is custom (a GET and four
       // pattern matches on every contended queueing, ~0.2 µs saved per

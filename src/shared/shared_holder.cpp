@@ -170,6 +170,8 @@ bool SharedHolder::wait_for_turn(Clock::time_point deadline) {
   // Subscribed before queueing: no hand-over can precede our ability to hear
   // it. Bounded: a dead subscriber only costs polling.
   watch->wait_subscribed(std::min(deadline, add_saturating(Clock::now(), options_.wait_poll_interval)));
+  // Past the deadline nothing is sent (core/wait_attempt.hpp says why); nothing is queued yet.
+  if (Clock::now() >= deadline) return false;
   // Sent before our entry is queued, so before any hand-over to it: a lease
   // handed to us is proven from here.
   const auto queued_at = Clock::now();

@@ -1,9 +1,13 @@
 # Compiles one snippet that must NOT compile and checks that the compiler's
 # message contains every "// expect: REGEX" line of the snippet (issue 17:
 # an unencodable lock_on argument names its position, its type and why).
-# -DCXX=compiler -DINCLUDE_DIR=... -DCASE=file.cpp
+# -DCXX=compiler -DINCLUDE_DIR=... [-DLAYER_ROOT=...] -DCASE=file.cpp
+set(include_flags -I${INCLUDE_DIR})
+if(LAYER_ROOT)
+  list(APPEND include_flags -I${LAYER_ROOT})
+endif()
 execute_process(
-  COMMAND ${CXX} -std=c++20 -fsyntax-only -I${INCLUDE_DIR} ${CASE}
+  COMMAND ${CXX} -std=c++20 -fsyntax-only ${include_flags} ${CASE}
   RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(status EQUAL 0)
   message(FATAL_ERROR "${CASE} compiled, but it must be rejected")

@@ -3,6 +3,9 @@
 // the policy's errors, LockContext injection, LockLost, exceptions.
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/io_context.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -21,6 +24,7 @@ namespace lockon::test {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
 using Clock = std::chrono::steady_clock;
 
 class AsyncLockOnTest : public RedisTest {
@@ -234,6 +238,34 @@ TEST_F(AsyncLockOnTest, CallsAreCountedInTheMetricsLikeLockOnCalls) {
     EXPECT_EQ(m.held, 0u) << "none holds now";
   }
   EXPECT_TRUE(found) << prometheus_text();
+}
+
+// The held gauge of a call its caller cancels while the body runs (the
+// frame is destroyed mid-call): the release is recorded all the same, so
+// the gauge does not keep a call that is gone (review of issue 35 §11).
+TEST_F(AsyncLockOnTest, ACancelledCallLeavesTheHeldGauge) {
+  AsyncClient client(io.get_executor(), server().url());
+  const std::string function = key("async-held-cancelled");
+  AsyncLocker locker(client, {.max_retry = 1, .retry_delay = 0ms, .timeout = 0ms});
+  std::atomic<bool> inside{false};
+  auto slow = locker.async_lock_on<0>(function, [&](int) -> asio::awaitable<int> {
+    inside = true;
+    asio::steady_timer long_wait(co_await asio::this_coro::executor, 30s);
+    co_await long_wait.async_wait(asio::use_awaitable);
+    co_return 1;
+  });
+  const auto held_now = [&]() -> long long {
+    for (const FunctionMetrics& m : metrics_snapshot())
+      if (m.function == function) return static_cast<long long>(m.held);
+    return -1;
+  };
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    asio::steady_timer cancel_after(co_await asio::this_coro::executor, 300ms);
+    const auto winner = co_await (slow(1) || cancel_after.async_wait(asio::use_awaitable));
+    EXPECT_EQ(winner.index(), 1u) << "the timer ends the call";
+  }));
+  ASSERT_TRUE(inside.load()) << "the call never ran its body: the cancellation proved nothing";
+  EXPECT_EQ(held_now(), 0) << "a cancelled call stays counted as holding";
 }
 
 }  // namespace

@@ -161,7 +161,16 @@ TEST_F(CliShared, StatusShowsSharedHoldersAndTheirWaiters) {
             std::string::npos)
       << json.out;
   EXPECT_NE(json.out.find("\"waiters\":1}"), std::string::npos) << json.out;
-  EXPECT_NE(json.out.find("\"held\":true"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"held\":false"), std::string::npos) << "held: the lock NAME itself" << json.out;
+  const auto members = server().command({"ZRANGE", lock_companion_key(name, "sh"), "0", "-1"}).elements;
+  EXPECT_EQ(members.size(), 2u);
+  for (const auto& member : members) {  // "s:<token>"
+    const std::string token_start = member.str.substr(2, 8);
+    EXPECT_EQ(status.out.find(token_start), std::string::npos) << "a reader's token in the output";
+    EXPECT_EQ(json.out.find(token_start), std::string::npos) << "a reader's token in the JSON";
+  }
+  const ProcessResult release = lockon({"release", "--force", "--url", server().url(), name});
+  EXPECT_NE(release.out.find("shared holders (2 readers) are not released"), std::string::npos) << release.out;
 
   first.unlock_shared();
   second.unlock_shared();  // hands over to the writer, which runs `true` and releases
@@ -181,6 +190,12 @@ TEST_F(CliShared, StatusShowsSharedHoldersAndTheirWaiters) {
   status = lockon({"status", "--url", server().url(), sem_name});
   EXPECT_NE(status.out.find("state: held shared (1 permit)"), std::string::npos) << status.out;
   permits.release();
+
+  // A share whose lease has passed (its holder died; no script pruned it yet) is no holder.
+  const std::string stale = key("status-stale");
+  server().command({"ZADD", lock_companion_key(stale, "sh"), "1000", "s:0123456789abcdef"});
+  status = lockon({"status", "--url", server().url(), stale});
+  EXPECT_NE(status.out.find("state: free"), std::string::npos) << status.out;
 }
 
 TEST_F(CliShared, ConflictingOptionsAreUsageErrors) {

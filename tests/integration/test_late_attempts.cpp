@@ -70,6 +70,26 @@ TEST_F(SharedProxyFaults, ATimedOutWaitSendsNoAttemptAfterItsDeadline) {
   holder.release_or_throw();
 }
 
+// The wait for the subscription before the first queueing attempt ends at
+// the caller's deadline when the server confirms the SUBSCRIBE late: then
+// nothing more is sent — no attempt whose reply nobody reads (the same for
+// the Lock in LockProxyPool below). Found by a helper under load.
+TEST_F(SharedProxyFaults, ASubscriptionConfirmedAfterTheDeadlineSendsNoAttempt) {
+  const std::string name = key("sem");
+  Semaphore holder(client(), name, 1, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_acquire());
+  const int scripts = proxy().add_rule({.command = "EVALSHA", .argument_contains = "|p|"});
+  const int slow = proxy().add_rule({.command = "SUBSCRIBE", .action = FaultAction::delay, .delay = 400ms, .times = 1});
+  Semaphore waiter(via_proxy(), name, 1, {.ttl = 3s, .wait_poll_interval = 10s});
+  const auto connections = proxy().connections_accepted();
+  EXPECT_FALSE(waiter.try_acquire_until(std::chrono::steady_clock::now() + 150ms));
+  EXPECT_EQ(proxy().matched(slow), 1u) << "the SUBSCRIBE was not the one delayed: the test proved nothing";
+  EXPECT_EQ(proxy().matched(scripts), 1u) << "only the direct attempt: none sent after the deadline";
+  EXPECT_EQ(proxy().connections_accepted(), connections) << "a pooled connection was broken by an unread reply";
+  EXPECT_EQ(queued(name), 0);
+  holder.release_or_throw();
+}
+
 // The Lock's queueing attempt on a pooled connection (auto_pipeline=0, as
 // on Sentinel and Cluster): it reaches the server after the caller's
 // deadline and its confirmed cancel, and queues the departed waiter; the
@@ -267,6 +287,26 @@ TEST_F(LockProxyPool, AQueueingAttemptHeldBackThreeSecondsLeavesNoHolderlessKey)
 // The same with the queue place kept past the deadline (keep_queue_place,
 // as lock_on always does) and given up afterwards: by abandon_wait(), or by
 // the Lock's destructor. The late attempt's place must still be swept.
+// As SharedProxyFaults.ASubscriptionConfirmedAfterTheDeadlineSendsNoAttempt,
+// for the Lock (core::wait_attempt, both fronts): the first queueing
+// attempt went out up to 2 ms after the deadline, its reply unread.
+TEST_F(LockProxyPool, ASubscriptionConfirmedAfterTheDeadlineSendsNoAttempt) {
+  const std::string name = key("lock");
+  Lock holder(client(), name, {.ttl = 10s});
+  ASSERT_TRUE(holder.try_lock());
+  const int attempts =
+      proxy().add_rule({.command = "EVALSHA", .argument_contains = detail::scripts::wait_attempt().sha()});
+  const int slow = proxy().add_rule({.command = "SUBSCRIBE", .action = FaultAction::delay, .delay = 400ms, .times = 1});
+  const auto connections = proxy().connections_accepted();
+  Lock waiter(via_proxy(), name, {.ttl = 3s, .wait_poll_interval = 10s});
+  EXPECT_FALSE(waiter.try_lock_until(std::chrono::steady_clock::now() + 150ms));
+  EXPECT_EQ(proxy().matched(slow), 1u) << "the SUBSCRIBE was not the one delayed: the test proved nothing";
+  EXPECT_EQ(proxy().matched(attempts), 0u) << "an attempt was sent after the deadline";
+  EXPECT_EQ(proxy().connections_accepted(), connections) << "a pooled connection was broken by an unread reply";
+  EXPECT_EQ(queued(name), 0);
+  holder.unlock();
+}
+
 class LockProxyPoolKeptPlace : public LockProxyPool, public ::testing::WithParamInterface<bool> {};
 
 TEST_P(LockProxyPoolKeptPlace, AKeptPlaceEndedLaterStillSweepsTheLateAttempt) {
