@@ -55,7 +55,7 @@ class TempDir {
 
 class CliRun : public RedisTest {
  protected:
-  static constexpr int kTimedRounds = 5;
+  static constexpr int kTimedRounds = 8;
   // `lockon args...` run to its end and timed, with how long the machine
   // held it (or the server it asks) back.
   static HeldBackRun timed_lockon(const std::vector<std::string>& args) {
