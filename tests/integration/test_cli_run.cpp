@@ -55,7 +55,7 @@ class TempDir {
 
 class CliRun : public RedisTest {
  protected:
-  static constexpr int kTimedRounds = 8;
+  static constexpr int kTimedRounds = 16;
   // `lockon args...` run to its end and timed, with how long the machine
   // held it (or the server it asks) back.
   static HeldBackRun timed_lockon(const std::vector<std::string>& args) {
@@ -160,7 +160,7 @@ TEST_F(CliRun, VerboseConflictNamesTheHolderFromItsRecord) {
 // not establish the precondition: the scenario is set up again with a fresh
 // key, holder and directory (in_rounds). A run that overran by itself fails.
 TEST_F(CliRun, NonblockOnAHeldLockExitsWithTheConflictCodeAtOnce) {
-  in_rounds(kTimedRounds, 60s, [&]() -> std::string {
+  in_rounds(kTimedRounds, 150s, [&]() -> std::string {
     TempDir dir;
     const std::string name = key("held");
     Lock holder(Client(server().url()), name);  // the C++ API on the same key
@@ -191,7 +191,7 @@ TEST_F(CliRun, NonblockOnAHeldLockExitsWithTheConflictCodeAtOnce) {
 }
 
 TEST_F(CliRun, WaitGivesUpAfterTheGivenDuration) {
-  in_rounds(kTimedRounds, 60s, [&]() -> std::string {
+  in_rounds(kTimedRounds, 150s, [&]() -> std::string {
     const std::string name = key("held");
     Lock holder(Client(server().url()), name);
     EXPECT_TRUE(holder.try_lock());

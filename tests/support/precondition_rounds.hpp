@@ -43,8 +43,8 @@ void in_rounds(int rounds, std::chrono::milliseconds budget, Round round) {
     std::cout << "round " << done << ": precondition not established (" << missed << "); set up again\n";
     // A burst of load (ASan tests at ctest -j4 on 2 cores held a process
     // back 1.6 s in each of five rounds in a row) passes: wait before the
-    // next round, longer each time (0.5, 1, 2, 4, 4... s), within the budget.
-    const auto pause = std::chrono::milliseconds(500) * (1 << std::min(done - 1, 3));
+    // next round, longer each time (0.5, 1, 2, 4, 8, 8... s), within the budget.
+    const auto pause = std::chrono::milliseconds(500) * (1 << std::min(done - 1, 4));
     if (done == rounds || std::chrono::steady_clock::now() + pause >= stop) break;
     std::this_thread::sleep_for(pause);
   }
