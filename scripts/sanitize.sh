@@ -67,8 +67,13 @@ for preset in "${presets[@]}"; do
     # for ASan's slowdown on a loaded 2-core machine (it passes in stage 1).
     # AutoPipelineAttack.ForkWhileTheIoThreadIsBusy forks while six threads
     # allocate: exactly the case above.
-    fork_tests='^integration\.(Fork\.|WatchdogFaults\.ForkedChild|LockSafety\.WaitersTimedOutDuringAStall|AutoPipelineAttack\.ForkWhileTheIoThreadIsBusy)'
-    echo "sanitize: $preset: not run under this sanitizer (libasan fork limitation, see docs/verification.md): $fork_tests"
+    # The CLI's latency bounds (`lockon run -n` answers within 1 s, `-w 1s`
+    # gives up within 2 s) are checked in stage 1: an ASan-built lockon
+    # beside the 200-run CLI tests at ctest -j4 was held back 0.7-2 s for two
+    # minutes (docs/verification.md, session 26); the same code runs under
+    # ASan in the other CLI tests.
+    fork_tests='^integration\.(Fork\.|WatchdogFaults\.ForkedChild|LockSafety\.WaitersTimedOutDuringAStall|AutoPipelineAttack\.ForkWhileTheIoThreadIsBusy|CliRun\.NonblockOnAHeldLockExitsWithTheConflictCodeAtOnce|CliRun\.WaitGivesUpAfterTheGivenDuration)'
+    echo "sanitize: $preset: not run under this sanitizer (libasan fork limitation; CLI latency bounds: stage 1; see docs/verification.md): $fork_tests"
     ctest --preset "$preset" -R '^(unit|integration|async)\.' -E "$fork_tests" "$@"
   fi
 done
