@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -18,7 +19,14 @@ void Redactor::add_password(std::string password) {
 
 void Redactor::add_token(std::string token) {
   if (token.empty()) return;
-  std::string shown = token_prefix(token) + "...";
+  // Only the token's own first bytes, up to a '?' that stands for a control
+  // byte: with it, the replacement could complete the token again with the
+  // text before it (token "\x01?" in "\x01\x01?" became "\x01?...": the
+  // fuzzer). With a true prefix and the '.'s after it, a new occurrence would
+  // have been an earlier one, already replaced (tokens holding '.' aside).
+  std::string shown = token_prefix(token);
+  shown.resize(static_cast<std::size_t>(std::mismatch(shown.begin(), shown.end(), token.begin()).first - shown.begin()));
+  shown += "...";
   replacements_.emplace_back(std::move(token), std::move(shown));
 }
 

@@ -32,7 +32,7 @@ constexpr Echo kEchoes[] = {
     {"with args beginning with:", true},
     {"modifier '", false},
 };
-constexpr std::string_view kWithheld = "(arguments withheld)";
+constexpr std::string_view kWithheld = kArgumentsWithheld;
 
 }  // namespace
 

@@ -37,13 +37,24 @@ enum class IoFailure {
 /// The longest part of a server's error text that goes into a message.
 inline constexpr std::size_t kMaxServerTextBytes = 512;
 
+/// What stands in a message for the arguments a server echoed.
+inline constexpr std::string_view kArgumentsWithheld = "(arguments withheld)";
+
+/// How much longer than the server's text its scrubbed form may be: the
+/// placeholder stands at most twice (an echo to the end of the text, or a
+/// quoted echo then one more), each with a space or quote of its own. An
+/// echo of one character becomes the placeholder, so the message of a short
+/// reply may exceed the reply by this much, never by more.
+inline constexpr std::size_t kMaxScrubGrowth = 2 * (kArgumentsWithheld.size() + 1);
+
 /// Error reply `text` made fit for an exception message or a log: a server
 /// may echo a request's arguments — a lock token, a password — in its
 /// error ("ERR unknown command 'SET', with args beginning with: 'K' '<token>'",
 /// "ERR Error in ACL SETUSER modifier '>secret'"). This withholds every
 /// echoed argument ("... with args beginning with: (arguments withheld)"),
 /// replaces control bytes with '?' (one line in a log) and cuts the text
-/// to kMaxServerTextBytes. Every path that turns an error reply into an
+/// to kMaxServerTextBytes (plus "..."). Its size is at most
+/// max(text.size() + kMaxScrubGrowth, kMaxServerTextBytes + 3). Every path that turns an error reply into an
 /// exception or a log line goes through it (throw_reply_error does).
 std::string scrub_server_error(std::string_view text);
 

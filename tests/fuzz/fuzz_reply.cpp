@@ -41,8 +41,10 @@ constexpr std::string_view kOperation = "EVALSHA";
 constexpr std::size_t kFixedText = kOperation.size() + 4 + kEndpoint.size() + 2;
 // A mapped error may add a fixed explanation around the server's text (a
 // redirection that never settled: "the key's hash slot kept moving (last
-// answer: ...)"); what must stay bounded is the echo of the reply itself.
-constexpr std::size_t kExplanation = 64;
+// answer: ...)"), and scrubbing may put the arguments-withheld placeholder
+// where the server echoed one short argument (kMaxScrubGrowth); what must
+// stay bounded is the echo of the reply itself.
+constexpr std::size_t kExplanation = 64 + lockon::detail::kMaxScrubGrowth;
 
 // Size of the text of every error reply in `reply` (the first one thrown is among them).
 std::size_t longest_error(const redisReply& reply) {

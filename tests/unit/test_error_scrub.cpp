@@ -89,6 +89,18 @@ TEST(ScrubServerError, ControlBytesAndLengthAreBounded) {
   EXPECT_LT(message_for(huge).size(), detail::kMaxServerTextBytes + 200);
 }
 
+// The fuzzer found a reply whose message outgrew the reply: a one-character
+// echo became the placeholder, twice (a quoted echo, then one to the end).
+TEST(ScrubServerError, APlaceholderGrowsTheTextByAtMostTheStatedBound) {
+  for (const char* text : {"ASK x modifier '': with args beginning with:", "ERR modifier ''",
+                           "ERR with args beginning with:", "ERR modifier 'a': b modifier 'c",
+                           "ASK boom\x01" "a\x01" "E -na\x01ulmodifier ''"}) {
+    const std::string scrubbed = detail::scrub_server_error(text);
+    EXPECT_TRUE(contains(scrubbed, detail::kArgumentsWithheld)) << scrubbed;
+    EXPECT_LE(scrubbed.size(), std::string_view(text).size() + detail::kMaxScrubGrowth) << scrubbed;
+  }
+}
+
 // ------------------------------------------------------- wrong deployments
 
 using detail::test_resp::hello_reply;
