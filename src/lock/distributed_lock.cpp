@@ -8,29 +8,6 @@
 
 namespace lockon {
 
-namespace detail {
-
-void LeaseSignal::declare_lost(LossReason reason, std::string detail) noexcept {
-  if (lost_.exchange(true, std::memory_order_acq_rel)) return;
-  // A token made from here on sees lost_ and is born stopped. The stop is
-  // requested outside the mutex: it runs the stop callbacks of tokens handed
-  // out, which may ask for a token themselves.
-  std::stop_source source(std::nostopstate);
-  {
-    const std::lock_guard guard(stop_mutex_);
-    source = stop_;
-  }
-  if (source.stop_possible()) source.request_stop();
-  if (!on_lost_) return;
-  try {
-    on_lost_(LossEvent{name_, reason, std::move(detail)});
-  } catch (...) {
-    // A throwing callback on the watchdog thread must not take the process down.
-  }
-}
-
-}  // namespace detail
-
 std::string_view to_string(LossReason reason) noexcept {
   switch (reason) {
     case LossReason::taken: return "taken";
