@@ -19,7 +19,7 @@ inline constexpr int conflict_default = 1;
 /// Bad command line or configuration (EX_USAGE): unknown option, bad URL or
 /// duration, `release` without --force...
 inline constexpr int usage = 64;
-/// The key exists but is not a lock: it holds a non-string value (EX_DATAERR).
+/// Not a lock: the key or a companion key holds a type lockon never writes there (EX_DATAERR).
 inline constexpr int not_a_lock = 65;
 /// Redis could not be reached, or a Redlock majority could not be reached
 /// (EX_UNAVAILABLE).

@@ -63,7 +63,7 @@ struct NodeView {
   std::string endpoint{};
   std::optional<std::string> error{};  // unreachable / failed: the message
   int error_exit = exit_code::ok;
-  bool not_a_lock = false;
+  std::optional<std::string> not_a_lock{};  // why NAME is not a lock: a key holds another type
   std::optional<std::string> token{};  // nullopt: the key does not exist
   long long pttl = -2;
   std::optional<std::string> fence{};
@@ -76,6 +76,40 @@ struct NodeView {
   /// The lock NAME itself (shares are told apart: Shares, "shared" in JSON).
   bool held() const { return answered() && (token.has_value() || not_a_lock); }
 };
+
+// Which of NAME's keys holds a type lockon never writes there, for a
+// WRONGTYPE met while reading them: NAME itself, or a companion key (a
+// shared lock's sorted set, a queue) that something else overwrote.
+std::string wrong_type_reason(const Client& client, const std::string& key) {
+  struct Expected {
+    std::string key;
+    const char* type;
+    const char* type_name;
+  };
+  const Expected expected[] = {
+      {key, "string", "a string"},
+      {fence_key(key), "string", "a string"},
+      {lock_companion_key(key, "who"), "string", "a string"},
+      {lock_companion_key(key, "q"), "list", "a list"},
+      {lock_companion_key(key, "qwho"), "hash", "a hash"},
+      {lock_companion_key(key, "sh"), "zset", "a sorted set"},
+      {lock_companion_key(key, "sq"), "list", "a list"},
+  };
+  try {
+    std::vector<std::vector<std::string>> commands;
+    for (const Expected& e : expected) commands.push_back({"TYPE", e.key});
+    const auto types = client.pipeline(commands);
+    for (std::size_t i = 0; i < std::size(expected); ++i) {
+      const std::string type = types[i].as_string();
+      if (type == "none" || type == expected[i].type) continue;
+      if (i == 0) return "the key holds a " + type + ", not a string";
+      return "its key '" + expected[i].key + "' holds a " + type + ", where lockon keeps " + expected[i].type_name;
+    }
+  } catch (const std::exception&) {
+    // The reason is a detail: the WRONGTYPE itself is the answer.
+  }
+  return "one of its keys holds a type lockon never writes there";
+}
 
 NodeView inspect_node(const Client& client, const std::string& key, Reporter& reporter) {
   NodeView view;
@@ -132,7 +166,7 @@ NodeView inspect_node(const Client& client, const std::string& key, Reporter& re
     view.shares.more = shares.size() > 2 * kSharesRead;
     view.shares.waiting = replies[9].as_integer();
   } catch (const WrongTypeError&) {
-    view.not_a_lock = true;
+    view.not_a_lock = wrong_type_reason(client, key);
   } catch (const std::exception& e) {
     view.error = e.what();
     view.error_exit = exit_code_for(e);
@@ -142,7 +176,7 @@ NodeView inspect_node(const Client& client, const std::string& key, Reporter& re
 
 std::string describe(const NodeView& view) {
   if (view.error) return "unreachable: " + one_line(*view.error);
-  if (view.not_a_lock) return "not a lock: the key holds a non-string value";
+  if (view.not_a_lock) return "not a lock: " + *view.not_a_lock;
   std::string text;
   if (!view.token && view.shares.any()) {
     text = "held shared: " + describe_shares(view.shares) + ", lease left up to " +
@@ -170,7 +204,7 @@ Summary summarize(const std::vector<NodeView>& views) {
   std::size_t failed = 0;
   int failure_exit = exit_code::ok;
   for (const auto& v : views) {
-    if (v.not_a_lock) return {"not a lock (the key holds a non-string value)", exit_code::not_a_lock};
+    if (v.not_a_lock) return {"not a lock (" + *v.not_a_lock + ")", exit_code::not_a_lock};
     if (v.held()) ++held;
     if (!v.answered()) {
       ++failed;
@@ -241,7 +275,7 @@ void print_json(const std::string& key, const Summary& summary, const std::vecto
       continue;
     }
     out += ",\"held\":" + std::string(v.held() ? "true" : "false");
-    if (v.not_a_lock) out += ",\"not_a_lock\":true";
+    if (v.not_a_lock) out += ",\"not_a_lock\":true,\"not_a_lock_reason\":" + json_string(*v.not_a_lock);
     out += ",\"holder\":" + (v.holder ? json_who(*v.holder) : std::string("null"));
     out += ",\"held_for_ms\":" + (v.holder ? std::to_string(std::max(0LL, v.now_ms - v.holder->since_ms))
                                              : std::string("null"));
@@ -293,7 +327,7 @@ int release_command(const InspectOptions& options) {
   const Summary summary = summarize(views);
   print_views(options.key, summary, views);
   if (summary.exit == exit_code::not_a_lock) {
-    reporter.error("refusing to delete '" + options.key + "': it is not a lock (it holds a non-string value)");
+    reporter.error("refusing to delete '" + options.key + "': it is " + summary.state);
     return exit_code::not_a_lock;
   }
 

@@ -36,7 +36,7 @@ std::string exit_code_table() {
   return "Exit status of `run`: COMMAND's own status (128+N if it died of signal N), or:\n"
          "  1    -n found the lock held (change it with -E)\n"
          "  64   usage error: bad option, URL or duration\n"
-         "  65   the key holds a non-string value: not a lock\n"
+         "  65   not a lock: NAME or a companion key holds another type\n"
          "  69   Redis unreachable, or no Redlock majority reachable\n"
          "  70   internal error\n"
          "  75   -w ran out while the lock stayed held (release: the lock changed hands)\n"

@@ -160,10 +160,28 @@ TEST_F(CliStatus, KeyHoldingANonStringIsNotALock) {
   ASSERT_EQ(server().command({"HSET", name, "field", "value"}).integer, 1);
   const ProcessResult status = lockon({"status", "--url", server().url(), name});
   EXPECT_EQ(status.exit_code, kNotALock) << status.describe();
-  EXPECT_TRUE(contains(status.out, "not a lock")) << status.out;
+  EXPECT_TRUE(contains(status.out, "not a lock: the key holds a hash, not a string")) << status.out;
   const ProcessResult release = lockon({"release", "--force", "--url", server().url(), name});
   EXPECT_EQ(release.exit_code, kNotALock) << release.describe();
   EXPECT_EQ(server().command({"TYPE", name}).str, "hash") << "never deleted";
+}
+
+// A shared lock's sorted set overwritten with a string: the WRONGTYPE came
+// from a companion key, and status said the key itself held a non-string.
+TEST_F(CliStatus, ACompanionKeyOfAnotherTypeIsNamed) {
+  const std::string name = key("shares");
+  const std::string shares = lock_companion_key(name, "sh");
+  ASSERT_EQ(server().command({"SET", shares, "not a sorted set"}).str, "OK");
+  const ProcessResult status = lockon({"status", "--url", server().url(), name});
+  EXPECT_EQ(status.exit_code, kNotALock) << status.describe();
+  EXPECT_TRUE(contains(status.out, "'" + shares + "' holds a string, where lockon keeps a sorted set")) << status.out;
+  EXPECT_FALSE(contains(status.out, "the key holds")) << status.out;
+  const ProcessResult json = lockon({"status", "--json", "--url", server().url(), name});
+  EXPECT_TRUE(contains(json.out, "\"not_a_lock_reason\":")) << json.out;
+  const ProcessResult release = lockon({"release", "--force", "--url", server().url(), name});
+  EXPECT_EQ(release.exit_code, kNotALock) << release.describe();
+  EXPECT_TRUE(contains(release.err, shares)) << release.err;
+  EXPECT_EQ(server().command({"TYPE", shares}).str, "string") << "never deleted";
 }
 
 // -------------------------------------------------------------- release

@@ -22,7 +22,7 @@ inline const std::string kLockon = LOCKON_CLI;
 // Exit statuses documented in docs/cli.md ("Exit status").
 inline constexpr int kConflict = 1;        // -n found the lock held
 inline constexpr int kUsage = 64;          // EX_USAGE
-inline constexpr int kNotALock = 65;       // EX_DATAERR: the key holds a non-string value
+inline constexpr int kNotALock = 65;       // EX_DATAERR: NAME or a companion key holds another type
 inline constexpr int kUnavailable = 69;    // EX_UNAVAILABLE: Redis (or a Redlock majority) unreachable
 inline constexpr int kWaitTimedOut = 75;   // EX_TEMPFAIL: -w ran out
 inline constexpr int kLost = 79;           // the lock was lost while COMMAND ran
