@@ -11,6 +11,7 @@
 #include <string>
 
 #include "async/async_lock_impl.hpp"
+#include "async/async_lock_port.hpp"
 #include "common/diagnostics.hpp"
 #include "common/token.hpp"
 #include "client/eviction_check.hpp"
@@ -158,28 +159,16 @@ asio::awaitable<void> AsyncLockImpl::release() noexcept {
   if (!held_) co_return;
   stop_renewal();
   held_ = false;
-  auto lease = lease_;
-  const std::string token = token_;
+  auto lease = lease_;  // kept alive while the release runs
+  const std::string token = token_;  // a new acquisition may start meanwhile
   try {
     co_await uncancellable();
-    const std::array<std::string_view, 1> args{token};
-    auto answer = co_await client_->script(scripts::release(client_->sharded()), keys(), args, "release lock",
-                                           Clock::time_point::max());
-    const redisReply& reply = *answer.reply;
-    if (reply.type != REDIS_REPLY_INTEGER || reply.integer < 1) {
-      lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
-      last_unlock_error_ = std::make_exception_ptr(
-          LockNotOwned("cannot release lock '" + name() + "': it is no longer owned", name()));
-      co_return;
-    }
-    if (reply.integer == 2) warn_publish_denied(*client_);
-    lease->close();
-    last_unlock_error_ = nullptr;
-  } catch (const std::exception& e) {
-    // Whether the release ran is unknown: the clean-up releases the key if
-    // it still holds our token.
-    client_->abandon(keys_, queue_entry(kNotQueued, kNotQueued, ttl_text_, exclusive_kind(options_.fencing), token));
-    lease->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
+    Port port(*this);
+    const auto released = co_await core::release(port, token, *lease, Clock::time_point::max());
+    last_unlock_error_ = released == core::Released::not_owned
+                             ? std::make_exception_ptr(core::release_not_owned(name()))
+                             : nullptr;
+  } catch (...) {
     last_unlock_error_ = std::current_exception();
   }
 }

@@ -1,4 +1,5 @@
-// AsyncLock's port of the core (core/fast_path.hpp, core/wait_attempt.hpp):
+// AsyncLock's port of the core (core/fast_path.hpp, core/wait_attempt.hpp,
+// core/release.hpp):
 // each step an asio::awaitable on the async client's command connection.
 #pragma once
 
@@ -10,7 +11,9 @@
 
 #include "async/async_lock_impl.hpp"
 #include "core/fast_path.hpp"
+#include "core/release.hpp"
 #include "protocol/lock_scripts.hpp"
+#include "protocol/queue_entry.hpp"
 
 namespace lockon::detail {
 
@@ -48,6 +51,10 @@ class AsyncLockImpl::Port {
   // The async clean-up cancels an abandoned attempt until one cancel runs;
   // it keeps no later sweeps for an unknown outcome, so the flag has no use.
   void abandon(bool /*outcome_unknown*/) { lock_.client_->abandon(lock_.keys_, lock_.orphan_entry()); }
+  void abandon_token(std::string_view token) {
+    lock_.client_->abandon(lock_.keys_, queue_entry(kNotQueued, kNotQueued, lock_.ttl_text_,
+                                                    exclusive_kind(lock_.options_.fencing), token));
+  }
   asio::awaitable<void> drop_record() noexcept {
     if (!lock_.record_.empty()) co_await lock_.drop_record();
   }
@@ -57,6 +64,14 @@ class AsyncLockImpl::Port {
   asio::awaitable<core::Sent> run_wait_attempt(std::span<const std::string_view> argv, Clock::time_point deadline) {
     AsyncClientImpl::Answer answer = co_await lock_.client_->script(
         scripts::wait_attempt(lock_.client_->sharded()), lock_.keys(), argv, "acquire lock", deadline);
+    core::Sent sent;
+    sent.ended = async_port::sent_ended(answer.ended);
+    if (answer.ended == AsyncConnection::Ended::replied) sent.replies.push_back(std::move(answer.reply));
+    co_return sent;
+  }
+  asio::awaitable<core::Sent> run_release(std::span<const std::string_view> argv, Clock::time_point until) {
+    AsyncClientImpl::Answer answer = co_await lock_.client_->script(scripts::release(lock_.client_->sharded()),
+                                                                    lock_.keys(), argv, "release lock", until);
     core::Sent sent;
     sent.ended = async_port::sent_ended(answer.ended);
     if (answer.ended == AsyncConnection::Ended::replied) sent.replies.push_back(std::move(answer.reply));

@@ -84,31 +84,9 @@ void Lock::Impl::release(Clock::time_point until) {
       if (!entry.empty()) calls.abandon(entry, true);
     }
   } sweep_late{calls_, std::exchange(late_entry_, std::string())};
-  const std::array<std::string_view, 1> args{state_.token};
-  ReplyPtr reply;
-  try {
-    reply = calls_.run_lock_script_until(detail::scripts::release(calls_.sharded()), args, "release lock", until);
-  } catch (const Error& e) {
-    // Whether the release ran is unknown, so the lease cannot be proven
-    // held to its end. The clean-up releases it if it is still ours.
-    calls_.abandon(orphan_entry(state_.token), true);
-    state_.lease->declare_lost(LossReason::unreachable, std::string("the release failed: ") + e.what());
-    throw;
-  }
-  if (!reply) {
-    // `until` passed first (a frozen master, a Cluster answering
-    // CLUSTERDOWN): whether the release ran is unknown, as above, but the
-    // caller chose not to wait for it; not an error.
-    calls_.abandon(orphan_entry(state_.token), true);
-    state_.lease->declare_lost(LossReason::unreachable, "the release was not confirmed in time; a background clean-up releases the key if it is still ours");
-    return;
-  }
-  if (reply->type != REDIS_REPLY_INTEGER || reply->integer < 1) {
-    state_.lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
-    throw LockNotOwned("cannot release lock '" + state_.name + "': it is no longer owned", state_.name);
-  }
-  if (reply->integer == 2) warn_publish_denied(*client_.impl());
-  state_.lease->close();
+  Port port(*this);
+  const auto released = detail::core::release(port, state_.token, *state_.lease, until).get();
+  if (released == detail::core::Released::not_owned) throw detail::core::release_not_owned(state_.name);
 }
 
 bool Lock::Impl::owned() {

@@ -1,5 +1,5 @@
 // The blocking Lock's port of the core (core/fast_path.hpp,
-// core/wait_attempt.hpp): every step a plain blocking call through
+// core/wait_attempt.hpp, core/release.hpp): every step a plain blocking call through
 // LockCalls, so each core coroutine (InlineTask) is over when the call that
 // made it returns.
 #pragma once
@@ -10,6 +10,7 @@
 
 #include "common/inline_task.hpp"
 #include "core/fast_path.hpp"
+#include "core/release.hpp"
 #include "lock/lock_impl.hpp"
 
 namespace lockon {
@@ -30,6 +31,7 @@ class Lock::Impl::Port {
     co_return sent;
   }
   void abandon(bool outcome_unknown) { lock_.calls_.abandon(lock_.orphan_entry(lock_.token_), outcome_unknown); }
+  void abandon_token(std::string_view token) { lock_.abandon_token(std::string(token)); }
   Task<void> drop_record() noexcept {
     lock_.drop_record();
     co_return;
@@ -42,6 +44,16 @@ class Lock::Impl::Port {
     detail::core::Sent sent;
     ReplyPtr reply = lock_.calls_.run_lock_script_until(detail::scripts::wait_attempt(lock_.calls_.sharded()), argv,
                                                         "acquire lock", deadline);
+    if (reply)
+      sent.replies.push_back(std::move(reply));
+    else
+      sent.ended = detail::core::Sent::Ended::deadline;
+    co_return sent;
+  }
+  Task<detail::core::Sent> run_release(std::span<const std::string_view> argv, Clock::time_point until) {
+    detail::core::Sent sent;
+    ReplyPtr reply =
+        lock_.calls_.run_lock_script_until(detail::scripts::release(lock_.calls_.sharded()), argv, "release lock", until);
     if (reply)
       sent.replies.push_back(std::move(reply));
     else

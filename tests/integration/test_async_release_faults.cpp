@@ -1,0 +1,73 @@
+// integration/test_async_release_faults.cpp — AsyncLock's release that does
+// not run (core/release.hpp, shared with Lock: test_release_faults.cpp): the
+// holder is told (the lease is lost, last_unlock_error()), and the
+// background clean-up frees K, which must not stay held by a token nobody
+// holds for its TTL.
+#include <asio/io_context.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "integration/async_support.hpp"
+#include "lockon/async.hpp"
+#include "lockon/lockon.hpp"
+#include "protocol/lock_scripts.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/fixtures.hpp"
+
+namespace lockon::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class AsyncReleaseFaults : public RedisTest {};
+
+TEST_F(AsyncReleaseFaults, ARefusedReleaseIsReportedAndTheCleanUpFreesTheKey) {
+  FaultProxy proxy(server().host(), server().port());
+  asio::io_context io;
+  AsyncClient client(io.get_executor(), proxy.url());
+  const std::string name = key("lock");
+  AsyncLock lock(client, name, LockOptions{.ttl = 30s});
+  int refused = -1;
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE(co_await lock.async_try_lock_for(1s));
+    refused = proxy.add_rule({.command = "EVALSHA",
+                              .argument_contains = detail::scripts::release().sha(),
+                              .action = FaultAction::error_reply,
+                              .error = FaultRule::error_text("NOPERM"),
+                              .times = 1});
+    co_await lock.async_unlock();
+  }));
+  EXPECT_EQ(proxy.matched(refused), 1u) << "the release was not the one refused: the test proved nothing";
+  EXPECT_TRUE(lock.lost()) << "a release that did not run left the lease looking safe";
+  ASSERT_NE(lock.last_unlock_error(), nullptr);
+  EXPECT_THROW(std::rethrow_exception(lock.last_unlock_error()), ReplyError);
+  // The async clean-up runs on the client's executor.
+  bool freed = false;
+  for (int i = 0; i < 300 && !freed; ++i) {
+    io.restart();
+    io.run_for(10ms);
+    freed = server().command({"EXISTS", name}).integer == 0;
+  }
+  EXPECT_TRUE(freed) << "K stays held by a token nobody holds (PTTL " << server().command({"PTTL", name}).integer
+                     << " ms)";
+}
+
+TEST_F(AsyncReleaseFaults, AReleaseOfAKeyTakenOverIsLockNotOwned) {
+  asio::io_context io;
+  AsyncClient client(io.get_executor(), server().url());
+  const std::string name = key("lock");
+  AsyncLock lock(client, name, LockOptions{.ttl = 30s});
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE(co_await lock.async_try_lock_for(1s));
+    server().command({"SET", name, "someone-else", "PX", "30000"});
+    co_await lock.async_unlock();
+  }));
+  EXPECT_TRUE(lock.lost());
+  ASSERT_NE(lock.last_unlock_error(), nullptr);
+  EXPECT_THROW(std::rethrow_exception(lock.last_unlock_error()), LockNotOwned);
+  EXPECT_EQ(server().command({"GET", name}).str, "someone-else") << "another owner's key was released";
+}
+
+}  // namespace
+}  // namespace lockon::test
