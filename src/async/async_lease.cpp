@@ -17,6 +17,7 @@
 #include "client/eviction_check.hpp"
 #include "protocol/lock_scripts.hpp"
 #include "protocol/queue_entry.hpp"
+#include "protocol/renewal.hpp"
 
 namespace lockon::detail {
 namespace {
@@ -87,15 +88,12 @@ void AsyncLockImpl::stop_renewal() noexcept {
   renewal_.reset();
 }
 
-// Renews every ttl/3 (PEXPIRE GT: never shortening a hand-extended lease).
-// A reply saying the key is not ours declares the lease lost (taken); I/O
-// failures are retried until the provable lease end passes (unreachable).
+// Renews by the renewal rule (protocol/renewal.hpp; PEXPIRE GT: never
+// shortening a hand-extended lease), as the blocking watchdog does.
 asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> self,
                                                 std::shared_ptr<Renewal> renewal) {
   const auto ttl = self->options_.ttl;
-  const auto period = std::max(ttl / 3, std::chrono::milliseconds(1));
-  const auto retry = std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(250));
-  auto next = add_saturating(Clock::now(), period);
+  auto next = add_saturating(Clock::now(), renew_period(ttl));
   std::array<std::string_view, 3> storage;
   const std::string ttl_text = self->ttl_text_;
   while (true) {
@@ -126,32 +124,21 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
     // Also the record naming the process to drop if the lease lapses
     // ({K}:hs: a hand-over to us, or a waiter of ours queued behind us).
     const auto keys = self->lease_keys(storage, renewal->with_record, true);
+    const std::uint64_t ticket = renewal->lease->renewal_ticket();
+    const auto lease_end = renewal->lease->lease_end();
+    RenewResult result = RenewResult::io_error;  // no answer by the lease's end, or a refusal (READONLY, NOPERM...)
     try {
-      const std::uint64_t ticket = renewal->lease->renewal_ticket();
-      auto answer = co_await self->client_->script(scripts::renew(), keys, args, "renew lock",
-                                                   renewal->lease->lease_end());
-      if (renewal->stopped) co_return;
-      if (answer.ended == Ended::replied) {
-        if (answer.reply->type == REDIS_REPLY_INTEGER && answer.reply->integer == 1) {
-          renewal->lease->renewed(ticket, add_saturating(now, ttl));
-          next = add_saturating(Clock::now(), period);
-          continue;
-        }
-        renewal->lease->declare_lost(LossReason::taken, "the key expired or is held by another owner");
-        co_return;
-      }
-    } catch (const ReplyError& e) {
-      if (renewal->stopped) co_return;
-      // A server-side refusal (READONLY, NOPERM...): retried like an I/O error.
-      static_cast<void>(e);
+      auto answer = co_await self->client_->script(scripts::renew(), keys, args, "renew lock", lease_end);
+      if (answer.ended == Ended::replied) result = read_renew_reply(*answer.reply);
     } catch (const std::exception&) {
-      if (renewal->stopped) co_return;
     }
-    if (Clock::now() >= renewal->lease->lease_end()) {
-      renewal->lease->declare_lost(LossReason::unreachable, "renewals failed until the lease could have lapsed");
+    if (renewal->stopped) co_return;
+    const RenewalVerdict verdict = settle_renewal(*renewal->lease, result, now, ticket, ttl, lease_end, Clock::now());
+    if (verdict.lost) {
+      renewal->lease->declare_lost(verdict.reason, verdict.detail);
       co_return;
     }
-    next = add_saturating(Clock::now(), retry);
+    next = verdict.next_due;
   }
 }
 

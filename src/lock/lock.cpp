@@ -22,6 +22,7 @@
 #include "lock/lock_impl.hpp"
 #include "lock/orphans.hpp"
 #include "protocol/queue_entry.hpp"
+#include "protocol/renewal.hpp"
 
 namespace lockon {
 
@@ -250,7 +251,7 @@ bool Lock::Impl::on_acquired(const Attempt& attempt) {
     entry->client = client_.impl();
     entry->token = token_;
     const auto now = Clock::now();
-    entry->next_due = detail::add_saturating(now, std::max(state_.options.ttl / 3, std::chrono::milliseconds(1)));
+    entry->next_due = detail::add_saturating(now, detail::renew_period(state_.options.ttl));
     entry->lease_expires = detail::add_saturating(attempt.sent_at, state_.options.ttl);
     if (state_.options.max_hold.count() > 0) entry->hold_deadline = detail::add_saturating(now, state_.options.max_hold);
     renewal_ = entry;

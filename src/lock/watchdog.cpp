@@ -21,18 +21,11 @@ namespace {
 
 using Clock = RenewalEntry::Clock;
 
-// After a failed renewal, try again soon rather than waiting a full interval:
-// the lease is running out.
-constexpr std::chrono::milliseconds kRetryAfterIoError{50};
-
 // The lane of the leases that are not renewed. No server's name (a
 // host:port or a socket path starts with no NUL): it never shares a lane
 // with renewals, so a stalled server never delays a lease's end.
 constexpr std::string_view kUnrenewedLane{"\0leases without renewal", 23};
 
-std::chrono::milliseconds renew_interval(const RenewalEntry& entry) {
-  return std::max(entry.ttl / 3, std::chrono::milliseconds(1));
-}
 
 
 // A loss found during a round, declared once the round released every
@@ -43,36 +36,20 @@ struct PendingLoss {
   const char* detail;
 };
 
-// Applies a renewal outcome to an entry whose mutex the caller holds.
-// `ticket`: the signal's renewal_ticket() when the renewal was sent (a
-// replace-ttl extension overlapping it keeps its own, shorter end).
+// Applies a renewal outcome to an entry whose mutex the caller holds, by
+// the renewal rule (protocol/renewal.hpp). `ticket`: the signal's
+// renewal_ticket() when the renewal was sent (a replace-ttl extension
+// overlapping it keeps its own, shorter end).
 void settle(RenewalEntry& entry, RenewResult result, Clock::time_point sent_at, std::uint64_t ticket,
             std::vector<PendingLoss>& losses) {
-  const auto now = Clock::now();
-  switch (result) {
-    case RenewResult::renewed:
-      entry.lease_expires = add_saturating(sent_at, entry.ttl);
-      entry.signal->renewed(ticket, entry.lease_expires);
-      entry.next_due = add_saturating(now, renew_interval(entry));
-      return;
-    case RenewResult::not_owned:
-      entry.active = false;
-      losses.push_back({entry.signal, LossReason::taken, "renewal found the key gone or held by another owner"});
-      return;
-    case RenewResult::unreachable:
-      entry.signal->note_renewal_failure();
-      entry.active = false;
-      losses.push_back({entry.signal, LossReason::unreachable, "renewal could not reach a majority before the lease ended"});
-      return;
-    case RenewResult::io_error:
-      entry.signal->note_renewal_failure();
-      if (now + kRetryAfterIoError >= entry.lease_expires) {
-        entry.active = false;
-        losses.push_back({entry.signal, LossReason::unreachable, "renewals failed until the lease could have lapsed"});
-      } else {
-        entry.next_due = now + kRetryAfterIoError;
-      }
-      return;
+  const RenewalVerdict verdict =
+      settle_renewal(*entry.signal, result, sent_at, ticket, entry.ttl, entry.lease_expires, Clock::now());
+  entry.lease_expires = verdict.lease_end;
+  if (verdict.lost) {
+    entry.active = false;
+    losses.push_back({entry.signal, verdict.reason, verdict.detail});
+  } else {
+    entry.next_due = verdict.next_due;
   }
 }
 
@@ -93,7 +70,7 @@ void watch_end(RenewalEntry& entry, Clock::time_point now, std::vector<PendingLo
 
 // Renews `entries` (indexes `which`) on `node` in one pipeline; results
 // stay io_error on a connection failure or a redirection (the slot moved:
-// the topology learns where, and the retry after kRetryAfterIoError goes
+// the topology learns where, and the retry after kRenewRetry goes
 // there).
 void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntry*>& entries,
                    const std::vector<std::size_t>& which, std::vector<RenewResult>& results) {
@@ -127,7 +104,7 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
     for (std::size_t n = 0; n < which.size(); ++n) {
       const redisReply& reply = *replies[n];
       const std::size_t i = which[n];
-      if (reply.type == REDIS_REPLY_INTEGER) results[i] = reply.integer == 1 ? RenewResult::renewed : RenewResult::not_owned;
+      if (reply.type == REDIS_REPLY_INTEGER) results[i] = read_renew_reply(reply);
       else if (reply.type == REDIS_REPLY_ERROR) client.topology().report_error_reply(node, {reply.str, reply.len});
     }
   } catch (const IoError&) {

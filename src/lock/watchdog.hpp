@@ -37,19 +37,11 @@
 
 #include "common/fork.hpp"
 #include "protocol/lease.hpp"
+#include "protocol/renewal.hpp"
 
 namespace lockon::detail {
 
 class ClientImpl;
-
-/// What a renewal found. The watchdog declares the loss itself, after the
-/// round released every entry mutex: a renew function must never declare it.
-enum class RenewResult {
-  renewed,
-  not_owned,     // the key is gone or another owner's: lost (taken)
-  io_error,      // try again soon, unless the lease could have lapsed
-  unreachable,   // lost: could not be renewed before the lease ended
-};
 
 struct RenewalEntry {
   using Clock = std::chrono::steady_clock;

@@ -18,6 +18,7 @@
 #include "protocol/lease.hpp"
 #include "lock/lock_calls.hpp"
 #include "protocol/lock_scripts.hpp"
+#include "protocol/renewal.hpp"
 #include "lock/orphans.hpp"
 #include "lock/subscriber.hpp"
 #include "lock/wake_proof.hpp"
@@ -326,7 +327,7 @@ bool SharedHolder::on_acquired(Clock::time_point lease_from) {
     entry->lane = "shared:" + client_.endpoint();
   }
   const auto now = Clock::now();
-  entry->next_due = add_saturating(now, std::max(options_.ttl / 3, std::chrono::milliseconds(1)));
+  entry->next_due = add_saturating(now, renew_period(options_.ttl));
   entry->lease_expires = add_saturating(lease_from, options_.ttl);
   renewal_ = entry;
   Watchdog::instance().add(std::move(entry));
