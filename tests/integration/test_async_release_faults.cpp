@@ -12,6 +12,7 @@
 #include "lockon/async.hpp"
 #include "lockon/lockon.hpp"
 #include "protocol/lock_scripts.hpp"
+#include "integration/release_faults_support.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
 
@@ -60,13 +61,10 @@ TEST_F(AsyncReleaseFaults, AReleaseOfAKeyTakenOverIsLockNotOwned) {
   AsyncLock lock(client, name, LockOptions{.ttl = 30s});
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     EXPECT_TRUE(co_await lock.async_try_lock_for(1s));
-    server().command({"SET", name, "someone-else", "PX", "30000"});
+    take_over(server(), name);
     co_await lock.async_unlock();
   }));
-  EXPECT_TRUE(lock.lost());
-  ASSERT_NE(lock.last_unlock_error(), nullptr);
-  EXPECT_THROW(std::rethrow_exception(lock.last_unlock_error()), LockNotOwned);
-  EXPECT_EQ(server().command({"GET", name}).str, "someone-else") << "another owner's key was released";
+  expect_released_a_taken_key(lock, server(), name);
 }
 
 }  // namespace

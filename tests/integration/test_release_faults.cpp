@@ -12,6 +12,7 @@
 #include "lockon/errors.hpp"
 #include "lockon/lock.hpp"
 #include "protocol/lock_scripts.hpp"
+#include "integration/release_faults_support.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/fixtures.hpp"
 
@@ -79,12 +80,9 @@ TEST_F(ReleaseFaults, AReleaseOfAKeyTakenOverIsLockNotOwned) {
   const std::string name = key("lock");
   Lock lock(Client(server().url()), name, {.ttl = 30s});
   ASSERT_TRUE(lock.try_lock());
-  server().command({"SET", name, "someone-else", "PX", "30000"});
+  take_over(server(), name);
   lock.unlock();
-  EXPECT_TRUE(lock.lost());
-  ASSERT_NE(lock.last_unlock_error(), nullptr);
-  EXPECT_THROW(std::rethrow_exception(lock.last_unlock_error()), LockNotOwned);
-  EXPECT_EQ(server().command({"GET", name}).str, "someone-else") << "another owner's key was released";
+  expect_released_a_taken_key(lock, server(), name);
 }
 
 }  // namespace
