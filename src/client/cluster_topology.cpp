@@ -205,7 +205,9 @@ void ClusterTopology::refresh_now() {
       suspects_.erase(address_text(candidate));
     }
     if (owners.empty()) {
-      failures += " " + address_text(candidate) + ": no slots assigned;";
+      // Appended piecewise: GCC 12 warns -Wrestrict (a false positive, its
+      // PR 105651) on "literal" + std::string&& at -O3.
+      failures.append(" ").append(address_text(candidate)).append(": no slots assigned;");
       failed.add_unclassified();
       continue;
     }

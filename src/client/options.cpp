@@ -197,7 +197,12 @@ std::string ConnectionOptions::endpoint() const {
   if (deployment != Deployment::standalone) {
     std::string out = deployment == Deployment::sentinel ? "sentinel:" + master_name + "@" : "cluster:";
     if (seeds.empty()) return out + one(host, port);
-    for (std::size_t i = 0; i < seeds.size(); ++i) out += (i ? "," : "") + one(seeds[i].host, seeds[i].port);
+    // Appended piecewise: GCC 12 warns -Wrestrict (a false positive, its
+    // PR 105651) on "literal" + std::string&& at -O3.
+    for (std::size_t i = 0; i < seeds.size(); ++i) {
+      if (i > 0) out += ',';
+      out += one(seeds[i].host, seeds[i].port);
+    }
     return out;
   }
   if (!unix_path.empty()) return "unix:" + unix_path;
