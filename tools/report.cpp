@@ -19,14 +19,23 @@ void Redactor::add_password(std::string password) {
 
 void Redactor::add_token(std::string token) {
   if (token.empty()) return;
-  // Only the token's own first bytes, up to a '?' that stands for a control
-  // byte: with it, the replacement could complete the token again with the
-  // text before it (token "\x01?" in "\x01\x01?" became "\x01?...": the
-  // fuzzer). With a true prefix and the '.'s after it, a new occurrence would
-  // have been an earlier one, already replaced (tokens holding '.' aside).
+  // The token's own first bytes, then three fillers. A replacement never
+  // forms the token again: a new occurrence would have to end in the prefix
+  // (and so have been an earlier occurrence, already replaced) unless it
+  // holds a filler. '.' is the filler unless the token could hold one of
+  // three dots: it has "..", or starts or ends with '.' (lockon's own tokens
+  // have one '.' inside); else a character the token lacks. The prefix stops
+  // at a '?' standing for a control byte (not the token's own byte): token
+  // "\x01?" in "\x01\x01?" became "\x01?..." (the fuzzer), and "..b" in
+  // "..bb" re-formed with "..." (review).
   std::string shown = token_prefix(token);
   shown.resize(static_cast<std::size_t>(std::mismatch(shown.begin(), shown.end(), token.begin()).first - shown.begin()));
-  shown += "...";
+  char filler = '.';
+  if (token.find("..") != std::string::npos || token.front() == '.' || token.back() == '.') {
+    filler = '!';
+    while (filler < '~' && token.find(filler) != std::string::npos) ++filler;
+  }
+  shown.append(3, filler);
   replacements_.emplace_back(std::move(token), std::move(shown));
 }
 

@@ -133,7 +133,9 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
     } catch (const std::exception&) {
     }
     if (renewal->stopped) co_return;
-    const RenewalVerdict verdict = settle_renewal(*renewal->lease, result, now, ticket, ttl, lease_end, Clock::now());
+    // The end as known now: an extension may have moved it during the renewal.
+    const RenewalVerdict verdict =
+        settle_renewal(*renewal->lease, result, now, ticket, ttl, renewal->lease->lease_end(), Clock::now());
     if (verdict.lost) {
       renewal->lease->declare_lost(verdict.reason, verdict.detail);
       co_return;

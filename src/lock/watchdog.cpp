@@ -70,7 +70,7 @@ void watch_end(RenewalEntry& entry, Clock::time_point now, std::vector<PendingLo
 
 // Renews `entries` (indexes `which`) on `node` in one pipeline; results
 // stay io_error on a connection failure or a redirection (the slot moved:
-// the topology learns where, and the retry after kRenewRetry goes
+// the topology learns where, and the retry after renew_retry(ttl) goes
 // there).
 void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntry*>& entries,
                    const std::vector<std::size_t>& which, std::vector<RenewResult>& results) {

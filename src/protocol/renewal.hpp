@@ -34,8 +34,10 @@ inline std::chrono::milliseconds renew_period(std::chrono::milliseconds ttl) noe
 }
 
 /// After a failed renewal, try again soon rather than a period later: the
-/// lease is running out.
-inline constexpr std::chrono::milliseconds kRenewRetry{50};
+/// lease is running out. A tenth of a short lease, so it still gets retries.
+inline std::chrono::milliseconds renew_retry(std::chrono::milliseconds ttl) noexcept {
+  return std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(50));
+}
 
 /// The renew script's answer: 1 renewed, 0 the key is not ours.
 inline RenewResult read_renew_reply(const redisReply& reply) noexcept {
@@ -53,7 +55,8 @@ struct RenewalVerdict {
 
 /// Settles `signal` after a renewal sent at `sent_at` with `ticket`
 /// (signal.renewal_ticket() then) came to `result`; `lease_end` is the
-/// provable end before it. Moves the signal's end on success, counts a
+/// provable end known now (read after the renewal's answer: an extension
+/// may have moved it meanwhile). Moves the signal's end on success, counts a
 /// failure; the caller declares the loss it returns.
 inline RenewalVerdict settle_renewal(LeaseSignal& signal, RenewResult result,
                                      std::chrono::steady_clock::time_point sent_at, std::uint64_t ticket,
@@ -79,11 +82,11 @@ inline RenewalVerdict settle_renewal(LeaseSignal& signal, RenewResult result,
       return verdict;
     case RenewResult::io_error:
       signal.note_renewal_failure();
-      if (now + kRenewRetry >= lease_end) {
+      if (now + renew_retry(ttl) >= lease_end) {
         verdict.lost = true;
         verdict.detail = "renewals failed until the lease could have lapsed";
       } else {
-        verdict.next_due = now + kRenewRetry;
+        verdict.next_due = now + renew_retry(ttl);
       }
       return verdict;
   }

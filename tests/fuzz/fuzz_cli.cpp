@@ -180,9 +180,7 @@ void fuzz_redactor(FuzzedDataProvider& data) {
   lockon::cli::Redactor with_token;
   with_token.add_token(token);
   const std::string out_token = with_token.apply(text);
-  if (!token.empty() && token.find('.') == std::string::npos) {
-    check(out_token.find(token) == std::string::npos, "token left in redacted text");
-  }
+  if (!token.empty()) check(out_token.find(token) == std::string::npos, "token left in redacted text");
 }
 
 }  // namespace

@@ -17,12 +17,15 @@ TEST(CliRedactor, ATokenIsShownByItsFirstCharactersOnly) {
 }
 
 // Found by the fuzzer: the prefix shown for a control byte is '?', and a
-// token ending in '?' was completed again by the byte before it.
+// token ending in '?' was completed again by the byte before it; a custom
+// token holding '.' re-formed with the "..." after its prefix (review).
 TEST(CliRedactor, AReplacementNeverFormsTheTokenAgain) {
-  for (const std::string& token : {std::string("\x01?"), std::string("\x01\x01??"), std::string("a\x02?b?")}) {
+  for (const std::string& token : {std::string("\x01?"), std::string("\x01\x01??"), std::string("a\x02?b?"),
+                                   std::string("..b"), std::string("ab.ab..")}) {
     Redactor redactor;
     redactor.add_token(token);
-    for (const std::string& text : {"\x01" + token, token + token, "\x01\x01" + token + "\x01" + token}) {
+    for (const std::string& text : {"\x01" + token, token + token, "\x01\x01" + token + "\x01" + token,
+                                    token.substr(0, 1) + token + token.substr(token.size() - 1)}) {
       const std::string out = redactor.apply(text);
       EXPECT_EQ(out.find(token), std::string::npos) << "token left in " << testing::PrintToString(out);
     }
