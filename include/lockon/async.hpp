@@ -146,7 +146,10 @@ class AsyncClient {
   }
 
   /// Closes both connections: pending requests fail with ClosedError. The
-  /// client reconnects if used again.
+  /// background clean-ups of abandoned attempts (a lost reply, a refused
+  /// release; retried for up to 10 minutes) end too: what they had not
+  /// cleaned yet expires with its TTL. Nothing then keeps the executor's
+  /// work outstanding. The client reconnects if used again.
   void close() noexcept;
 
   const std::shared_ptr<detail::AsyncClientImpl>& impl() const noexcept { return impl_; }

@@ -6,6 +6,8 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <optional>
+
 #include "async/async_client_impl.hpp"
 #include "async/async_sentinel.hpp"
 #include "async/async_sentinel_listener.hpp"
@@ -14,6 +16,7 @@
 #include "client/client_impl.hpp"
 #include "client/sentinel_topology.hpp"
 #include "client/error_map.hpp"
+#include "protocol/cleanup_schedule.hpp"
 #include "protocol/lock_scripts.hpp"
 #include "lockon/errors.hpp"
 
@@ -44,6 +47,16 @@ AsyncClientImpl::AsyncClientImpl(asio::any_io_executor executor, ConnectionOptio
 AsyncClientImpl::~AsyncClientImpl() { close(); }
 
 void AsyncClientImpl::close() noexcept {
+  {
+    // The background clean-ups end here (what they could not clean yet
+    // expires with its TTL): they would keep the executor's work outstanding
+    // for up to kGiveUpAfter against a server that is gone.
+    std::lock_guard lock(cleanups_mutex_);
+    for (auto& [id, cleanup] : cleanups_) {
+      cleanup.forgotten = true;
+      if (cleanup.timer) cleanup.timer->cancel();
+    }
+  }
   if (cluster_) cluster_->close();
   if (connection_) connection_->close();
   if (subscriber_) {
@@ -196,10 +209,22 @@ asio::awaitable<bool> cancel_once(AsyncClientImpl& client, const LockScriptKeys&
 
 }  // namespace
 
+// The schedule is the blocking front's (protocol/cleanup_schedule.hpp): runs
+// at growing intervals until one ran, then, for an unknown outcome, sweeps.
+// A forgotten clean-up (forget_cleanups) stops before its next run.
 asio::awaitable<void> run_cleanup(std::shared_ptr<AsyncClientImpl> client, std::uint64_t id) {
-  asio::steady_timer timer(client->executor());
-  auto delay = std::chrono::milliseconds(100);
-  for (int attempt = 0; attempt < 12; ++attempt) {
+  auto timer = std::make_shared<asio::steady_timer>(client->executor());
+  {
+    std::lock_guard lock(client->cleanups_mutex_);
+    const auto it = client->cleanups_.find(id);
+    if (it == client->cleanups_.end()) co_return;
+    it->second.timer = timer;  // close() cancels it
+  }
+  std::optional<CleanupSchedule> schedule;
+  auto due = CleanupSchedule::first_due(std::chrono::steady_clock::now());
+  while (true) {
+    timer->expires_at(due);
+    co_await timer->async_wait(asio::experimental::as_tuple(asio::use_awaitable));
     LockScriptKeys keys;
     std::string entry;
     {
@@ -210,36 +235,34 @@ asio::awaitable<void> run_cleanup(std::shared_ptr<AsyncClientImpl> client, std::
         client->cleanups_.erase(it);
         co_return;
       }
+      if (!schedule) schedule.emplace(it->second.unknown_outcome, it->second.adopted_at);
       it->second.running = true;
       keys = it->second.keys;
       entry = it->second.entry;
     }
     const bool ran = co_await cancel_once(*client, keys, entry, std::chrono::steady_clock::time_point::max());
-    {
-      std::lock_guard lock(client->cleanups_mutex_);
-      if (ran) {
-        client->cleanups_.erase(id);
-        co_return;
-      }
-      const auto it = client->cleanups_.find(id);
-      if (it != client->cleanups_.end()) it->second.running = false;
+    const auto next = schedule->after_run(ran, std::chrono::steady_clock::now());
+    std::lock_guard lock(client->cleanups_mutex_);
+    if (!next) {
+      client->cleanups_.erase(id);
+      co_return;
     }
-    timer.expires_after(delay);
-    co_await timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-    delay = std::min(delay * 2, std::chrono::milliseconds(3000));
+    const auto it = client->cleanups_.find(id);
+    if (it == client->cleanups_.end()) co_return;
+    it->second.running = false;
+    due = *next;
   }
-  std::lock_guard lock(client->cleanups_mutex_);
-  client->cleanups_.erase(id);
 }
 
-void AsyncClientImpl::abandon(LockScriptKeys keys, std::string entry) noexcept {
+void AsyncClientImpl::abandon(LockScriptKeys keys, std::string entry, bool unknown_outcome) noexcept {
   try {
     std::uint64_t id = 0;
     {
       std::lock_guard lock(cleanups_mutex_);
       id = next_cleanup_++;
       std::string token = entry_token(entry);
-      cleanups_.emplace(id, Cleanup{std::move(keys), std::move(entry), std::move(token)});
+      cleanups_.emplace(id, Cleanup{std::move(keys), std::move(entry), std::move(token), unknown_outcome,
+                                    std::chrono::steady_clock::now()});
     }
     asio::co_spawn(executor_, run_cleanup(shared_from_this(), id), asio::detached);
   } catch (...) {
@@ -268,7 +291,7 @@ asio::awaitable<bool> AsyncClientImpl::forget_cleanups(std::string key, std::str
       }
       if (!in_flight) break;
       if (Clock::now() >= deadline) {
-        for (Cleanup& cleanup : now) abandon(std::move(cleanup.keys), std::move(cleanup.entry));
+        for (Cleanup& cleanup : now) abandon(std::move(cleanup.keys), std::move(cleanup.entry), cleanup.unknown_outcome);
         co_return false;
       }
       timer.expires_after(std::chrono::milliseconds(2));
@@ -281,7 +304,7 @@ asio::awaitable<bool> AsyncClientImpl::forget_cleanups(std::string key, std::str
       const bool done = co_await cancel_once(*this, now[ran].keys, now[ran].entry, deadline);
       if (done) continue;
       all_ran = false;
-      abandon(std::move(now[ran].keys), std::move(now[ran].entry));
+      abandon(std::move(now[ran].keys), std::move(now[ran].entry), now[ran].unknown_outcome);
     }
     if (all_ran) co_return true;
     if (Clock::now() >= deadline) co_return false;
@@ -289,7 +312,7 @@ asio::awaitable<bool> AsyncClientImpl::forget_cleanups(std::string key, std::str
     // Cancelled (a co_await threw operation_aborted) or failed: the clean-ups
     // stopped here and not run go back to the background (found by review,
     // session 17: they were dropped for good).
-    for (; ran < now.size(); ++ran) abandon(std::move(now[ran].keys), std::move(now[ran].entry));
+    for (; ran < now.size(); ++ran) abandon(std::move(now[ran].keys), std::move(now[ran].entry), now[ran].unknown_outcome);
     throw;
   }
   // Cancelled meanwhile: say so. Else the server did not answer or

@@ -101,10 +101,13 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   asio::awaitable<std::shared_ptr<AsyncSubscriber>> subscriber_for(std::string key, Clock::time_point until);
 
   /// Runs the cancel-wait script for queue entry `entry` of lock `keys`
-  /// (lock, queue, fence, record) in the background, retried with back-off
-  /// for about half a minute, until it ran: removes the entry and passes the
-  /// key on if it holds the entry's token. Never throws.
-  void abandon(LockScriptKeys keys, std::string entry) noexcept;
+  /// (lock, queue, fence, record) in the background until it ran, on the
+  /// blocking front's schedule (protocol/cleanup_schedule.hpp: retried at
+  /// growing intervals for up to 10 minutes, swept again after its first
+  /// success when `unknown_outcome`): removes the entry and passes the key
+  /// on if it holds the entry's token. Keeps the executor's work outstanding
+  /// meanwhile, until close(). Never throws.
+  void abandon(LockScriptKeys keys, std::string entry, bool unknown_outcome = true) noexcept;
 
   /// A new acquisition of `key` with the custom token `token` begins: the
   /// background clean-ups of earlier attempts with that token (abandon())
@@ -165,8 +168,11 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
     LockScriptKeys keys;
     std::string entry;
     std::string token;
+    bool unknown_outcome = true;  // swept again after its first success
+    std::chrono::steady_clock::time_point adopted_at{};
+    std::shared_ptr<asio::steady_timer> timer{};  // its wait for the next run
     bool running = false;    // its request is in flight
-    bool forgotten = false;  // stop before its next attempt
+    bool forgotten = false;  // stop before its next attempt (forget_cleanups(), close())
   };
   friend asio::awaitable<void> run_cleanup(std::shared_ptr<AsyncClientImpl> client, std::uint64_t id);
   std::mutex cleanups_mutex_;

@@ -150,6 +150,11 @@ asio::awaitable<void> AsyncLockImpl::release() noexcept {
   held_ = false;
   auto lease = lease_;  // kept alive while the release runs
   const std::string token = token_;  // a new acquisition may start meanwhile
+  ++releases_in_flight_;
+  struct Settled {
+    int& count;
+    ~Settled() { --count; }
+  } settled{releases_in_flight_};
   try {
     co_await uncancellable();
     Port port(*this);

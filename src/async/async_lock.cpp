@@ -94,6 +94,10 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
   token_ = options_.token ? *options_.token : lock_token();
   record_ = options_.holder_record ? holder_record(token_, options_.holder_label) : std::string();
   if (options_.token) {
+    // A release of this object still running may yet file a clean-up of
+    // this token (it failed): wait for it first (found by review).
+    const bool settled = co_await releases_settled(deadline);
+    if (!settled) co_return false;
     // Earlier attempts' clean-ups release whatever holds this token: run
     // now, they never run after this acquisition (found by review, session 17).
     const bool clear = co_await client_->forget_cleanups(keys_[0], token_, deadline);
@@ -135,6 +139,18 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
   }
   if (first.deadline_passed || deadline == Clock::time_point::min() || Clock::now() >= deadline) co_return false;
   co_return co_await wait_for_turn(deadline);
+}
+
+asio::awaitable<bool> AsyncLockImpl::releases_settled(Clock::time_point deadline) {
+  if (releases_in_flight_ == 0) co_return true;
+  deadline = std::max(deadline, Clock::now() + kCancelGrace);
+  asio::steady_timer timer(client_->executor());
+  while (releases_in_flight_ > 0) {
+    if (Clock::now() >= deadline) co_return false;
+    timer.expires_after(std::chrono::milliseconds(2));
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  co_return true;
 }
 
 asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::fast_attempt(Clock::time_point deadline) {

@@ -111,6 +111,9 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   [[noreturn]] void throw_token_in_use() const;
 
   asio::awaitable<bool> acquire_inner(Clock::time_point deadline);
+  /// Waits (2 ms steps) until no release of this object runs, or `deadline`
+  /// passed (at least kCancelGrace from now): whether none runs.
+  asio::awaitable<bool> releases_settled(Clock::time_point deadline);
   asio::awaitable<Attempt> fast_attempt(Clock::time_point deadline);
   asio::awaitable<Attempt> wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline);
   asio::awaitable<bool> wait_for_turn(Clock::time_point deadline);
@@ -127,6 +130,11 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   LockOptions options_;
   std::string ttl_text_;
   bool busy_ = false;  // an acquisition/extension is running
+  // Releases still running (a detached unlock() returns at once). With a
+  // custom token an acquisition waits for them: a release that fails hands
+  // the token's key to the background clean-up, which must run before that
+  // acquisition, never after it (forget_cleanups()).
+  int releases_in_flight_ = 0;
   bool orphaned_ = false;
   bool held_ = false;
   std::string token_;   // current acquisition's (never logged)

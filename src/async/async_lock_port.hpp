@@ -48,9 +48,7 @@ class AsyncLockImpl::Port {
     sent.replies = std::move(outcome.replies);
     co_return sent;
   }
-  // The async clean-up cancels an abandoned attempt until one cancel runs;
-  // it keeps no later sweeps for an unknown outcome, so the flag has no use.
-  void abandon(bool /*outcome_unknown*/) { lock_.client_->abandon(lock_.keys_, lock_.orphan_entry()); }
+  void abandon(bool outcome_unknown) { lock_.client_->abandon(lock_.keys_, lock_.orphan_entry(), outcome_unknown); }
   void abandon_token(std::string_view token) {
     lock_.client_->abandon(lock_.keys_, queue_entry(kNotQueued, kNotQueued, lock_.ttl_text_,
                                                     exclusive_kind(lock_.options_.fencing), token));

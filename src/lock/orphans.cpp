@@ -42,11 +42,11 @@ void Orphans::adopt(Orphan orphan) noexcept {
   try {
     State& s = orphan.clean ? others() : locks();
     const auto now = Clock::now();
-    const int sweeps = orphan.unknown_outcome ? 1 + static_cast<int>(kSweepsAfterSuccess.size()) : 1;
+    CleanupSchedule schedule(orphan.unknown_outcome, now);
     {
       std::lock_guard lock(s.mutex);
       if (s.stopping) return;
-      s.jobs.push_back(Job{std::move(orphan), now + kFirstRetry, now + kGiveUpAfter, kFirstRetry, sweeps});
+      s.jobs.push_back(Job{std::move(orphan), CleanupSchedule::first_due(now), schedule});
       if (!s.thread.joinable()) s.thread = std::thread([&s] { run(s); });
     }
     s.changed.notify_all();
@@ -144,7 +144,7 @@ std::size_t Orphans::pending() {
   std::size_t total = 0;
   for (State* s : {&locks(), &others()}) {
     std::lock_guard lock(s->mutex);
-    for (const Job& job : s->jobs) total += job.swept ? 0 : 1;
+    for (const Job& job : s->jobs) total += job.schedule.cleaned_once() ? 0 : 1;
     total += s->in_flight_unswept;
   }
   return total;
@@ -272,7 +272,7 @@ void Orphans::run(State& s) {
       // Counted before the lane starts: it moves the jobs out at once.
       const std::size_t count = batch.size();
       const auto unswept = static_cast<std::size_t>(
-          std::count_if(batch.begin(), batch.end(), [](const Job& job) { return !job.swept; }));
+          std::count_if(batch.begin(), batch.end(), [](const Job& job) { return !job.schedule.cleaned_once(); }));
       std::vector<std::tuple<std::string, std::string, std::string>> tokens;
       for (const Job& job : batch)
         if (!job.orphan.token.empty())
@@ -295,7 +295,7 @@ void Orphans::run(State& s) {
         continue;
       }
       for (Job& job : *jobs) {
-        job.due = now + kMaxRetryInterval;
+        job.due = now + CleanupSchedule::kMaxRetryInterval;
         s.jobs.push_back(std::move(job));
       }
     }
@@ -316,27 +316,16 @@ void Orphans::work(State& s, const ClientImpl* client, std::vector<Job> jobs) no
   {
     std::lock_guard lock(s.mutex);
     s.in_flight_unswept -= static_cast<std::size_t>(
-        std::count_if(jobs.begin(), jobs.end(), [](const Job& job) { return !job.swept; }));
+        std::count_if(jobs.begin(), jobs.end(), [](const Job& job) { return !job.schedule.cleaned_once(); }));
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       Job& job = jobs[i];
       if (!job.orphan.token.empty()) {
         const auto it = s.in_flight_tokens.find(std::tuple(job.orphan.client->endpoint(), job.orphan.keys[0], job.orphan.token));
         if (it != s.in_flight_tokens.end()) s.in_flight_tokens.erase(it);
       }
-      if (cleaned[i] != 0) {
-        // Unknown outcome: swept again, spaced as kSweepsAfterSuccess
-        // (offsets from the first success).
-        if (--job.sweeps_left > 0) {
-          const auto next = kSweepsAfterSuccess.size() - static_cast<std::size_t>(job.sweeps_left);
-          job.due = after + (next == 0 ? kSweepsAfterSuccess[0] : kSweepsAfterSuccess[next] - kSweepsAfterSuccess[next - 1]);
-          job.swept = true;
-          s.jobs.push_back(std::move(job));
-        }
-        continue;
-      }
-      if (after >= job.give_up_at) continue;
-      job.interval = std::min(job.interval * 2, kMaxRetryInterval);
-      job.due = after + job.interval;
+      const auto due = job.schedule.after_run(cleaned[i] != 0, after);
+      if (!due) continue;
+      job.due = *due;
       s.jobs.push_back(std::move(job));
     }
     s.in_flight -= jobs.size();

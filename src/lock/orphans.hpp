@@ -12,15 +12,13 @@
 //
 // Such "orphans" are adopted here: a background thread runs the cancel
 // script (remove the entry; if the key holds the orphan's token, hand it to
-// the next live waiter or delete it) until it succeeds, at growing intervals
-// capped at kMaxRetryInterval, so a stall costs at most about that much
-// after the server is back. The due clean-ups go out together, one pipeline
-// per server, so thousands of orphans left by a stall cost a few round
-// trips, not one each; each client's on a thread of its own (a lane), so a
-// partitioned server delays only its own. Because a request sent before a stall can still
-// execute after our later clean-up (the server serves its connections in no
-// guaranteed order), an orphan of an unknown outcome is cleaned again at
-// kSweepsAfterSuccess after the first success.
+// the next live waiter or delete it) until it succeeds, on the schedule of
+// protocol/cleanup_schedule.hpp (shared with the Asio front): growing
+// intervals, sweeps after the first success when the outcome is unknown.
+// The due clean-ups go out together, one pipeline per server, so thousands
+// of orphans left by a stall cost a few round trips, not one each; each
+// client's on a thread of its own (a lane), so a partitioned server delays
+// only its own.
 #pragma once
 
 #include <array>
@@ -38,6 +36,7 @@
 #include <vector>
 
 #include "common/fork.hpp"
+#include "protocol/cleanup_schedule.hpp"
 #include "protocol/lock_scripts.hpp"
 
 namespace lockon::detail {
@@ -63,26 +62,11 @@ struct Orphan {
 class Orphans {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::chrono::milliseconds kFirstRetry{20};
-  static constexpr std::chrono::milliseconds kMaxRetryInterval{250};
-  /// An orphan of an unknown outcome is cleaned again these long after the
-  /// first success: its request, stuck behind a stall, most likely runs
-  /// just after the server resumes (50 ms); one held back in a proxy or by
-  /// TCP retransmissions (0.2 + 0.4 + ... s) can run seconds later (an
-  /// entry queued 3 s late kept K for its lease when the sweeps ended at
-  /// 1 s: LockProxyPool.AQueueingAttemptHeldBackThreeSeconds...). Each
-  /// sweep of a clean key is one script that changes nothing. Not longer:
-  /// kept jobs hold their Client and are scanned by the dispatcher (a
-  /// 30 s sweep cost half a core at 1,000 orphans/s: review, session 21).
-  static constexpr std::array<std::chrono::milliseconds, 3> kSweepsAfterSuccess{
-      std::chrono::milliseconds(50), std::chrono::milliseconds(1000), std::chrono::milliseconds(5000)};
   /// At most this many clean-ups per round (one pipeline per server).
   static constexpr std::size_t kBatch = 256;
   /// At most this many lanes (threads) at work per queue: the clients
   /// beyond wait for a lane to end.
   static constexpr std::size_t kMaxLanes = 8;
-  /// Queue entries expire by then anyway (the queue's TTL).
-  static constexpr std::chrono::minutes kGiveUpAfter{10};
   /// forget() waits at least this long for a clean-up in flight.
   static constexpr std::chrono::milliseconds kForgetGrace{25};
   /// forget() gives the clean-ups another endpoint filed this long at most
@@ -121,10 +105,7 @@ class Orphans {
   struct Job {
     Orphan orphan;
     Clock::time_point due;
-    Clock::time_point give_up_at;
-    std::chrono::milliseconds interval;
-    int sweeps_left;
-    bool swept = false;  // cleaned once: pending() no longer counts it
+    CleanupSchedule schedule;  // cleaned_once(): pending() no longer counts it
   };
 
   // Everything the threads share, per process: a child forked while they

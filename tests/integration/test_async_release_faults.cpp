@@ -54,6 +54,50 @@ TEST_F(AsyncReleaseFaults, ARefusedReleaseIsReportedAndTheCleanUpFreesTheKey) {
                      << " ms)";
 }
 
+// unlock() returns before its release ran. With a custom token, an
+// acquisition started meanwhile must not run ahead of that release's
+// clean-up: the release is refused, its clean-up frees K, and the new
+// acquisition must come after it — not fail because K still holds its own
+// token, nor be freed by the clean-up afterwards (two holders).
+TEST_F(AsyncReleaseFaults, AnAcquisitionWithTheSameTokenWaitsForTheReleaseStillRunning) {
+  FaultProxy proxy(server().host(), server().port());
+  asio::io_context io;
+  AsyncClient client(io.get_executor(), proxy.url());
+  const std::string name = key("lock");
+  const std::string token = "release-then-lock-token";
+  AsyncLock lock(client, name, LockOptions{.ttl = 30s, .token = token});
+  int refused = -1;
+  bool reacquired = false;
+  std::string failure;
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    EXPECT_TRUE(co_await lock.async_try_lock_for(1s));
+    refused = proxy.add_rule({.command = "EVALSHA",
+                              .argument_contains = detail::scripts::release().sha(),
+                              .action = FaultAction::error_reply,
+                              .error = FaultRule::error_text("NOPERM"),
+                              .times = 1});
+    lock.unlock_detached();  // the release starts and awaits its reply
+    try {
+      reacquired = co_await lock.async_try_lock_for(2s);
+    } catch (const Error& error) {
+      failure = error.what();
+    }
+  }));
+  EXPECT_EQ(proxy.matched(refused), 1u) << "the release was not the one refused: the test proved nothing";
+  EXPECT_EQ(failure, "");
+  ASSERT_TRUE(reacquired);
+  // Whatever clean-up the refused release left must not free K now.
+  for (int i = 0; i < 50; ++i) {
+    io.restart();
+    io.run_for(10ms);
+  }
+  EXPECT_TRUE(lock.held());
+  EXPECT_FALSE(lock.lost());
+  EXPECT_EQ(server().command({"GET", name}).str, token) << "K was freed under its holder";
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> { co_await lock.async_unlock(); }));
+  EXPECT_EQ(lock.last_unlock_error(), nullptr);
+}
+
 TEST_F(AsyncReleaseFaults, AReleaseOfAKeyTakenOverIsLockNotOwned) {
   asio::io_context io;
   AsyncClient client(io.get_executor(), server().url());

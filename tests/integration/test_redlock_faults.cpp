@@ -190,23 +190,46 @@ TEST_F(RedlockFaults, PausedMinorityDelaysNeitherAcquisitionNorRelease) {
   ASSERT_TRUE(lock.try_lock());  // all up: every node trusted
   lock.release();
   server(1).pause();
+  // The claim needs the two healthy nodes to answer promptly. Under ctest -j2
+  // a healthy server can be starved of CPU for a second: such an iteration
+  // proves nothing either way, so it is run again (at most 5 times in all).
+  int redone = 0;
+  const auto starved = [&](const std::vector<NodeEvent>& events) {
+    for (const auto& event : events)
+      if (event.endpoint != endpoint(1) && (!event.ok() || event.elapsed > 30ms)) return true;
+    return false;
+  };
   for (int i = 0; i < 20; ++i) {
     log.clear();
     const auto started = Clock::now();
-    ASSERT_TRUE(lock.try_lock());
+    const bool acquired = lock.try_lock();
     const auto took = Clock::now() - started;
+    const auto acquires = log.of(NodeOperation::acquire);
+    if (starved(acquires) && redone < 5) {
+      ++redone;
+      if (acquired) lock.release();
+      --i;
+      continue;
+    }
+    ASSERT_TRUE(acquired) << "acquisition " << i << " (redone " << redone << ")";
     // Far below the 1 s per-node timeout: at most the grace period (the
     // time to a majority, >= 2 ms) plus scheduling noise.
     EXPECT_LT(took, 60ms) << "acquisition " << i;
-    for (const auto& event : log.of(NodeOperation::acquire)) {
+    for (const auto& event : acquires) {
       EXPECT_EQ(event.ok(), event.endpoint != endpoint(1)) << event.endpoint << ": " << event.detail;
       if (event.endpoint == endpoint(1)) {
         EXPECT_NE(event.detail.find("not waited for"), std::string::npos) << event.detail;
       }
     }
+    log.clear();
     const auto release_started = Clock::now();
     lock.release();
-    EXPECT_LT(Clock::now() - release_started, 60ms) << "release " << i;
+    const auto release_took = Clock::now() - release_started;
+    if (starved(log.of(NodeOperation::release)) && redone < 5) {
+      ++redone;
+      continue;
+    }
+    EXPECT_LT(release_took, 60ms) << "release " << i;
     EXPECT_FALSE(lock.lost());
   }
   EXPECT_EQ(get(0, name), "");
