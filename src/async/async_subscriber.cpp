@@ -4,9 +4,11 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 
+#include "client/channel_rules.hpp"
 #include "client/connection.hpp"
 #include "common/diagnostics.hpp"
 #include "common/token.hpp"
@@ -20,6 +22,7 @@ AsyncSubscriber::AsyncSubscriber(asio::any_io_executor executor, ConnectionOptio
       reconnect_delay_(reconnect_delay),
       connection_(std::make_shared<AsyncConnection>(executor_, std::move(options))),
       reconnect_timer_(executor_),
+      maintenance_timer_(executor_),
       sharded_(sharded) {}
 
 AsyncSubscriber::~AsyncSubscriber() { close(); }
@@ -27,6 +30,7 @@ AsyncSubscriber::~AsyncSubscriber() { close(); }
 void AsyncSubscriber::close() noexcept {
   closed_ = true;
   reconnect_timer_.cancel();
+  maintenance_timer_.cancel();
   connection_->set_push_handler({});
   connection_->set_state_handler({});
   connection_->close();
@@ -63,10 +67,20 @@ AsyncSubscriber::Watch AsyncSubscriber::watch(const std::string& waiter_id, cons
   waiters_[waiter_id] = slot;
   Channel& entry = channels_[channel];
   if (++entry.waiters == 1 && !closed_) {
-    // Subscribe now if up; a connection being opened subscribes every
-    // channel with waiters once its handshake is through (on_state).
-    if (connection_->connected()) send(verb(true), channel);
-    else connection_->ensure_connected();
+    if (entry.subscribed && entry.outstanding == 0) {
+      // Lingering: still subscribed, nothing to send.
+    } else if (entry.denied && Clock::now() < channel_rules::retry_at(entry.denied_at, entry.moved)) {
+      // Refused a moment ago: its waiters poll until the retry is due.
+      schedule_maintenance(channel_rules::retry_at(entry.denied_at, entry.moved));
+    } else if (connection_->connected()) {
+      // Subscribe now if up; a connection being opened subscribes every
+      // channel with waiters once its handshake is through (on_state).
+      entry.denied = false;
+      entry.moved = false;
+      send(verb(true), channel);
+    } else {
+      connection_->ensure_connected();
+    }
   }
   return Watch(shared_from_this(), waiter_id, std::move(slot));
 }
@@ -79,10 +93,15 @@ void AsyncSubscriber::unwatch(const std::string& waiter_id) noexcept {
     waiters_.erase(found);
     auto entry = channels_.find(channel);
     if (entry == channels_.end()) return;
-    if (--entry->second.waiters > 0) return;
-    if (connection_->connected() && (entry->second.subscribed || entry->second.outstanding > 0)) {
-      send(verb(false), channel);
-    } else if (entry->second.outstanding == 0) {
+    Channel& state = entry->second;
+    if (--state.waiters > 0) return;
+    if (state.outstanding > 0) return;  // its confirmation decides (on_push)
+    if (state.subscribed && connection_->connected()) {
+      state.idle_since = Clock::now();  // lingers, then maintain() drops it
+      schedule_maintenance(channel_rules::linger_end(state.idle_since));
+    } else if (state.denied) {
+      schedule_maintenance(channel_rules::retry_at(state.denied_at, state.moved));  // remembered until then
+    } else {
       channels_.erase(entry);
     }
   } catch (...) {
@@ -116,9 +135,13 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
     if (entry == channels_.end()) return;
     entry->second.outstanding -= 1;
     entry->second.denied = true;
+    entry->second.denied_at = Clock::now();
     const std::string_view text(reply->str, reply->len);
     const std::string_view code = text.substr(0, text.find(' '));
-    if (sharded_ && (code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN" || code == "TRYAGAIN")) {
+    entry->second.moved =
+        sharded_ && (code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN" || code == "TRYAGAIN");
+    schedule_maintenance(channel_rules::retry_at(entry->second.denied_at, entry->second.moved));
+    if (entry->second.moved) {
       // The channel's slot is not (or no longer) this master's: its
       // waiters retry now and follow the slot.
       wake_channel_waiters(channel, true);
@@ -172,8 +195,12 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
   if (state.outstanding > 0) return;  // a later (UN)SUBSCRIBE decides
   state.subscribed = kind == "subscribe";
   if (state.waiters == 0) {
-    if (state.subscribed && connection_->connected()) send(verb(false), channel);
-    else channels_.erase(entry);
+    if (state.subscribed && connection_->connected()) {
+      state.idle_since = Clock::now();  // its waiters left while it was asked for: it lingers
+      schedule_maintenance(channel_rules::linger_end(state.idle_since));
+    } else {
+      channels_.erase(entry);
+    }
     return;
   }
   if (!state.subscribed) {
@@ -204,6 +231,51 @@ void AsyncSubscriber::on_state(bool up) {
     slot->wake();
   }
   if (!channels_.empty()) schedule_reconnect();
+}
+
+void AsyncSubscriber::schedule_maintenance(Clock::time_point at) {
+  if (closed_ || at >= maintenance_at_) return;  // an earlier look is due anyway
+  maintenance_at_ = at;
+  maintenance_timer_.expires_at(at);  // cancels a later wait: its handler sees a newer time
+  std::weak_ptr<AsyncSubscriber> weak = weak_from_this();
+  maintenance_timer_.async_wait([weak, at](const asio::error_code&) {
+    auto self = weak.lock();
+    if (!self || self->maintenance_at_ != at) return;  // rescheduled (or closed) since
+    self->maintenance_at_ = Clock::time_point::max();
+    self->maintain();
+  });
+}
+
+void AsyncSubscriber::maintain() noexcept {
+  try {
+    if (closed_) return;
+    const auto now = Clock::now();
+    auto next = Clock::time_point::max();
+    for (auto entry = channels_.begin(); entry != channels_.end();) {
+      Channel& state = entry->second;
+      if (state.denied) {
+        const auto retry = channel_rules::retry_at(state.denied_at, state.moved);
+        if (now < retry) {
+          next = std::min(next, retry);
+        } else if (state.waiters == 0) {
+          entry = channels_.erase(entry);
+          continue;
+        } else if (connection_->connected() && state.outstanding == 0) {
+          state.denied = false;  // ask again: rights may have been granted, the slot may be back
+          state.moved = false;
+          send(verb(true), entry->first);
+        }
+      } else if (state.waiters == 0 && state.subscribed && state.outstanding == 0 && connection_->connected()) {
+        const auto end = channel_rules::linger_end(state.idle_since);
+        if (now >= end) send(verb(false), entry->first);
+        else next = std::min(next, end);
+      }
+      ++entry;
+    }
+    if (next != Clock::time_point::max()) schedule_maintenance(next);
+  } catch (...) {
+    // No memory for a command: the channel stays as it is until the next look.
+  }
 }
 
 void AsyncSubscriber::schedule_reconnect() {

@@ -5,7 +5,9 @@
 // release that hands K to one of them publishes "<waiter id> <fence>" there.
 // Subscriptions are counted per channel: 10,000 coroutines waiting on 100
 // keys use 100 channels on this one connection, and no thread. A channel is
-// unsubscribed when its last waiter leaves.
+// unsubscribed when its last waiter has been gone for a linger, and a
+// refused one asked for again only after a while: the blocking
+// Subscriber's rules (client/channel_rules.hpp).
 //
 // A waiter's wake-up is a flag in its Slot plus a timer cancelled to wake it
 // (the timer's expiry is the waiter's next poll). If the connection drops,
@@ -122,6 +124,9 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
     int outstanding = 0;  // SUBSCRIBE/UNSUBSCRIBE sent, not confirmed yet
     bool subscribed = false;
     bool denied = false;
+    bool moved = false;          // denied: its slot is another master's
+    Clock::time_point idle_since{};  // the last waiter left (subscribed, lingering)
+    Clock::time_point denied_at{};
   };
 
   void unwatch(const std::string& waiter_id) noexcept;
@@ -134,6 +139,11 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
     return subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
   }
   void schedule_reconnect();
+  // Unsubscribes the channels whose linger ended, asks again for refused
+  // ones whose retry is due (or forgets them without waiters), and waits
+  // for the next such moment (maintenance_timer_).
+  void maintain() noexcept;
+  void schedule_maintenance(Clock::time_point at);
 
   asio::any_io_executor executor_;
   const std::string id_;
@@ -144,6 +154,8 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
   std::deque<std::string> pending_;  // channels of unconfirmed (UN)SUBSCRIBEs, in send order
   asio::steady_timer reconnect_timer_;
   bool reconnect_scheduled_ = false;
+  asio::steady_timer maintenance_timer_;
+  Clock::time_point maintenance_at_ = Clock::time_point::max();  // max: not scheduled
   bool handlers_set_ = false;
   bool closed_ = false;
   bool sharded_ = false;

@@ -27,8 +27,8 @@
 // permission, Redis 7's default `acl-pubsub-default resetchannels`). The
 // channel is then marked denied: its waiters stop waiting for a
 // confirmation and rely on their periodic attempts (wait_poll_interval), the
-// subscription is retried only after kDeniedRetry, and the operator hears
-// about it once per server through the warning handler.
+// subscription is retried only after channel_rules::kDeniedRetry, and the
+// operator hears about it once per server through the warning handler.
 #pragma once
 
 #include <atomic>
@@ -42,6 +42,7 @@
 #include <string>
 #include <thread>
 
+#include "client/channel_rules.hpp"
 #include "client/connection.hpp"
 #include "client/topology.hpp"
 #include "common/test_hooks.hpp"
@@ -119,7 +120,7 @@ class Subscriber final : public NodeService {
   /// see lock_scripts.hpp); a server-sent `sunsubscribe` or a -MOVED answer
   /// to SSUBSCRIBE means the channel's slot left this node: its waiters are
   /// nudged (their next attempt follows the MOVED and they re-route, see
-  /// lock.cpp) and the channel is asked for again after kMovedRetry.
+  /// lock.cpp) and the channel is asked for again after channel_rules::kMovedRetry.
   /// `id`: empty for a random one.
   explicit Subscriber(ConnectionOptions options, bool sharded = false, std::string id = {});
   ~Subscriber() override;
@@ -135,12 +136,6 @@ class Subscriber final : public NodeService {
 
  private:
   enum class SubState { none, subscribing, subscribed, unsubscribing, denied };
-  /// A refused channel is asked for again after this long (permissions may
-  /// have been granted meanwhile).
-  static constexpr auto kDeniedRetry = std::chrono::seconds(30);
-  /// A channel whose slot moved away is asked for again after this long
-  /// (the slot may come back, or the map was stale).
-  static constexpr auto kMovedRetry = std::chrono::milliseconds(100);
 
   void unwatch(const std::string& id) noexcept;
   void run();

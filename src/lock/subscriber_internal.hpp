@@ -14,7 +14,6 @@ namespace lockon::detail::subscriber_internal {
 
 inline constexpr int kReconnectDelayMs = 100;
 inline constexpr int kIdlePollMs = 1000;
-inline constexpr auto kLinger = std::chrono::milliseconds(1000);
 
 inline void drain_fd(int fd) noexcept {
   std::uint64_t value = 0;

@@ -110,13 +110,12 @@ int Subscriber::sync_subscription() {
     const auto now = Clock::now();
     for (auto it = channels_.begin(); it != channels_.end();) {
       Channel& channel = it->second;
-      const auto retry = channel.moved ? std::chrono::duration_cast<Clock::duration>(kMovedRetry)
-                                       : std::chrono::duration_cast<Clock::duration>(kDeniedRetry);
-      if (channel.state == SubState::denied && channel.moved && channel.waiters > 0 && now - channel.denied_at < retry) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(retry - (now - channel.denied_at)).count();
+      const auto retry_at = channel_rules::retry_at(channel.denied_at, channel.moved);
+      if (channel.state == SubState::denied && channel.moved && channel.waiters > 0 && now < retry_at) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(retry_at - now).count();
         sleep_ms = std::min(sleep_ms, static_cast<int>(left) + 1);
       }
-      if (channel.state == SubState::denied && now - channel.denied_at >= retry) {
+      if (channel.state == SubState::denied && now >= retry_at) {
         if (channel.waiters == 0) {
           it = channels_.erase(it);
           continue;
@@ -128,12 +127,12 @@ int Subscriber::sync_subscription() {
         channel.state = SubState::subscribing;
         commands.push_back({true, it->first});
       } else if (channel.waiters == 0 && channel.state == SubState::subscribed) {
-        const auto idle = now - channel.idle_since;
-        if (idle >= kLinger) {
+        const auto linger_end = channel_rules::linger_end(channel.idle_since);
+        if (now >= linger_end) {
           channel.state = SubState::unsubscribing;
           commands.push_back({false, it->first});
         } else {
-          const auto left = std::chrono::ceil<std::chrono::milliseconds>(kLinger - idle).count();
+          const auto left = std::chrono::ceil<std::chrono::milliseconds>(linger_end - now).count();
           sleep_ms = std::min(sleep_ms, static_cast<int>(left));
         }
       } else if (channel.waiters == 0 && channel.state == SubState::none) {
@@ -312,7 +311,7 @@ void Subscriber::slot_moved(Channel& channel, const std::string& name, bool dire
   // Its owner polls the socket, not the condition variable. The thread may
   // read this while the lone waiter holds the socket (the thread decides who
   // reads once per loop), and then the next bytes there are the answer to
-  // the retry, kMovedRetry later at best. Dispatch pokes alike.
+  // the retry, channel_rules::kMovedRetry later at best. Dispatch pokes alike.
   if (reader_nudged && !direct) poke_reader();
   poke();  // the thread schedules the retry
 }
