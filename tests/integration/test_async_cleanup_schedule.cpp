@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "integration/async_support.hpp"
+#include "integration/release_faults_support.hpp"
 #include "lockon/async.hpp"
 #include "lockon/lockon.hpp"
 #include "protocol/cleanup_schedule.hpp"
@@ -36,19 +37,11 @@ TEST_F(AsyncCleanupSchedule, ARefusedReleaseIsCleanedUpPastTheOldBudgetThenSwept
   constexpr int kRefusals = 14;
   int release_refused = -1;
   const std::string cancel_sha = detail::scripts::cancel_wait(false).sha();
-  const int cancel_refused = proxy.add_rule({.command = "EVALSHA",
-                                             .argument_contains = cancel_sha,
-                                             .action = FaultAction::error_reply,
-                                             .error = FaultRule::error_text("NOPERM"),
-                                             .times = kRefusals});
+  const int cancel_refused = refuse_script(proxy, detail::scripts::cancel_wait(false), kRefusals);
   const int cancel_ran = proxy.add_rule({.command = "EVALSHA", .argument_contains = cancel_sha});
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     EXPECT_TRUE(co_await lock.async_try_lock_for(1s));
-    release_refused = proxy.add_rule({.command = "EVALSHA",
-                                      .argument_contains = detail::scripts::release().sha(),
-                                      .action = FaultAction::error_reply,
-                                      .error = FaultRule::error_text("NOPERM"),
-                                      .times = 1});
+    release_refused = refuse_script(proxy, detail::scripts::release());
     co_await lock.async_unlock();
   }));
   ASSERT_EQ(proxy.matched(release_refused), 1u) << "the release was not the one refused: the test proved nothing";
@@ -80,17 +73,10 @@ TEST_F(AsyncCleanupSchedule, CloseEndsTheCleanUpsSoIoRunReturns) {
   AsyncClient client(io.get_executor(), proxy.url());
   const std::string name = key("lock");
   AsyncLock lock(client, name, LockOptions{.ttl = 30s});
-  const int cancel_refused = proxy.add_rule({.command = "EVALSHA",
-                                             .argument_contains = detail::scripts::cancel_wait(false).sha(),
-                                             .action = FaultAction::error_reply,
-                                             .error = FaultRule::error_text("NOPERM")});
+  const int cancel_refused = refuse_script(proxy, detail::scripts::cancel_wait(false), -1);
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     EXPECT_TRUE(co_await lock.async_try_lock_for(1s));
-    proxy.add_rule({.command = "EVALSHA",
-                    .argument_contains = detail::scripts::release().sha(),
-                    .action = FaultAction::error_reply,
-                    .error = FaultRule::error_text("NOPERM"),
-                    .times = 1});
+    refuse_script(proxy, detail::scripts::release());
     co_await lock.async_unlock();
   }));
   ASSERT_TRUE(lock.lost());

@@ -32,11 +32,7 @@ TEST_F(AsyncReleaseFaults, ARefusedReleaseIsReportedAndTheCleanUpFreesTheKey) {
   int refused = -1;
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     EXPECT_TRUE(co_await lock.async_try_lock_for(1s));
-    refused = proxy.add_rule({.command = "EVALSHA",
-                              .argument_contains = detail::scripts::release().sha(),
-                              .action = FaultAction::error_reply,
-                              .error = FaultRule::error_text("NOPERM"),
-                              .times = 1});
+    refused = refuse_script(proxy, detail::scripts::release());
     co_await lock.async_unlock();
   }));
   EXPECT_EQ(proxy.matched(refused), 1u) << "the release was not the one refused: the test proved nothing";
@@ -71,11 +67,7 @@ TEST_F(AsyncReleaseFaults, AnAcquisitionWithTheSameTokenWaitsForTheReleaseStillR
   std::string failure;
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     EXPECT_TRUE(co_await lock.async_try_lock_for(1s));
-    refused = proxy.add_rule({.command = "EVALSHA",
-                              .argument_contains = detail::scripts::release().sha(),
-                              .action = FaultAction::error_reply,
-                              .error = FaultRule::error_text("NOPERM"),
-                              .times = 1});
+    refused = refuse_script(proxy, detail::scripts::release());
     lock.unlock_detached();  // the release starts and awaits its reply
     try {
       reacquired = co_await lock.async_try_lock_for(2s);

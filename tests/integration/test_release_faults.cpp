@@ -41,11 +41,7 @@ TEST_F(ReleaseFaults, ARefusedReleaseIsReportedAndTheCleanUpFreesTheKey) {
   const std::string name = key("lock");
   Lock lock(Client(proxy.url()), name, {.ttl = 30s});
   ASSERT_TRUE(lock.try_lock());
-  const int refused = proxy.add_rule({.command = "EVALSHA",
-                                      .argument_contains = detail::scripts::release().sha(),
-                                      .action = FaultAction::error_reply,
-                                      .error = FaultRule::error_text("NOPERM"),
-                                      .times = 1});
+  const int refused = refuse_script(proxy, detail::scripts::release());
   lock.unlock();
   EXPECT_EQ(proxy.matched(refused), 1u) << "the release was not the one refused: the test proved nothing";
   EXPECT_FALSE(lock.held());
