@@ -41,7 +41,7 @@ std::uint64_t AsyncSubscriber::connection_generation(const Watch& watch) const n
   if (closed_ || !connection_->connected() || entry == channels_.end() || !entry->second.subscribed ||
       entry->second.outstanding > 0)
     return 0;
-  return generation_;
+  return subscription_generation(entry->second);
 }
 
 std::size_t AsyncSubscriber::subscribed_channels() const noexcept {
@@ -180,9 +180,10 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
     std::uint64_t fence = 0;
     const auto digits = payload.substr(space + 1);
     std::from_chars(digits.data(), digits.data() + digits.size(), fence);
+    const auto entry = channels_.find(channel);
     waiter->second->handed = true;
     waiter->second->fence = fence;
-    waiter->second->handed_generation = generation_;
+    waiter->second->handed_generation = entry == channels_.end() ? 0 : subscription_generation(entry->second);
     waiter->second->wake();
     return;
   }
@@ -194,6 +195,7 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
   state.outstanding -= 1;
   if (state.outstanding > 0) return;  // a later (UN)SUBSCRIBE decides
   state.subscribed = kind == "subscribe";
+  if (state.subscribed) ++state.epoch;
   if (state.waiters == 0) {
     if (state.subscribed && connection_->connected()) {
       state.idle_since = Clock::now();  // its waiters left while it was asked for: it lingers

@@ -56,8 +56,8 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
     bool nudged = false;
     bool waiting = false;
     std::uint64_t fence = 0;
-    /// The connection (connection_generation()) that delivered the
-    /// hand-over message: set with `handed`.
+    /// The connection and subscription (connection_generation()) that
+    /// delivered the hand-over message: set with `handed`.
     std::uint64_t handed_generation = 0;
     asio::steady_timer timer;
     void wake() noexcept {
@@ -104,8 +104,8 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
   /// coroutine is cancelled. Clears the nudge.
   asio::awaitable<Wake> wait_until(Watch& watch, Clock::time_point until);
 
-  /// Names the current connection while `watch`'s channel is confirmed
-  /// subscribed on it; 0 otherwise (never a message's). A waiter samples it
+  /// Names the current connection and the subscription of `watch`'s
+  /// channel on it while that is confirmed; 0 otherwise (never a message's). A waiter samples it
   /// before each attempt: a hand-over message carrying the same value
   /// (Slot::handed_generation) came over a connection that stayed up since
   /// that attempt (async_lock.cpp: a message delivered by a replica is no
@@ -127,7 +127,16 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
     bool moved = false;          // denied: its slot is another master's
     Clock::time_point idle_since{};  // the last waiter left (subscribed, lingering)
     Clock::time_point denied_at{};
+    // Bumped by every confirmed (re)subscription: on a Cluster a server can
+    // drop the channel (slot moved, master demoted) and take it back on the
+    // same connection, as a replica (the blocking Subscriber's rule).
+    std::uint64_t epoch = 0;
   };
+  // What connection_generation() and Slot::handed_generation carry: the
+  // connection and the subscription on it.
+  std::uint64_t subscription_generation(const Channel& channel) const noexcept {
+    return (generation_ << 32) + (channel.epoch & 0xffffffffULL);
+  }
 
   void unwatch(const std::string& waiter_id) noexcept;
   void send(std::string_view verb, const std::string& channel);
