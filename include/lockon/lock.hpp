@@ -140,8 +140,9 @@ struct LockOptions {
   /// made the grant's last write). Otherwise the lock is released and
   /// ReplicationError says how many acknowledged. Narrows, does not close,
   /// the window in which a failover loses a grant: WAIT is not consensus.
-  /// AsyncLock (and async_lock_on) refuse it with ConfigError: their
-  /// coroutines share one connection, which WAIT would hold up.
+  /// AsyncLock (and async_lock_on) rewrite the grant and WAIT on a
+  /// connection of the client's own, so the shared one is never held up;
+  /// on a Redis Cluster they refuse it with ConfigError.
   ReplicaAcks replica_acks{};
 };
 

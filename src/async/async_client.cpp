@@ -59,6 +59,8 @@ void AsyncClientImpl::close() noexcept {
   }
   if (cluster_) cluster_->close();
   if (connection_) connection_->close();
+  if (aside_) aside_->close();
+  aside_.reset();
   if (subscriber_) {
     // Waiting locks keep the old one (they poll now); a later wait makes a new one.
     subscriber_->close();

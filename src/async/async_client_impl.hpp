@@ -118,6 +118,16 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   /// does not acquire. Runs on the client's executor.
   asio::awaitable<bool> forget_cleanups(std::string key, std::string token, Clock::time_point deadline);
 
+  /// Runs `resp` (owing `replies` replies) on a connection of its own to
+  /// the server this client's requests go to now (Sentinel: the master),
+  /// made on first use: WAIT holds back every reply after it on its
+  /// connection, and the main one is every coroutine's. That connection has
+  /// no stall check (a WAIT takes up to its timeout): `until` bounds the
+  /// request. Not on a Cluster (ConfigError). Error replies are returned;
+  /// I/O errors thrown.
+  asio::awaitable<AsyncConnection::Outcome> exchange_aside(std::string resp, std::size_t replies,
+                                                           Clock::time_point until, std::string_view operation);
+
   void close() noexcept;
 
  private:
@@ -147,6 +157,7 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   AsyncClientOptions limits_;
   std::string endpoint_;
   std::shared_ptr<AsyncConnection> connection_;
+  std::shared_ptr<AsyncConnection> aside_;  // exchange_aside()'s, to connection_'s server
   std::shared_ptr<AsyncSubscriber> subscriber_;
   std::shared_ptr<AsyncCluster> cluster_;  // Cluster only
   // Sentinel only.

@@ -51,6 +51,35 @@ asio::awaitable<AsyncClientImpl::OnMaster> AsyncClientImpl::on_master(std::strin
   }
 }
 
+asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::exchange_aside(std::string resp, std::size_t replies,
+                                                                          Clock::time_point until,
+                                                                          std::string_view operation) {
+  if (cluster_) throw ConfigError(std::string(operation) + ": not on a Redis Cluster with the async client");
+  const std::shared_ptr<AsyncConnection> main = co_await route(until);
+  if (!aside_ || aside_->endpoint() != main->endpoint()) {
+    if (aside_) aside_->close();  // the master switched
+    ConnectionOptions options = main->options();
+    options.socket_timeout = std::chrono::milliseconds(0);
+    aside_ = std::make_shared<AsyncConnection>(executor_, std::move(options));
+  }
+  const std::shared_ptr<AsyncConnection> aside = aside_;
+  AsyncConnection::Outcome outcome;
+  try {
+    outcome = co_await aside->exchange(std::move(resp), replies, until, operation);
+  } catch (const IoError&) {
+    if (aside_ == aside) aside_.reset();
+    aside->close();
+    throw;
+  }
+  // A request left unanswered at its bound: the next one starts afresh
+  // rather than queue behind it.
+  if (outcome.ended == Ended::deadline && aside_ == aside) {
+    aside_.reset();
+    aside->close();
+  }
+  co_return outcome;
+}
+
 asio::awaitable<AsyncClientImpl::Answer> AsyncClientImpl::command(std::span<const std::string_view> args,
                                                                   std::string_view operation,
                                                                   Clock::time_point until) {

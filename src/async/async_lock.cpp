@@ -17,7 +17,9 @@
 #include "common/diagnostics.hpp"
 #include "common/token.hpp"
 #include "protocol/holder_record.hpp"
+#include "protocol/lock_options.hpp"
 #include "protocol/lock_scripts.hpp"
+#include "protocol/replica_acks.hpp"
 #include "lockon/name.hpp"
 #include "protocol/queue_entry.hpp"
 
@@ -38,26 +40,14 @@ void warn_publish_denied(const AsyncClientImpl& client) {
 
 AsyncLockImpl::AsyncLockImpl(std::shared_ptr<AsyncClientImpl> client, std::string name, LockOptions options)
     : client_(std::move(client)), options_(std::move(options)) {
-  // The same validation as DistributedLock's constructor.
-  validate_name(name, "lock");
-  if (!options_.no_expiry) {
-    if (options_.ttl.count() <= 0)
-      throw ConfigError("lock '" + name + "': ttl must be positive (set no_expiry for a lock without expiry)");
-    if (options_.ttl.count() > (1LL << 47)) throw ConfigError("lock '" + name + "': ttl exceeds Redis' limit");
-  }
-  if (options_.token && options_.token->empty()) throw ConfigError("lock '" + name + "': custom token must not be empty");
-  if (options_.wait_poll_interval.count() <= 0)
-    throw ConfigError("lock '" + name + "': wait_poll_interval must be positive");
-  if (options_.max_hold.count() < 0) throw ConfigError("lock '" + name + "': max_hold must not be negative");
+  validate_lock_options(name, options_);
   if (options_.keep_queue_place)
     throw ConfigError("lock '" + name + "': keep_queue_place is not supported by AsyncLock");
-  // WAIT holds back every reply after it on its connection, and the async
-  // client has one command connection that every coroutine shares: until
-  // WAIT gets a connection of its own here, asking for acknowledgements is
-  // refused rather than silently not honoured (it was ignored, and no
-  // ReplicationError could ever come).
-  if (options_.replica_acks.replicas != 0)
-    throw ConfigError("lock '" + name + "': replica_acks is not supported by AsyncLock (use the blocking Lock)");
+  // WAIT runs on a connection of the client's own (exchange_aside), which a
+  // Cluster client does not have per node yet.
+  if (acks_required() && client_->sharded())
+    throw ConfigError("lock '" + name +
+                      "': replica_acks is not supported by AsyncLock on a Redis Cluster (use the blocking Lock)");
   keys_ = lock_script_keys(name);
   ttl_text_ = options_.no_expiry ? "0" : std::to_string(options_.ttl.count());
 }
@@ -124,6 +114,7 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
       confirmed = co_await confirm_lease(first, Clock::time_point::max());
       const bool cancelled = cancellation_requested(co_await asio::this_coro::cancellation_state);
       if (confirmed && cancelled) throw_cancelled();
+      if (confirmed && acks_required()) co_await replicate_grant();
     } catch (...) {
       failure = std::current_exception();
     }
@@ -139,6 +130,30 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
   }
   if (first.deadline_passed || deadline == Clock::time_point::min() || Clock::now() >= deadline) co_return false;
   co_return co_await wait_for_turn(deadline);
+}
+
+// The grant reached us through the shared connection (or a releaser's):
+// our own write, then WAIT, on a connection of its own
+// (protocol/replica_acks.hpp). A failure throws: the caller's failure path
+// passes K on (leave()).
+asio::awaitable<void> AsyncLockImpl::replicate_grant() {
+  const ReplicaAcks& acks = options_.replica_acks;
+  std::string resp;
+  const std::array<std::string_view, 5> touch{"EVAL", touch_grant().body(), "1", keys_[0], token_};
+  append_resp(resp, touch);
+  const WaitCommand wait(acks);
+  append_resp(resp, wait.args());
+  const auto until = add_saturating(bounded_by_socket_timeout(client_->options()), acks.timeout);
+  auto outcome = co_await client_->exchange_aside(std::move(resp), 2, until, "WAIT for replicas");
+  if (outcome.ended == Ended::cancelled) throw_cancelled();
+  if (outcome.ended != Ended::replied)
+    throw TimeoutError("lock '" + name() + "' on " + client_->endpoint() +
+                       ": WAIT for replicas: no reply within the socket timeout plus the replica timeout");
+  for (const ReplyPtr& reply : outcome.replies) check_reply(*reply, client_->endpoint(), "WAIT for replicas");
+  if (outcome.replies[0]->type != REDIS_REPLY_INTEGER || outcome.replies[0]->integer != 1)
+    throw LockNotOwned("lock '" + name() + "' was granted but lost before its replication was confirmed", name());
+  const auto acknowledged = outcome.replies[1]->type == REDIS_REPLY_INTEGER ? outcome.replies[1]->integer : 0;
+  if (acknowledged < acks.replicas) throw not_enough_replicas(name(), client_->endpoint(), static_cast<int>(acknowledged), acks);
 }
 
 asio::awaitable<bool> AsyncLockImpl::releases_settled(Clock::time_point deadline) {

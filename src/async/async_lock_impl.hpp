@@ -114,6 +114,11 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   /// Waits (2 ms steps) until no release of this object runs, or `deadline`
   /// passed (at least kCancelGrace from now): whether none runs.
   asio::awaitable<bool> releases_settled(Clock::time_point deadline);
+  bool acks_required() const noexcept { return options_.replica_acks.replicas > 0; }
+  /// With replica_acks: makes the replicas acknowledge the grant just
+  /// confirmed (K holds token_), or throws (ReplicationError, LockNotOwned,
+  /// an IoError) leaving K to the caller's failure path.
+  asio::awaitable<void> replicate_grant();
   asio::awaitable<Attempt> fast_attempt(Clock::time_point deadline);
   asio::awaitable<Attempt> wait_attempt(const std::string& entry, bool enqueue, Clock::time_point deadline);
   asio::awaitable<bool> wait_for_turn(Clock::time_point deadline);

@@ -119,6 +119,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
       const bool cancelled_meanwhile = cancellation_requested(co_await asio::this_coro::cancellation_state);
       if (confirmed && cancelled_meanwhile) throw_cancelled();  // as the fast path
       if (confirmed) {
+        if (acks_required()) co_await replicate_grant();
         on_acquired(last);
         co_return true;
       }
@@ -131,6 +132,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
           const bool cancelled_at_deadline = cancellation_requested(co_await asio::this_coro::cancellation_state);
           if (taken && cancelled_at_deadline) throw_cancelled();
           if (taken) {
+            if (acks_required()) co_await replicate_grant();
             on_acquired(handed);
             co_return true;
           }
@@ -152,6 +154,7 @@ asio::awaitable<bool> AsyncLockImpl::wait_for_turn(Clock::time_point deadline) {
           const bool cancelled_during_handover = cancellation_requested(co_await asio::this_coro::cancellation_state);
           if (taken && cancelled_during_handover) throw_cancelled();
           if (taken) {
+            if (acks_required()) co_await replicate_grant();
             on_acquired(handed);
             co_return true;
           }

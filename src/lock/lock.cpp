@@ -179,9 +179,8 @@ void Lock::Impl::replace_stale_record(Clock::time_point until) noexcept {
 }
 
 std::span<const std::string_view> Lock::Impl::wait_args() {
-  wait_replicas_ = std::to_string(state_.options.replica_acks.replicas);
-  wait_timeout_ = std::to_string(state_.options.replica_acks.timeout.count());
-  wait_command_ = {"WAIT", wait_replicas_, wait_timeout_};
+  if (!wait_text_) wait_text_.emplace(state_.options.replica_acks);
+  wait_command_ = wait_text_->args();
   return wait_command_;
 }
 
@@ -196,11 +195,7 @@ void Lock::Impl::require_acks(int acks) {
   } catch (...) {
     calls_.abandon(orphan_entry(token_), true);
   }
-  throw ReplicationError("lock '" + state_.name + "' on " + client_.endpoint() + ": " + std::to_string(acks) +
-                             " of " + std::to_string(required) + " required replicas acknowledged the grant within " +
-                             std::to_string(state_.options.replica_acks.timeout.count()) +
-                             " ms (WAIT); the lock was released",
-                         state_.name, acks, required);
+  throw detail::not_enough_replicas(state_.name, client_.endpoint(), acks, state_.options.replica_acks);
 }
 
 // A grant is only as good as the lease we can prove: counted from a send

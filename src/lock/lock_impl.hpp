@@ -3,6 +3,7 @@
 // path: queueing, wake-ups, hand-overs). See lock.cpp for the design.
 #pragma once
 
+#include <optional>
 #include <algorithm>
 #include <array>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "common/grace.hpp"
 #include "core/attempt.hpp"
 #include "client/error_map.hpp"
+#include "protocol/replica_acks.hpp"
 #include "protocol/holder_record.hpp"
 #include "protocol/lease.hpp"
 #include "lock/lock_calls.hpp"
@@ -186,7 +188,7 @@ class Lock::Impl {
   std::string late_entry_;
   std::unique_ptr<Wait> wait_;
   Clock::time_point queue_directly_until_{};  // see queue_directly()
-  std::string wait_replicas_, wait_timeout_;  // WAIT's arguments (wait_args)
+  std::optional<detail::WaitCommand> wait_text_;  // WAIT's arguments (wait_args)
   std::array<std::string_view, 3> wait_command_{};
   std::shared_ptr<detail::RenewalEntry> renewal_;
 };

@@ -276,17 +276,10 @@ bool Lock::Impl::finish_wait(const Attempt& attempt) {
 }
 
 // A grant that reached us by hand-over (or by a waiter's script) was
-// written by another connection — the releaser's, or a pooled one — and
-// WAIT only covers the writes of the connection it runs on. So we make a
-// write of our own first, on one connection, in one pipeline: the token
-// rewritten in place (SET ... KEEPTTL, only if it is still ours), then
-// WAIT. Once the replicas have our write they have the grant before it
-// (replication is in order).
+// written by another connection — the releaser's, or a pooled one: our own
+// write first, then WAIT, in one pipeline (protocol/replica_acks.hpp).
 void Lock::Impl::replicate_grant() {
-  static const detail::Script touch(
-      "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL') return 1 end "
-      "return 0");
-  const std::array<std::string_view, 5> eval{"EVAL", touch.body(), "1", state_.name, token_};
+  const std::array<std::string_view, 5> eval{"EVAL", detail::touch_grant().body(), "1", state_.name, token_};
   const std::array<std::span<const std::string_view>, 2> commands{eval, wait_args()};
   std::vector<ReplyPtr> replies;
   try {

@@ -62,6 +62,16 @@ class IoThread {
   std::thread thread_;
 };
 
+// WAIT runs on a connection of the client's own, which an async Cluster
+// client does not have per node: replica_acks is refused before anything is
+// sent, not silently ignored.
+TEST_F(AsyncCluster, ReplicaAcksAreRefusedBeforeAnythingIsSent) {
+  AsyncClient client(io.get_executor(), cluster().url());
+  LockOptions options;
+  options.replica_acks = {1, 100ms};
+  EXPECT_THROW(AsyncLock(client, "acks:cluster", options), ConfigError);
+}
+
 TEST_F(AsyncCluster, LockUnlockAndFenceOnEveryMaster) {
   AsyncClient client(io.get_executor(), cluster().url());
   const auto masters = cluster().masters();

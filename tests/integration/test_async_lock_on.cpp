@@ -55,40 +55,6 @@ TEST_F(AsyncLockOnTest, SameKeyAsSyncLockOnAndResultsPassThrough) {
   EXPECT_EQ(server().command({"EXISTS", seen_key}).integer, 0) << "released";
 }
 
-// replica_acks was passed through and silently not honoured: no WAIT, no
-// ReplicationError ever. Until the async front can WAIT on a connection of
-// its own, the lock and async_lock_on refuse it before anything is sent.
-TEST_F(AsyncLockOnTest, ReplicaAcksAreRefusedNotSilentlyIgnored) {
-  AsyncClient client(io.get_executor(), server().url());
-  const std::string name = key("acks");
-  LockOptions options;
-  options.replica_acks = {1, 100ms};
-  EXPECT_THROW(AsyncLock(client, name, options), ConfigError);
-  LockerPolicy policy;
-  policy.key_prefix = key("p");
-  policy.replica_acks = {1, 100ms};
-  AsyncLocker locker(client, policy);
-  bool ran = false;
-  auto call = locker.async_lock_on<0>("acks::fn", [&](std::string) -> asio::awaitable<void> {
-    ran = true;
-    co_return;
-  });
-  bool refused = false;
-  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
-    try {
-      co_await call(std::string("x"));
-    } catch (const ConfigError&) {
-      refused = true;
-    }
-  }));
-  EXPECT_TRUE(refused);
-  EXPECT_FALSE(ran);
-  EXPECT_EQ(server().command({"EXISTS", name}).integer, 0);
-  EXPECT_TRUE(server().command({"KEYS", policy.key_prefix + "*"}).elements.empty()) << "nothing was written";
-}
-
-// LockOnOptions::reentrant was accepted and silently ignored: a nested
-// call on a held key then waited for its own caller until the timeout.
 TEST_F(AsyncLockOnTest, ReentrantIsRefusedNotSilentlyIgnored) {
   AsyncClient client(io.get_executor(), server().url());
   AsyncLocker locker(client, {.key_prefix = key("p")});

@@ -14,6 +14,7 @@
 #include "lockon/lock.hpp"
 #include "support/fixtures.hpp"
 #include "support/redis_server.hpp"
+#include "integration/replica_pair.hpp"
 
 namespace {
 
@@ -22,32 +23,8 @@ using Clock = std::chrono::steady_clock;
 using lockon::test::RedisServer;
 using lockon::test::ServerOptions;
 
-struct Pair {
-  RedisServer master;
-  RedisServer replica;
-  // No 5 s delay before the replica's first (diskless) sync.
-  Pair() : master(ServerOptions{.extra_args = {"--repl-diskless-sync-delay", "0"}}), replica(ServerOptions{.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())}}) {
-    const auto until = Clock::now() + 10s;
-    while (replica.command({"INFO", "replication"}).str.find("master_link_status:up") == std::string::npos) {
-      if (Clock::now() > until) throw std::runtime_error("replica did not sync: " + replica.log_tail());
-      std::this_thread::sleep_for(20ms);
-    }
-    // The replica's link is up before the master puts it online (on its
-    // first REPLCONF ACK after loading): a WAIT in between counted 0 of 1
-    // (1 run in ~27 of AcquisitionAcknowledgedIsOnTheReplica).
-    while (master.command({"INFO", "replication"}).str.find("state=online") == std::string::npos) {
-      if (Clock::now() > until) throw std::runtime_error("master never saw its replica online: " + master.log_tail());
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-};
-
-lockon::LockOptions with_acks(int replicas, std::chrono::milliseconds timeout) {
-  lockon::LockOptions options;
-  options.ttl = 10s;
-  options.replica_acks = {replicas, timeout};
-  return options;
-}
+using Pair = lockon::test::ReplicaPair;
+using lockon::test::with_acks;
 
 TEST(ReplicaAcks, AcquisitionAcknowledgedIsOnTheReplica) {
   Pair pair;
