@@ -251,6 +251,10 @@ asio::awaitable<void> run_cleanup(std::shared_ptr<AsyncClientImpl> client, std::
     }
     const auto it = client->cleanups_.find(id);
     if (it == client->cleanups_.end()) co_return;
+    if (it->second.forgotten) {  // closed (or taken over by forget_cleanups) while it ran
+      client->cleanups_.erase(it);
+      co_return;
+    }
     it->second.running = false;
     due = *next;
   }
