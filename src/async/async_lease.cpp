@@ -127,10 +127,27 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
     const std::uint64_t ticket = renewal->lease->renewal_ticket();
     const auto lease_end = renewal->lease->lease_end();
     RenewResult result = RenewResult::io_error;  // no answer by the lease's end, or a refusal (READONLY, NOPERM...)
+    // A Cluster's router waits out a migration's TRYAGAIN: not past the
+    // moment the lease alone must be renewed instead (protocol/renewal.hpp).
+    const bool sharded = self->client_->sharded();
+    const auto full_until = sharded ? std::min(lease_end, add_saturating(now, migration_fallback_after(ttl))) : lease_end;
+    bool alone = false;
     try {
-      auto answer = co_await self->client_->script(scripts::renew(), keys, args, "renew lock", lease_end);
+      auto answer = co_await self->client_->script(scripts::renew(), keys, args, "renew lock", full_until);
       if (answer.ended == Ended::replied) result = read_renew_reply(*answer.reply);
+      else alone = sharded && answer.ended == Ended::deadline;
+    } catch (const ReplyError& error) {
+      alone = sharded && refused_by_migration(error.code() + " ");
     } catch (const std::exception&) {
+    }
+    if (alone && !renewal->stopped) {
+      try {
+        const std::array<std::string_view, 1> lease_key{keys[0]};
+        const std::array<std::string_view, 3> lease_args{renewal->token, ttl_text, "1"};
+        auto answer = co_await self->client_->script(scripts::renew(), lease_key, lease_args, "renew lock", lease_end);
+        if (answer.ended == Ended::replied) result = read_renew_reply(*answer.reply);
+      } catch (const std::exception&) {
+      }
     }
     if (renewal->stopped) co_return;
     // The end as known now: an extension may have moved it during the renewal.

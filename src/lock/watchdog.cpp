@@ -8,6 +8,9 @@
 #include <string_view>
 
 #include "client/client_impl.hpp"
+#include "client/routed.hpp"
+#include "lock/lock_calls.hpp"
+#include "protocol/renewal.hpp"
 #include "lockon/errors.hpp"
 #include "common/fork.hpp"
 #include "common/token.hpp"
@@ -72,8 +75,31 @@ void watch_end(RenewalEntry& entry, Clock::time_point now, std::vector<PendingLo
 // stay io_error on a connection failure or a redirection (the slot moved:
 // the topology learns where, and the retry after renew_retry(ttl) goes
 // there).
+// The lease alone (KEYS: K), routed (an ASK followed): a renewal a
+// migrating slot refused for its records (protocol/renewal.hpp). Bounded by
+// the lease's end and the socket timeout.
+RenewResult renew_lease_alone(ClientImpl& client, const RenewalEntry& entry) noexcept {
+  try {
+    const auto socket_timeout = client.options().socket_timeout.count() > 0 ? client.options().socket_timeout
+                                                                             : std::chrono::milliseconds(5000);
+    const auto until = std::min(entry.signal->lease_end(), Clock::now() + socket_timeout);
+    const std::string ttl = std::to_string(entry.ttl.count());
+    const std::array<std::string_view, 1> keys{entry.name};
+    const std::array<std::string_view, 3> args{entry.token, ttl, "1"};
+    const ReplyPtr reply = routed_call(client, entry.name, until, [&](Connection& connection, Node&) -> ReplyPtr {
+      if (!connection.ensure_connected_by(until)) return nullptr;
+      return eval_bounded(connection, scripts::renew(), keys, args, "renew lease", until);
+    });
+    if (!reply || reply->type != REDIS_REPLY_INTEGER) return RenewResult::io_error;
+    return read_renew_reply(*reply);
+  } catch (...) {
+    return RenewResult::io_error;
+  }
+}
+
 void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntry*>& entries,
                    const std::vector<std::size_t>& which, std::vector<RenewResult>& results) {
+  std::vector<std::size_t> alone;  // refused by a migrating slot: renewed below, K alone
   try {
     auto connection = node.pool().borrow();
     // Keeps the record naming this process as the one to drop if a lease
@@ -104,14 +130,21 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
     for (std::size_t n = 0; n < which.size(); ++n) {
       const redisReply& reply = *replies[n];
       const std::size_t i = which[n];
-      if (reply.type == REDIS_REPLY_INTEGER) results[i] = read_renew_reply(reply);
-      else if (reply.type == REDIS_REPLY_ERROR) client.topology().report_error_reply(node, {reply.str, reply.len});
+      if (reply.type == REDIS_REPLY_INTEGER) {
+        results[i] = read_renew_reply(reply);
+      } else if (reply.type == REDIS_REPLY_ERROR) {
+        const std::string_view error(reply.str, reply.len);
+        if (refused_by_migration(error)) alone.push_back(i);
+        else client.topology().report_error_reply(node, error);
+      }
     }
   } catch (const IoError&) {
     client.topology().report_io_failure(node);
   } catch (...) {
     // Connection-level failure: every entry of this batch keeps io_error.
   }
+  // After the pipeline's connection went back to the pool.
+  for (const std::size_t i : alone) results[i] = renew_lease_alone(client, *entries[i]);
 }
 
 // Renews the single-instance entries of one client: one pipeline per node

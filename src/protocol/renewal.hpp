@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <string_view>
 
 #include "client/hiredis_handles.hpp"
 #include "lockon/lock.hpp"
@@ -37,6 +38,27 @@ inline std::chrono::milliseconds renew_period(std::chrono::milliseconds ttl) noe
 /// lease is running out. A tenth of a short lease, so it still gets retries.
 inline std::chrono::milliseconds renew_retry(std::chrono::milliseconds ttl) noexcept {
   return std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(50));
+}
+
+/// Whether a renewal's error reply is a slot migration refusing it for its
+/// records. While a slot migrates, a script runs only where every key it
+/// declares exists (else TRYAGAIN, or ASK where none does), and the
+/// renewal declares the lease's records too ({K}:who, and {K}:hs, which
+/// exists only after a hand-over or with a waiter of ours behind us): a
+/// lease taken without a hand-over was not renewed from MIGRATING to the
+/// slot's hand-over, and lapsed (verify --topology cluster, seed 41). Such a
+/// renewal is sent again for the lease alone (KEYS: K, which a migrating
+/// slot serves wherever K is, an ASK followed); the next full renewal keeps
+/// the records.
+inline bool refused_by_migration(std::string_view error) noexcept {
+  return error.starts_with("TRYAGAIN") || error.starts_with("ASK ");
+}
+
+/// How long the Asio front's full renewal on a Cluster may wait out a
+/// migration's TRYAGAIN (its router retries it) before the lease alone is
+/// renewed: leaves at least half a lease for that.
+inline std::chrono::milliseconds migration_fallback_after(std::chrono::milliseconds ttl) noexcept {
+  return std::max(ttl / 6, std::chrono::milliseconds(1));
 }
 
 /// The renew script's answer: 1 renewed, 0 the key is not ours.
