@@ -13,23 +13,25 @@ struct FaultKind {
   /// holder saw the loss and the resource refused it).
   bool may_break_exclusion;
   std::string_view expected;
-  /// The topologies whose nemesis draws it (kStandalone | kSentinel), in
-  /// this table's order (a seed's schedule depends on it); 0: never drawn,
-  /// an event the harness observes (a promotion) or a step of another fault.
+  /// The topologies whose nemesis draws it (kStandalone | kSentinel |
+  /// kCluster), in this table's order (a seed's schedule depends on it: new
+  /// kinds go at the end); 0: never drawn, an event the harness observes (a
+  /// promotion) or a step of another fault.
   unsigned topologies;
 };
 
 inline constexpr unsigned kStandalone = 1;
 inline constexpr unsigned kSentinel = 2;
+inline constexpr unsigned kCluster = 4;
 
 inline constexpr FaultKind kFaults[] = {
     {"pause_short", false, "SIGSTOP of a worker for < TTL: renewal resumes in time; no overlap, no loss",
-     kStandalone | kSentinel},
+     kStandalone | kSentinel | kCluster},
     {"pause_long", true, "SIGSTOP of a worker for > TTL: its leases may lapse and others take the keys (allowed "
                          "overlap); the resource refuses its stale accesses; it sees lost()/LockNotOwned/LockLost",
-     kStandalone | kSentinel},
+     kStandalone | kSentinel | kCluster},
     {"kill_worker", false, "SIGKILL of a worker (restarted): its keys are free again within one TTL; no overlap",
-     kStandalone | kSentinel},
+     kStandalone | kSentinel | kCluster},
     {"stall_lock", true, "SIGSTOP of the lock server for 0.3-1.5 TTL: calls fail within deadline + tolerance; "
                          "beyond one TTL leases may lapse (allowed overlap, holder sees the loss); progress "
                          "resumes within one TTL after SIGCONT",
@@ -74,9 +76,10 @@ inline constexpr FaultKind kFaults[] = {
                           "calls fail within deadline + tolerance; writes not yet replicated are lost, so exclusion "
                           "may break through the promotion (see promotion); progress resumes within one TTL after it",
      kSentinel},
-    {"master_stall_short", false, "SIGSTOP of the master for less than down-after (0.3-0.8 s): no failover; leases "
-                                  "outlive it; no overlap; calls fail within deadline + tolerance",
-     kSentinel},
+    {"master_stall_short", false, "SIGSTOP of the master for less than down-after (0.3-0.8 s; in a Cluster of one "
+                                  "master, well below cluster-node-timeout, 2 s): no failover; leases outlive it; no "
+                                  "overlap; calls fail within deadline + tolerance",
+     kSentinel | kCluster},
     {"master_stall_long", true, "SIGSTOP of the master for longer than down-after (1.3-3 s): the sentinels may promote "
                                 "a replica; leases may lapse as for stall_lock; exclusion may break through the "
                                 "promotion; progress resumes within one TTL after SIGCONT",
@@ -97,8 +100,22 @@ inline constexpr FaultKind kFaults[] = {
     {"named", false, "observed: a sentinel names this server as master again", 0},
     {"settle_timeout", false, "the deployment did not settle (every sentinel naming one master, no failover in "
                               "progress, every other data server its replica) within 2 x failover-timeout + 15 s "
-                              "before a fault of a server; the fault is injected anyway",
+                              "before a fault of a server (Cluster: every node agreeing on roles, epochs and slots, "
+                              "replicas in sync, within 10 s); the fault is injected anyway",
      0},
+    // The Cluster topology (--topology cluster): 3 masters with a replica
+    // each (cluster-node-timeout 2 s), workers given every node in one
+    // redis-cluster:// URL; master_stall_short and the worker faults above
+    // are drawn too. Each fault of a server waits until the cluster settled
+    // (else a settle_timeout record).
+    {"slot_migration", false, "the slot of one of the workers' keys (its companion keys share it) moved to another "
+                              "master step by step: MIGRATING/IMPORTING held 0.2-1.5 s, the keys MIGRATEd, held "
+                              "0.05-0.5 s, SETSLOT NODE: ASK/TRYAGAIN followed within deadlines, no script fails "
+                              "half-way; no overlap",
+     kCluster},
+    {"cluster_failover", false, "CLUSTER FAILOVER on a master's replica (coordinated: the master holds its clients "
+                                "until the replica caught up, no write lost): MOVED followed; no overlap",
+     kCluster},
 };
 
 inline const FaultKind* find_fault_kind(std::string_view name) {

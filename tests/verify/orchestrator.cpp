@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cluster.hpp"
+#include "cluster_nemesis.hpp"
 #include "nemesis.hpp"
 #include "role_watcher.hpp"
 #include "sentinel_nemesis.hpp"
@@ -94,8 +95,8 @@ int run_orchestrator(const Args& args, const std::string& self) {
   const long long seconds = args.number("seconds", 120);
   const bool faults = args.get("faults", "all") != "none";
   const std::string topology = args.get("topology", "standalone");
-  if (topology != "standalone" && topology != "sentinel")
-    throw std::runtime_error("--topology: standalone or sentinel, not " + topology);
+  if (topology != "standalone" && topology != "sentinel" && topology != "cluster")
+    throw std::runtime_error("--topology: standalone, sentinel or cluster, not " + topology);
   const std::chrono::milliseconds failover_timeout(args.number("failover-timeout-ms", 5000));
   const std::chrono::milliseconds failover_window(args.number("failover-window-ms", 1000));
   const std::filesystem::path dir = args.has("dir") ? std::filesystem::path(args.get("dir")) : test::make_temp_dir("lockon-verify");
@@ -155,6 +156,20 @@ int run_orchestrator(const Args& args, const std::string& self) {
       find_keys_without_ttl(server, "master:" + std::to_string(server.port()), final_state);
     } else {
       final_state << "scan_failed master no master at the end\n";
+    }
+    dump_resource(cluster.resource(), resource);
+  } else if (topology == "cluster") {
+    ClusterTopology cluster(config);
+    cluster.workers().start();
+    ClusterNemesis nemesis(cluster, seed, config.ttl, fault_log);
+    run_nemesis(nemesis, cluster.workers(), faults, end);
+    const auto hung = cluster.workers().finish(finish_by);
+    write_final(final_state, hung, nemesis.counts());
+    try {
+      for (test::RedisServer* master : cluster.cluster().masters())
+        find_keys_without_ttl(*master, "master:" + std::to_string(master->port()), final_state);
+    } catch (const std::exception& e) {
+      final_state << "scan_failed masters " << e.what() << '\n';
     }
     dump_resource(cluster.resource(), resource);
   } else {

@@ -2,7 +2,7 @@
 //
 //   lockon_verify run [--seconds N] [--seed S] [--dir D] [--workers W]
 //                     [--threads T] [--keys K] [--ttl MS] [--faults all|none]
-//                     [--long-hold-every N] [--topology standalone|sentinel]
+//                     [--long-hold-every N] [--topology standalone|sentinel|cluster]
 //                     [--failover-timeout-ms MS] [--failover-window-ms MS]
 //       Starts the servers, proxies and workers, injects faults (nemesis),
 //       then checks the history. Exit 1 on any violation. --topology
@@ -10,6 +10,9 @@
 //       server and Redlock nodes (sentinel_cluster.hpp); failover-timeout is
 //       the sentinels' (5000), failover-window how long after a promotion
 //       the old master may still grant (1000; the checker's allowance).
+//       --topology cluster: a Redis Cluster of 3 masters with a replica each
+//       (cluster_topology.hpp), faulted by slot migrations, manual
+//       failovers and short master stalls (cluster_nemesis.hpp).
 //   lockon_verify check --dir D [--examples N]
 //       Checks the history left in D by `run` (re-runnable on old runs).
 //   lockon_verify worker ...   (started by `run`; see worker.cpp)
