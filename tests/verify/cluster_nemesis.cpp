@@ -13,8 +13,8 @@ namespace lockon::verify {
 namespace {
 
 // How long the nemesis waits for a settled cluster before a fault of a
-// server. A manual failover settles in ~1-3 s here (the old master resyncs
-// as a replica); more means gossip is stuck, which the record then shows.
+// server: time for a failover's old master to resync as a replica; beyond
+// it gossip is stuck, which the settle_timeout record then shows.
 constexpr auto kSettleBound = std::chrono::seconds(10);
 // CLUSTER FAILOVER's bound (the fixture asks again every 6 s).
 constexpr auto kFailoverBound = std::chrono::seconds(15);
@@ -95,6 +95,16 @@ void ClusterNemesis::slot_migration() {
   }
   // Half-way: finish the move, or the slot stays split for the rest of the
   // run (every later fault would then meet an unsettled cluster).
+  if (!migration && slot >= 0) {
+    // begin_migration failed between its two SETSLOTs: clear both states.
+    try {
+      for (test::RedisServer* master : cluster.masters())
+        master->command({"CLUSTER", "SETSLOT", std::to_string(slot), "STABLE"});
+      detail += ":made_stable";
+    } catch (const std::exception& e) {
+      std::cerr << "cluster nemesis: SETSLOT STABLE of slot " << slot << ": " << e.what() << '\n';
+    }
+  }
   if (migration) {
     try {
       cluster.migrate_keys(*migration);
