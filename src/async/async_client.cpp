@@ -52,6 +52,7 @@ void AsyncClientImpl::close() noexcept {
     // expires with its TTL): they would keep the executor's work outstanding
     // for up to kGiveUpAfter against a server that is gone.
     std::lock_guard lock(cleanups_mutex_);
+    closed_ = true;  // clean-ups filed from now on get one run (a release after close())
     for (auto& [id, cleanup] : cleanups_) {
       cleanup.forgotten = true;
       if (cleanup.timer) cleanup.timer->cancel();
@@ -59,8 +60,8 @@ void AsyncClientImpl::close() noexcept {
   }
   if (cluster_) cluster_->close();
   if (connection_) connection_->close();
-  if (aside_) aside_->close();
-  aside_.reset();
+  for (auto& aside : aside_idle_) aside->close();
+  aside_idle_.clear();
   if (subscriber_) {
     // Waiting locks keep the old one (they poll now); a later wait makes a new one.
     subscriber_->close();
@@ -245,7 +246,8 @@ asio::awaitable<void> run_cleanup(std::shared_ptr<AsyncClientImpl> client, std::
     const bool ran = co_await cancel_once(*client, keys, entry, std::chrono::steady_clock::time_point::max());
     const auto next = schedule->after_run(ran, std::chrono::steady_clock::now());
     std::lock_guard lock(client->cleanups_mutex_);
-    if (!next) {
+    const auto filed = client->cleanups_.find(id);
+    if (!next || (filed != client->cleanups_.end() && filed->second.one_shot)) {
       client->cleanups_.erase(id);
       co_return;
     }
@@ -267,12 +269,33 @@ void AsyncClientImpl::abandon(LockScriptKeys keys, std::string entry, bool unkno
       std::lock_guard lock(cleanups_mutex_);
       id = next_cleanup_++;
       std::string token = entry_token(entry);
-      cleanups_.emplace(id, Cleanup{std::move(keys), std::move(entry), std::move(token), unknown_outcome,
-                                    std::chrono::steady_clock::now()});
+      Cleanup cleanup{std::move(keys), std::move(entry), std::move(token), unknown_outcome,
+                      std::chrono::steady_clock::now()};
+      cleanup.one_shot = closed_;
+      cleanups_.emplace(id, std::move(cleanup));
     }
     asio::co_spawn(executor_, run_cleanup(shared_from_this(), id), asio::detached);
   } catch (...) {
   }
+}
+
+std::uint64_t AsyncClientImpl::release_begins(const LockScriptKeys& keys, const std::string& token) {
+  std::lock_guard lock(cleanups_mutex_);
+  const std::uint64_t id = next_cleanup_++;
+  Cleanup release{keys, std::string(), token};
+  release.running = true;  // never run here: waited for, then erased by release_ends()
+  cleanups_.emplace(id, std::move(release));
+  return id;
+}
+
+void AsyncClientImpl::acquisition_begins() noexcept {
+  std::lock_guard lock(cleanups_mutex_);
+  closed_ = false;
+}
+
+void AsyncClientImpl::release_ends(std::uint64_t id) noexcept {
+  std::lock_guard lock(cleanups_mutex_);
+  cleanups_.erase(id);
 }
 
 asio::awaitable<bool> AsyncClientImpl::forget_cleanups(std::string key, std::string token, Clock::time_point deadline) {
@@ -286,11 +309,14 @@ asio::awaitable<bool> AsyncClientImpl::forget_cleanups(std::string key, std::str
       {
         std::lock_guard lock(cleanups_mutex_);
         for (auto& [id, cleanup] : cleanups_) {
-          if (cleanup.forgotten || cleanup.token != token || cleanup.keys[0] != key) continue;
+          if (cleanup.token != token || cleanup.keys[0] != key) continue;
+          // Running, even if close() forgot it since: its request may still
+          // run after a new grant (held back by a proxy or TCP).
           if (cleanup.running) {
             in_flight = true;
             continue;
           }
+          if (cleanup.forgotten) continue;
           cleanup.forgotten = true;  // its loop ends before its next attempt
           now.push_back(cleanup);
         }

@@ -118,10 +118,21 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   /// does not acquire. Runs on the client's executor.
   asio::awaitable<bool> forget_cleanups(std::string key, std::string token, Clock::time_point deadline);
 
+  /// A release of lock `keys` with the custom token `token` begins: until
+  /// release_ends(), forget_cleanups() waits for it as for a clean-up in
+  /// flight (a release that fails files one for the token; a new
+  /// acquisition with it, through any lock object, must come after that).
+  std::uint64_t release_begins(const LockScriptKeys& keys, const std::string& token);
+  void release_ends(std::uint64_t id) noexcept;
+  /// An acquisition begins: the client is in use again after a close(),
+  /// and its clean-ups retry on their schedule again.
+  void acquisition_begins() noexcept;
+
   /// Runs `resp` (owing `replies` replies) on a connection of its own to
   /// the server this client's requests go to now (Sentinel: the master),
-  /// made on first use: WAIT holds back every reply after it on its
-  /// connection, and the main one is every coroutine's. That connection has
+  /// one per request in flight (idle ones reused): WAIT holds back every
+  /// reply after it on its connection, and the main one is every
+  /// coroutine's. That connection has
   /// no stall check (a WAIT takes up to its timeout): `until` bounds the
   /// request. Not on a Cluster (ConfigError). Error replies are returned;
   /// I/O errors thrown.
@@ -157,7 +168,10 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
   AsyncClientOptions limits_;
   std::string endpoint_;
   std::shared_ptr<AsyncConnection> connection_;
-  std::shared_ptr<AsyncConnection> aside_;  // exchange_aside()'s, to connection_'s server
+  // exchange_aside()'s idle connections (to connection_'s server), at most
+  // kMaxIdleAside.
+  static constexpr std::size_t kMaxIdleAside = 4;
+  std::vector<std::shared_ptr<AsyncConnection>> aside_idle_;
   std::shared_ptr<AsyncSubscriber> subscriber_;
   std::shared_ptr<AsyncCluster> cluster_;  // Cluster only
   // Sentinel only.
@@ -184,7 +198,9 @@ class AsyncClientImpl : public std::enable_shared_from_this<AsyncClientImpl> {
     std::shared_ptr<asio::steady_timer> timer{};  // its wait for the next run
     bool running = false;    // its request is in flight
     bool forgotten = false;  // stop before its next attempt (forget_cleanups(), close())
+    bool one_shot = false;   // filed after close(): one run, no retries
   };
+  bool closed_ = false;  // close() ran and no acquisition began since (guarded by cleanups_mutex_)
   friend asio::awaitable<void> run_cleanup(std::shared_ptr<AsyncClientImpl> client, std::uint64_t id);
   std::mutex cleanups_mutex_;
   std::map<std::uint64_t, Cleanup> cleanups_;

@@ -56,27 +56,33 @@ asio::awaitable<AsyncConnection::Outcome> AsyncClientImpl::exchange_aside(std::s
                                                                           std::string_view operation) {
   if (cluster_) throw ConfigError(std::string(operation) + ": not on a Redis Cluster with the async client");
   const std::shared_ptr<AsyncConnection> main = co_await route(until);
-  if (!aside_ || aside_->endpoint() != main->endpoint()) {
-    if (aside_) aside_->close();  // the master switched
+  // One connection per request in flight (concurrent WAITs do not queue
+  // behind each other), kept for reuse while idle.
+  std::shared_ptr<AsyncConnection> aside;
+  while (!aside_idle_.empty() && !aside) {
+    aside = std::move(aside_idle_.back());
+    aside_idle_.pop_back();
+    if (aside->endpoint() != main->endpoint()) {  // the master switched
+      aside->close();
+      aside.reset();
+    }
+  }
+  if (!aside) {
     ConnectionOptions options = main->options();
     options.socket_timeout = std::chrono::milliseconds(0);
-    aside_ = std::make_shared<AsyncConnection>(executor_, std::move(options));
+    aside = std::make_shared<AsyncConnection>(executor_, std::move(options));
   }
-  const std::shared_ptr<AsyncConnection> aside = aside_;
   AsyncConnection::Outcome outcome;
   try {
     outcome = co_await aside->exchange(std::move(resp), replies, until, operation);
   } catch (const IoError&) {
-    if (aside_ == aside) aside_.reset();
     aside->close();
     throw;
   }
-  // A request left unanswered at its bound: the next one starts afresh
-  // rather than queue behind it.
-  if (outcome.ended == Ended::deadline && aside_ == aside) {
-    aside_.reset();
-    aside->close();
-  }
+  // Unanswered at its bound, or cancelled: its reply is still owed, and
+  // the next request must not queue behind it.
+  if (outcome.ended == Ended::replied && aside_idle_.size() < kMaxIdleAside) aside_idle_.push_back(std::move(aside));
+  else aside->close();
   co_return outcome;
 }
 

@@ -167,11 +167,24 @@ asio::awaitable<void> AsyncLockImpl::release() noexcept {
   held_ = false;
   auto lease = lease_;  // kept alive while the release runs
   const std::string token = token_;  // a new acquisition may start meanwhile
-  ++releases_in_flight_;
-  struct Settled {
-    int& count;
-    ~Settled() { --count; }
-  } settled{releases_in_flight_};
+  // With a custom token, an acquisition with it (through any lock object of
+  // this client) waits for this release: if it fails, its clean-up must
+  // run before that acquisition, never after it (found by review).
+  struct InFlight {
+    AsyncClientImpl* client = nullptr;
+    std::uint64_t id = 0;
+    ~InFlight() {
+      if (client != nullptr) client->release_ends(id);
+    }
+  } in_flight;
+  if (options_.token) {
+    try {
+      in_flight.id = client_->release_begins(keys_, token);
+      in_flight.client = client_.get();
+    } catch (...) {
+      // No memory: the release runs untracked.
+    }
+  }
   try {
     co_await uncancellable();
     Port port(*this);

@@ -81,15 +81,14 @@ asio::awaitable<bool> AsyncLockImpl::acquire(Clock::time_point deadline) {
 }
 
 asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
+  client_->acquisition_begins();
   token_ = options_.token ? *options_.token : lock_token();
   record_ = options_.holder_record ? holder_record(token_, options_.holder_label) : std::string();
   if (options_.token) {
-    // A release of this object still running may yet file a clean-up of
-    // this token (it failed): wait for it first (found by review).
-    const bool settled = co_await releases_settled(deadline);
-    if (!settled) co_return false;
     // Earlier attempts' clean-ups release whatever holds this token: run
-    // now, they never run after this acquisition (found by review, session 17).
+    // now, they never run after this acquisition (found by review, session
+    // 17); a release with it still running is waited for first (it may yet
+    // file one).
     const bool clear = co_await client_->forget_cleanups(keys_[0], token_, deadline);
     if (!clear) co_return false;
   }
@@ -154,18 +153,11 @@ asio::awaitable<void> AsyncLockImpl::replicate_grant() {
     throw LockNotOwned("lock '" + name() + "' was granted but lost before its replication was confirmed", name());
   const auto acknowledged = outcome.replies[1]->type == REDIS_REPLY_INTEGER ? outcome.replies[1]->integer : 0;
   if (acknowledged < acks.replicas) throw not_enough_replicas(name(), client_->endpoint(), static_cast<int>(acknowledged), acks);
-}
-
-asio::awaitable<bool> AsyncLockImpl::releases_settled(Clock::time_point deadline) {
-  if (releases_in_flight_ == 0) co_return true;
-  deadline = std::max(deadline, Clock::now() + kCancelGrace);
-  asio::steady_timer timer(client_->executor());
-  while (releases_in_flight_ > 0) {
-    if (Clock::now() >= deadline) co_return false;
-    timer.expires_after(std::chrono::milliseconds(2));
-    co_await timer.async_wait(asio::use_awaitable);
-  }
-  co_return true;
+  // A cancellation that landed while the WAIT's reply travelled: the
+  // awaiting group has dropped our result, so the grant must be passed on
+  // (the caller's failure path), not reported (as confirm_lease's check).
+  const bool cancelled = cancellation_requested(co_await asio::this_coro::cancellation_state);
+  if (cancelled) throw_cancelled();
 }
 
 asio::awaitable<AsyncLockImpl::Attempt> AsyncLockImpl::fast_attempt(Clock::time_point deadline) {

@@ -111,9 +111,6 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   [[noreturn]] void throw_token_in_use() const;
 
   asio::awaitable<bool> acquire_inner(Clock::time_point deadline);
-  /// Waits (2 ms steps) until no release of this object runs, or `deadline`
-  /// passed (at least kCancelGrace from now): whether none runs.
-  asio::awaitable<bool> releases_settled(Clock::time_point deadline);
   bool acks_required() const noexcept { return options_.replica_acks.replicas > 0; }
   /// With replica_acks: makes the replicas acknowledge the grant just
   /// confirmed (K holds token_), or throws (ReplicationError, LockNotOwned,
@@ -135,11 +132,6 @@ class AsyncLockImpl : public std::enable_shared_from_this<AsyncLockImpl> {
   LockOptions options_;
   std::string ttl_text_;
   bool busy_ = false;  // an acquisition/extension is running
-  // Releases still running (a detached unlock() returns at once). With a
-  // custom token an acquisition waits for them: a release that fails hands
-  // the token's key to the background clean-up, which must run before that
-  // acquisition, never after it (forget_cleanups()).
-  int releases_in_flight_ = 0;
   bool orphaned_ = false;
   bool held_ = false;
   std::string token_;   // current acquisition's (never logged)

@@ -113,7 +113,7 @@ void AsyncSubscriber::send(std::string_view verb, const std::string& channel) {
   const std::array<std::string_view, 2> args{verb, channel};
   append_resp(resp, args);
   channels_[channel].outstanding += 1;
-  pending_.push_back(channel);
+  pending_.push_back({verb == "SUBSCRIBE" || verb == "SSUBSCRIBE", channel});
   connection_->send_unowed(resp);
 }
 
@@ -129,17 +129,22 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
   if (reply->type == REDIS_REPLY_ERROR) {
     // A refused SUBSCRIBE (-NOPERM): its waiters poll.
     if (pending_.empty()) return;
-    const std::string channel = pending_.front();
+    const Pending command = pending_.front();
     pending_.pop_front();
+    const std::string& channel = command.channel;
     auto entry = channels_.find(channel);
     if (entry == channels_.end()) return;
-    entry->second.outstanding -= 1;
+    if (entry->second.outstanding > 0) entry->second.outstanding -= 1;
+    if (!command.subscribe) {
+      // The server no longer has it either way (e.g. its slot moved).
+      entry->second.subscribed = false;
+      if (entry->second.waiters == 0 && entry->second.outstanding == 0) channels_.erase(entry);
+      return;
+    }
     entry->second.denied = true;
     entry->second.denied_at = Clock::now();
     const std::string_view text(reply->str, reply->len);
-    const std::string_view code = text.substr(0, text.find(' '));
-    entry->second.moved =
-        sharded_ && (code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN" || code == "TRYAGAIN");
+    entry->second.moved = sharded_ && channel_rules::slot_elsewhere(text.substr(0, text.find(' ')));
     schedule_maintenance(channel_rules::retry_at(entry->second.denied_at, entry->second.moved));
     if (entry->second.moved) {
       // The channel's slot is not (or no longer) this master's: its
@@ -160,14 +165,23 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
   const std::string channel(reply->element[1]->str, reply->element[1]->len);
   // Shard channels answer with the same shapes, prefixed "s".
   if (sharded_ && (kind == "smessage" || kind == "ssubscribe" || kind == "sunsubscribe")) kind.remove_prefix(1);
-  if (sharded_ && kind == "unsubscribe" && (pending_.empty() || pending_.front() != channel)) {
+  if (sharded_ && kind == "unsubscribe" && (pending_.empty() || pending_.front().channel != channel)) {
     // Not asked for: the channel's slot left this node (resharding,
-    // failover). Its waiters retry now and follow the slot.
+    // failover). Its waiters retry now and follow the slot; the channel is
+    // asked for again after kMovedRetry (the slot may come back, or the map
+    // was stale), as the blocking Subscriber's slot_moved.
     auto entry = channels_.find(channel);
     if (entry == channels_.end()) return;
     entry->second.subscribed = false;
-    if (entry->second.waiters == 0 && entry->second.outstanding == 0) channels_.erase(entry);
-    else wake_channel_waiters(channel, true);
+    if (entry->second.waiters == 0 && entry->second.outstanding == 0) {
+      channels_.erase(entry);
+      return;
+    }
+    entry->second.denied = true;
+    entry->second.moved = true;
+    entry->second.denied_at = Clock::now();
+    schedule_maintenance(channel_rules::retry_at(entry->second.denied_at, true));
+    wake_channel_waiters(channel, true);
     return;
   }
   if (kind == "message" && reply->element[2]->type == REDIS_REPLY_STRING) {
@@ -192,10 +206,14 @@ void AsyncSubscriber::on_push(ReplyPtr reply) {
   auto entry = channels_.find(channel);
   if (entry == channels_.end()) return;
   Channel& state = entry->second;
-  state.outstanding -= 1;
+  if (state.outstanding > 0) state.outstanding -= 1;
   if (state.outstanding > 0) return;  // a later (UN)SUBSCRIBE decides
   state.subscribed = kind == "subscribe";
-  if (state.subscribed) ++state.epoch;
+  if (state.subscribed) {
+    ++state.epoch;
+    state.denied = false;  // an earlier refusal of the same channel is over
+    state.moved = false;
+  }
   if (state.waiters == 0) {
     if (state.subscribed && connection_->connected()) {
       state.idle_since = Clock::now();  // its waiters left while it was asked for: it lingers

@@ -160,7 +160,13 @@ class AsyncSubscriber : public std::enable_shared_from_this<AsyncSubscriber> {
   std::shared_ptr<AsyncConnection> connection_;
   std::map<std::string, Channel> channels_;
   std::unordered_map<std::string, std::shared_ptr<Slot>> waiters_;  // by waiter id
-  std::deque<std::string> pending_;  // channels of unconfirmed (UN)SUBSCRIBEs, in send order
+  // Unconfirmed (UN)SUBSCRIBEs, in send order: replies come in that order,
+  // so an error reply names its command by position.
+  struct Pending {
+    bool subscribe = true;
+    std::string channel;
+  };
+  std::deque<Pending> pending_;
   asio::steady_timer reconnect_timer_;
   bool reconnect_scheduled_ = false;
   asio::steady_timer maintenance_timer_;

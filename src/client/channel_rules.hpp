@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <string_view>
 
 namespace lockon::detail::channel_rules {
 
@@ -22,6 +23,13 @@ using Clock = std::chrono::steady_clock;
 inline constexpr std::chrono::milliseconds kLinger{1000};
 inline constexpr std::chrono::milliseconds kDeniedRetry{30'000};
 inline constexpr std::chrono::milliseconds kMovedRetry{100};
+
+/// Whether an error answering a sharded SSUBSCRIBE (its first word) says
+/// the channel's slot is not (or no longer) this master's: its waiters
+/// follow the slot, and the channel is asked for again after kMovedRetry.
+inline bool slot_elsewhere(std::string_view code) noexcept {
+  return code == "MOVED" || code == "ASK" || code == "CLUSTERDOWN" || code == "TRYAGAIN";
+}
 
 /// When a channel idle (no waiter) since `idle_since` is unsubscribed.
 inline Clock::time_point linger_end(Clock::time_point idle_since) noexcept { return idle_since + kLinger; }

@@ -274,8 +274,7 @@ Subscriber::Warning Subscriber::on_error_reply(std::string_view text, bool direc
     return {};
   }
   const std::string_view error_code = text.substr(0, text.find(' '));
-  if (sharded_ && (error_code == "MOVED" || error_code == "ASK" || error_code == "CLUSTERDOWN" ||
-                   error_code == "TRYAGAIN")) {
+  if (sharded_ && channel_rules::slot_elsewhere(error_code)) {
     slot_moved(it->second, it->first, direct);
     return {};
   }

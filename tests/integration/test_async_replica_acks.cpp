@@ -5,7 +5,9 @@
 // coroutines' replies on the shared connection; fewer acknowledgements
 // give the key back and throw ReplicationError. A real master and replica.
 #include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +26,15 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// WAITs the master has run (INFO commandstats): on localhost the replica has
+// a grant within a millisecond anyway, so "on the replica" alone would not
+// show that the lock waited for it.
+long long waits_run(RedisServer& master) {
+  const std::string stats = master.command({"INFO", "commandstats"}).str;
+  const auto at = stats.find("cmdstat_wait:calls=");
+  return at == std::string::npos ? 0 : std::stoll(stats.substr(at + 19));
+}
+
 TEST(AsyncReplicaAcks, AnAcknowledgedGrantIsOnTheReplica) {
   ReplicaPair pair;
   asio::io_context io;
@@ -33,6 +44,7 @@ TEST(AsyncReplicaAcks, AnAcknowledgedGrantIsOnTheReplica) {
     options.fencing = fencing;
     AsyncLock lock(client, "acks:async", options);
     std::string on_replica;
+    const long long waits_before = waits_run(pair.master);
     ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
       EXPECT_TRUE(co_await lock.async_try_lock());
       // WAIT returned 1: the replica has the grant now, not eventually.
@@ -40,6 +52,7 @@ TEST(AsyncReplicaAcks, AnAcknowledgedGrantIsOnTheReplica) {
       co_await lock.async_unlock();
     }));
     EXPECT_FALSE(on_replica.empty()) << (fencing ? "fenced" : "plain");
+    EXPECT_EQ(waits_run(pair.master), waits_before + 1) << "the grant was reported without a WAIT";
   }
 }
 
@@ -98,6 +111,49 @@ TEST(AsyncReplicaAcks, APausedReplicaGivesReplicationErrorFreesTheKeyAndStallsNo
   EXPECT_EQ(pair.master.command({"EXISTS", "acks:async-paused"}).integer, 0) << "the unreplicated grant stays held";
 }
 
+// Two acquisitions WAITing at once do not queue behind each other: each
+// has a connection of its own (one shared side connection made the second
+// wait out the first's WAIT too, then fail with a timeout).
+TEST(AsyncReplicaAcks, ConcurrentWaitsRunSideBySide) {
+  ReplicaPair pair;
+  asio::io_context io;
+  AsyncClient client(io.get_executor(), pair.master.url() + "?socket_timeout=300ms");
+  pair.replica.pause();
+  struct Resume {
+    RedisServer& replica;
+    ~Resume() { replica.resume(); }
+  } resume{pair.replica};
+  AsyncLock first(client, "acks:side-1", with_acks(1, 700ms));
+  AsyncLock second(client, "acks:side-2", with_acks(1, 700ms));
+  int replication_errors = 0;
+  std::string other_error;
+  Clock::duration took{};
+  ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
+    const auto start = Clock::now();
+    int done = 0;
+    asio::steady_timer all_done(co_await asio::this_coro::executor, Clock::time_point::max());
+    for (AsyncLock* lock : {&first, &second}) {
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&, lock]() -> asio::awaitable<void> {
+            try {
+              co_await lock->async_try_lock();
+            } catch (const ReplicationError&) {
+              ++replication_errors;
+            } catch (const std::exception& e) {
+              other_error = e.what();
+            }
+            if (++done == 2) all_done.cancel();
+          },
+          asio::detached);
+    }
+    co_await all_done.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    took = Clock::now() - start;
+  }));
+  EXPECT_EQ(replication_errors, 2) << other_error;
+  EXPECT_LT(took, 700ms + 500ms) << "the second WAIT queued behind the first";
+}
+
 // A hand-over is written by the releaser's connection: the waiter rewrites
 // its token itself, then WAITs.
 TEST(AsyncReplicaAcks, AHandOverIsAcknowledged) {
@@ -111,6 +167,7 @@ TEST(AsyncReplicaAcks, AHandOverIsAcknowledged) {
   bool got = false;
   bool queued = false;
   std::string on_replica;
+  const long long waits_before = waits_run(pair.master);
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     asio::co_spawn(
         co_await asio::this_coro::executor,
@@ -128,6 +185,7 @@ TEST(AsyncReplicaAcks, AHandOverIsAcknowledged) {
   }));
   EXPECT_TRUE(queued) << "the waiter never queued: no hand-over was tested";
   EXPECT_TRUE(got);
+  EXPECT_EQ(waits_run(pair.master), waits_before + 1) << "the hand-over was reported without a WAIT";
   EXPECT_FALSE(on_replica.empty()) << "the handed grant was not on the replica when the waiter was told";
 }
 
