@@ -40,7 +40,7 @@ TEST(AsyncReplicaAcks, AnAcknowledgedGrantIsOnTheReplica) {
   asio::io_context io;
   AsyncClient client(io.get_executor(), pair.master.url());
   for (const bool fencing : {false, true}) {
-    auto options = with_acks(1, 1000ms);
+    auto options = with_acks(1, 3000ms);  // answered at once when healthy; generous under load
     options.fencing = fencing;
     AsyncLock lock(client, "acks:async", options);
     std::string on_replica;
@@ -163,7 +163,7 @@ TEST(AsyncReplicaAcks, AHandOverIsAcknowledged) {
   Client blocking(pair.master.url());
   Lock holder(blocking, "acks:async-handover", {.ttl = 10s});
   ASSERT_TRUE(holder.try_lock());
-  AsyncLock waiter(client, "acks:async-handover", with_acks(1, 1000ms));
+  AsyncLock waiter(client, "acks:async-handover", with_acks(1, 3000ms));
   bool got = false;
   bool queued = false;
   std::string on_replica;
@@ -194,23 +194,30 @@ TEST(AsyncReplicaAcks, AsyncLockOnHonoursThePolicysAcknowledgements) {
   ReplicaPair pair;
   asio::io_context io;
   AsyncClient client(io.get_executor(), pair.master.url());
+  // A healthy replica answers WAIT at once; the generous timeout is for a
+  // loaded machine (ASan beside other tests: a 300 ms WAIT counted 0 of 1).
   LockerPolicy policy;
   policy.key_prefix = "acks-policy";
-  policy.replica_acks = {1, 300ms};
+  policy.replica_acks = {1, 3000ms};
   AsyncLocker locker(client, policy);
+  LockerPolicy paused_policy = policy;
+  paused_policy.replica_acks = {1, 300ms};
+  AsyncLocker paused_locker(client, paused_policy);
   int ran = 0;
   std::string on_replica;
-  auto call = locker.async_lock_on<0>("acks::fn", [&](AsyncLockContext& context, std::string) -> asio::awaitable<void> {
+  const auto body = [&](AsyncLockContext& context, std::string) -> asio::awaitable<void> {
     ++ran;
     on_replica = pair.replica.command({"GET", context.key()}).str;
     co_return;
-  });
+  };
+  auto call = locker.async_lock_on<0>("acks::fn", body);
+  auto paused_call = paused_locker.async_lock_on<0>("acks::fn", body);
   bool refused = false;
   ASSERT_TRUE(run_on(io, [&]() -> asio::awaitable<void> {
     co_await call(std::string("x"));
     pair.replica.pause();
     try {
-      co_await call(std::string("y"));
+      co_await paused_call(std::string("y"));
     } catch (const ReplicationError&) {
       refused = true;
     }
