@@ -137,7 +137,7 @@ asio::awaitable<void> AsyncLockImpl::renew_loop(std::shared_ptr<AsyncLockImpl> s
       if (answer.ended == Ended::replied) result = read_renew_reply(*answer.reply);
       else alone = sharded && answer.ended == Ended::deadline;
     } catch (const ReplyError& error) {
-      alone = sharded && refused_by_migration(error.code() + " ");
+      alone = sharded && refused_by_migration(error.code());
     } catch (const std::exception&) {
     }
     if (alone && !renewal->stopped) {
@@ -169,7 +169,7 @@ asio::awaitable<void> AsyncLockImpl::release() noexcept {
   const std::string token = token_;  // a new acquisition may start meanwhile
   // With a custom token, an acquisition with it (through any lock object of
   // this client) waits for this release: if it fails, its clean-up must
-  // run before that acquisition, never after it (found by review).
+  // run before that acquisition, never after it.
   struct InFlight {
     AsyncClientImpl* client = nullptr;
     std::uint64_t id = 0;

@@ -86,9 +86,8 @@ asio::awaitable<bool> AsyncLockImpl::acquire_inner(Clock::time_point deadline) {
   record_ = options_.holder_record ? holder_record(token_, options_.holder_label) : std::string();
   if (options_.token) {
     // Earlier attempts' clean-ups release whatever holds this token: run
-    // now, they never run after this acquisition (found by review, session
-    // 17); a release with it still running is waited for first (it may yet
-    // file one).
+    // now, they never run after this acquisition; a release with it still
+    // running is waited for first (it may yet file one).
     const bool clear = co_await client_->forget_cleanups(keys_[0], token_, deadline);
     if (!clear) co_return false;
   }

@@ -134,7 +134,7 @@ void renew_on_node(ClientImpl& client, Node& node, const std::vector<RenewalEntr
         results[i] = read_renew_reply(reply);
       } else if (reply.type == REDIS_REPLY_ERROR) {
         const std::string_view error(reply.str, reply.len);
-        if (refused_by_migration(error)) alone.push_back(i);
+        if (refused_by_migration(error.substr(0, error.find(' ')))) alone.push_back(i);
         else client.topology().report_error_reply(node, error);
       }
     }

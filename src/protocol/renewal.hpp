@@ -40,8 +40,8 @@ inline std::chrono::milliseconds renew_retry(std::chrono::milliseconds ttl) noex
   return std::clamp(ttl / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(50));
 }
 
-/// Whether a renewal's error reply is a slot migration refusing it for its
-/// records. While a slot migrates, a script runs only where every key it
+/// Whether a renewal's error reply (its code: first word) is a slot
+/// migration refusing it for its records. While a slot migrates, a script runs only where every key it
 /// declares exists (else TRYAGAIN, or ASK where none does), and the
 /// renewal declares the lease's records too ({K}:who, and {K}:hs, which
 /// exists only after a hand-over or with a waiter of ours behind us): a
@@ -50,8 +50,8 @@ inline std::chrono::milliseconds renew_retry(std::chrono::milliseconds ttl) noex
 /// renewal is sent again for the lease alone (KEYS: K, which a migrating
 /// slot serves wherever K is, an ASK followed); the next full renewal keeps
 /// the records.
-inline bool refused_by_migration(std::string_view error) noexcept {
-  return error.starts_with("TRYAGAIN") || error.starts_with("ASK ");
+inline bool refused_by_migration(std::string_view code) noexcept {
+  return code == "TRYAGAIN" || code == "ASK";
 }
 
 /// How long the Asio front's full renewal on a Cluster may wait out a

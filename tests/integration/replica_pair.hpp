@@ -37,6 +37,19 @@ struct ReplicaPair {
   }
 };
 
+/// Pauses the pair's replica (SIGSTOP) until destroyed: no WAIT is
+/// acknowledged meanwhile.
+class PausedReplica {
+ public:
+  explicit PausedReplica(ReplicaPair& pair) : replica_(pair.replica) { replica_.pause(); }
+  ~PausedReplica() { replica_.resume(); }
+  PausedReplica(const PausedReplica&) = delete;
+  PausedReplica& operator=(const PausedReplica&) = delete;
+
+ private:
+  RedisServer& replica_;
+};
+
 /// A 10 s lease acknowledged by `replicas` replicas within `timeout`.
 inline LockOptions with_acks(int replicas, std::chrono::milliseconds timeout) {
   LockOptions options;

@@ -63,11 +63,7 @@ TEST(AsyncReplicaAcks, APausedReplicaGivesReplicationErrorFreesTheKeyAndStallsNo
   ReplicaPair pair;
   asio::io_context io;
   AsyncClient client(io.get_executor(), pair.master.url() + "?socket_timeout=300ms");
-  pair.replica.pause();
-  struct Resume {
-    RedisServer& replica;
-    ~Resume() { replica.resume(); }
-  } resume{pair.replica};
+  const PausedReplica paused(pair);
   AsyncLock lock(client, "acks:async-paused", with_acks(1, 700ms));
   AsyncLock other(client, "acks:async-other", LockOptions{.ttl = 10s});
   int acknowledged = -1;
@@ -118,11 +114,7 @@ TEST(AsyncReplicaAcks, ConcurrentWaitsRunSideBySide) {
   ReplicaPair pair;
   asio::io_context io;
   AsyncClient client(io.get_executor(), pair.master.url() + "?socket_timeout=300ms");
-  pair.replica.pause();
-  struct Resume {
-    RedisServer& replica;
-    ~Resume() { replica.resume(); }
-  } resume{pair.replica};
+  const PausedReplica paused(pair);
   AsyncLock first(client, "acks:side-1", with_acks(1, 700ms));
   AsyncLock second(client, "acks:side-2", with_acks(1, 700ms));
   int replication_errors = 0;
